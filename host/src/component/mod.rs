@@ -1,0 +1,374 @@
+//! Components: the wasmtime engine, validation against the world, and the
+//! cache of compiled components and their `InstancePre`, per digest.
+
+mod bindings;
+mod clock;
+mod host;
+
+pub use clock::JournalClock;
+pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
+
+use crate::ids::{Generation, RunId, SessionId, WorkerId};
+use bindings::{Controller, ControllerPre};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// How often the epoch ticks: the granularity of CPU slices and of cancel.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// The world every controller must implement.
+pub const WORLD: &str = "cairn:controller/controller@0.1.0";
+
+/// What a controller says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Info {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Whether it can park.
+    pub can_park: bool,
+}
+
+/// A component that cannot be used, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ComponentError {
+    /// Not a WebAssembly component at all.
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(String),
+    /// A component, but not of the controller world.
+    #[error("the component does not implement {WORLD}: {0}")]
+    WrongWorld(String),
+    /// It trapped or failed while describing itself.
+    #[error("the component failed in describe(): {0}")]
+    DescribeFailed(String),
+    /// The file could not be read.
+    #[error("cannot read component {path}: {source}")]
+    Read {
+        /// The path given.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine could not be set up.
+    #[error("wasmtime engine: {0}")]
+    Engine(String),
+}
+
+/// A compiled, linked, described component, shared by every run of it.
+pub struct Prepared {
+    digest: String,
+    pre: ControllerPre<HostState>,
+    info: Info,
+}
+
+impl Prepared {
+    /// `sha256:<hex>` of the component's bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// What it said about itself.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+}
+
+/// The digest cairn uses for component bytes.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// The engine and its cache.
+pub struct Components {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: Mutex<HashMap<String, Arc<Prepared>>>,
+    _ticker: Ticker,
+}
+
+struct Ticker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Components {
+    /// A new engine (async, epoch interruption) with its epoch ticker.
+    pub fn new() -> Result<Self, ComponentError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let engine = engine.weak();
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("cairn-epoch".into())
+                .spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        match engine.upgrade() {
+                            Some(e) => e.increment_epoch(),
+                            None => break,
+                        }
+                    }
+                })
+                .map_err(|e| ComponentError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        }
+        Ok(Components {
+            engine,
+            linker,
+            cache: Mutex::new(HashMap::new()),
+            _ticker: Ticker { stop },
+        })
+    }
+
+    /// Compile (or fetch from the cache) and describe a component from bytes.
+    pub async fn prepare(&self, bytes: &[u8]) -> Result<Arc<Prepared>, ComponentError> {
+        let digest = digest_of(bytes);
+        if let Some(p) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
+            return Ok(p.clone());
+        }
+        if !wasmparser_is_component(bytes) {
+            return Err(ComponentError::NotAComponent(if bytes.starts_with(b"\0asm") {
+                "it is a core WebAssembly module; build with --target wasm32-wasip2 to get a component".into()
+            } else {
+                "it does not start with the WebAssembly magic bytes".into()
+            }));
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| ComponentError::NotAComponent(format!("{e:#}")))?;
+        check_exports(&self.engine, &component)?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+        let pre = ControllerPre::new(instance_pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+        let info = self.describe(&pre).await?;
+        let prepared = Arc::new(Prepared { digest: digest.clone(), pre, info });
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(digest, prepared.clone());
+        Ok(prepared)
+    }
+
+    /// Read and prepare a component file.
+    pub async fn prepare_file(&self, path: &Path) -> Result<(Arc<Prepared>, Vec<u8>), ComponentError> {
+        let bytes = std::fs::read(path).map_err(|source| ComponentError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok((self.prepare(&bytes).await?, bytes))
+    }
+
+    async fn describe(&self, pre: &ControllerPre<HostState>) -> Result<Info, ComponentError> {
+        let mut store = Store::new(&self.engine, HostState::sealed());
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(100);
+        store.epoch_deadline_trap();
+        let fail = |e: wasmtime::Error| ComponentError::DescribeFailed(format!("{e:#}"));
+        let instance = pre.instantiate_async(&mut store).await.map_err(fail)?;
+        let info = instance.call_describe(&mut store).await.map_err(fail)?;
+        Ok(Info {
+            name: info.name,
+            version: info.version,
+            can_park: info.can_park,
+        })
+    }
+
+    /// Instantiate `prepared` for one run and call `run(start)`.
+    pub async fn run(&self, prepared: &Prepared, sandbox: Sandbox, start: RunStart) -> Result<Outcome, RunTrap> {
+        let mut wasi = wasmtime_wasi::WasiCtxBuilder::new();
+        wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
+            .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
+        wasi.stdout(wasmtime_wasi::cli::OutputFile::new(sandbox.stdout));
+        wasi.stderr(wasmtime_wasi::cli::OutputFile::new(sandbox.stderr));
+        wasi.insecure_random_seed(u128::from(start.seed));
+        wasi.secure_random(clock::seeded_rng(start.seed));
+        wasi.wall_clock(sandbox.clock.clone());
+        wasi.monotonic_clock(sandbox.clock.clone());
+        let state = HostState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(sandbox.max_memory_bytes)
+                .instances(64)
+                .tables(64)
+                .table_elements(100_000)
+                .build(),
+            host: Some(sandbox.host.clone()),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(1);
+        let host = sandbox.host.clone();
+        store.epoch_deadline_callback(move |_| {
+            if host.should_trap() {
+                Ok(wasmtime::UpdateDeadline::Interrupt)
+            } else {
+                Ok(wasmtime::UpdateDeadline::Yield(1))
+            }
+        });
+        let instance = prepared
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| RunTrap::Setup(format!("{e:#}")))?;
+        let wit_start = bindings::types::Start {
+            run_id: start.run_id.to_string(),
+            session_id: start.session_id.to_string(),
+            worker_id: start.worker_id.to_string(),
+            generation: start.generation.0,
+            prompt: start.prompt,
+            continues: start.continues.map(|r| r.to_string()),
+            checkpoint: start.checkpoint,
+        };
+        let outcome = instance
+            .call_run(&mut store, &wit_start)
+            .await
+            .map_err(|e| RunTrap::Trap(trap_message(&e)))?;
+        Ok(match outcome {
+            bindings::types::Outcome::Finished(t) => Outcome::Finished(t),
+            bindings::types::Outcome::Question(t) => Outcome::Question(t),
+            bindings::types::Outcome::Parked(b) => Outcome::Parked(b),
+            bindings::types::Outcome::Failed(e) => Outcome::Failed {
+                code: e.code,
+                message: e.message,
+            },
+        })
+    }
+}
+
+fn trap_message(e: &wasmtime::Error) -> String {
+    if let Some(failure) = e.downcast_ref::<HostFailure>() {
+        return failure.to_string();
+    }
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        return format!("the controller trapped: {trap}");
+    }
+    format!("{e:#}")
+}
+
+fn wasmparser_is_component(bytes: &[u8]) -> bool {
+    // Magic, then the layer/version word: components are layer 1.
+    bytes.len() >= 8 && bytes.starts_with(b"\0asm") && bytes[6..8] == [1, 0]
+}
+
+fn check_exports(engine: &Engine, component: &Component) -> Result<(), ComponentError> {
+    use wasmtime::component::types::ComponentItem;
+    let ty = component.component_type();
+    let mut missing = Vec::new();
+    let exports: Vec<(String, ComponentItem)> =
+        ty.exports(engine).map(|(n, item)| (n.to_string(), item.ty)).collect();
+    for name in ["describe", "run"] {
+        match exports.iter().find(|(n, _)| n == name) {
+            Some((_, ComponentItem::ComponentFunc(_))) => {}
+            Some(_) => missing.push(format!("`{name}` is exported but is not a function")),
+            None => missing.push(format!("missing export `{name}`")),
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        let exported: Vec<String> = exports.iter().map(|(n, _)| format!("`{n}`")).collect();
+        Err(ComponentError::WrongWorld(format!(
+            "{} (it exports {})",
+            missing.join(", "),
+            if exported.is_empty() { "nothing".to_string() } else { exported.join(", ") }
+        )))
+    }
+}
+
+/// What a run's sandbox is made of.
+pub struct Sandbox {
+    /// `runs/<gen>/artifacts/`: the guest's `/`.
+    pub artifacts: std::path::PathBuf,
+    /// `worker.out.log`.
+    pub stdout: std::fs::File,
+    /// `worker.err.log`.
+    pub stderr: std::fs::File,
+    /// The guest's clocks.
+    pub clock: JournalClock,
+    /// Linear memory ceiling.
+    pub max_memory_bytes: usize,
+    /// The run's side of every import.
+    pub host: Arc<dyn RunHost>,
+}
+
+/// What `run(start)` receives.
+pub struct RunStart {
+    /// The run.
+    pub run_id: RunId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its worker.
+    pub worker_id: WorkerId,
+    /// Its generation.
+    pub generation: Generation,
+    /// The prompt.
+    pub prompt: String,
+    /// The run it continues.
+    pub continues: Option<RunId>,
+    /// The checkpoint it resumes from.
+    pub checkpoint: Option<Vec<u8>>,
+    /// The seed of its randomness (journaled in `Started`).
+    pub seed: u64,
+}
+
+/// Why a run's instance stopped without an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum RunTrap {
+    /// It could not be set up.
+    #[error("cannot start the controller: {0}")]
+    Setup(String),
+    /// It trapped (or was interrupted, or a host call failed).
+    #[error("{0}")]
+    Trap(String),
+}
+
+/// The store's data: WASI, the resource table, limits and the run's host.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    host: Option<Arc<dyn RunHost>>,
+}
+
+impl HostState {
+    /// A state with no filesystem, no host: for describe().
+    fn sealed() -> Self {
+        HostState {
+            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new().memory_size(64 << 20).build(),
+            host: None,
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Owner-only, crash-safe file operations on cap-std directories. Every host
+//! access inside a home goes through a [`Dir`]; nothing here joins a path.
+
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
+use std::io::{self, Write};
+
+/// Mode of every directory cairn creates.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file cairn creates.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Create `name` inside `dir`, owner-only; an existing entry is an error
+/// (`AlreadyExists`), never reused.
+pub fn create_dir_new(dir: &Dir, name: &str) -> io::Result<Dir> {
+    let mut builder = DirBuilder::new();
+    builder.mode(DIR_MODE);
+    dir.create_dir_with(name, &builder)?;
+    dir.open_dir(name)
+}
+
+/// Open `name` inside `dir`, creating it owner-only when missing.
+pub fn ensure_dir(dir: &Dir, name: &str) -> io::Result<Dir> {
+    match create_dir_new(dir, name) {
+        Ok(d) => Ok(d),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => dir.open_dir(name),
+        Err(e) => Err(e),
+    }
+}
+
+/// Open (creating, owner-only) a file for appending.
+pub fn open_append(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
+    let mut opts = OpenOptions::new();
+    opts.append(true).create(true).read(true).mode(FILE_MODE);
+    dir.open_with(name, &opts)
+}
+
+/// Create a new, empty owner-only file; an existing one is an error.
+pub fn create_file_new(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
+    let mut opts = OpenOptions::new();
+    opts.write(true).create_new(true).mode(FILE_MODE);
+    dir.open_with(name, &opts)
+}
+
+/// Flush a directory's entries to disk (after a create or rename in it).
+pub fn sync_dir(dir: &Dir) -> io::Result<()> {
+    dir.try_clone()?.into_std_file().sync_all()
+}
+
+/// Replace `name` atomically: write a temp file, fsync it, rename it over
+/// `name`, fsync the directory.
+pub fn write_document(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple());
+    let result = (|| {
+        let mut file = create_file_new(dir, &tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        dir.rename(&tmp, dir, name)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = dir.remove_file(&tmp);
+    }
+    result
+}
+
+/// Read a JSON document and check its `"version"` before the full parse, so
+/// a foreign version is reported rather than mis-parsed.
+pub fn read_document<T: serde::de::DeserializeOwned>(
+    dir: &Dir,
+    name: &str,
+    expected_version: u64,
+) -> Result<T, DocumentError> {
+    let bytes = dir.read(name).map_err(|source| DocumentError::Io {
+        name: name.to_string(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| DocumentError::Invalid {
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?;
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == expected_version => {}
+        Some(v) => {
+            return Err(DocumentError::Version {
+                name: name.to_string(),
+                found: v,
+                expected: expected_version,
+            });
+        }
+        None => {
+            return Err(DocumentError::Invalid {
+                name: name.to_string(),
+                reason: "it has no \"version\" field".to_string(),
+            });
+        }
+    }
+    serde_json::from_value(value).map_err(|e| DocumentError::Invalid {
+        name: name.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// A document that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// The file could not be read.
+    #[error("cannot read {name}: {source}")]
+    Io {
+        /// The document.
+        name: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not the expected JSON.
+    #[error("{name} is not valid: {reason}")]
+    Invalid {
+        /// The document.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The file has another format version.
+    #[error("{name} has format version {found}; this cairn reads version {expected}")]
+    Version {
+        /// The document.
+        name: String,
+        /// Its version.
+        found: u64,
+        /// Ours.
+        expected: u64,
+    },
+}
+
+impl DocumentError {
+    /// Whether the document does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, DocumentError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,280 @@
+//! Newtype ids. Client-supplied strings never become file names: every store
+//! derives names from [`SessionId::storage_key`], a v5 UUID.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use uuid::Uuid;
+
+/// Raised when a string is not a valid id; the message names the id kind and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} {value:?}: {why}")]
+pub struct InvalidId {
+    /// Which kind of id, such as `worker id`.
+    pub kind: &'static str,
+    /// The offending text (cut to 80 characters).
+    pub value: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl InvalidId {
+    fn new(kind: &'static str, value: &str, why: impl Into<String>) -> Self {
+        InvalidId {
+            kind,
+            value: value.chars().take(80).collect(),
+            why: why.into(),
+        }
+    }
+}
+
+macro_rules! uuid_v7_id {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+        #[serde(transparent)]
+        pub struct $name(Uuid);
+
+        impl $name {
+            /// Mint a new id (UUIDv7: sorts by creation time).
+            pub fn new() -> Self {
+                $name(Uuid::now_v7())
+            }
+
+            /// The UUID inside.
+            pub fn as_uuid(&self) -> Uuid {
+                self.0
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = InvalidId;
+
+            fn from_str(s: &str) -> Result<Self, InvalidId> {
+                let uuid = Uuid::try_parse(s)
+                    .map_err(|e| InvalidId::new($kind, s, format!("not a UUID ({e})")))?;
+                Ok($name(uuid))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.hyphenated().fmt(f)
+            }
+        }
+    };
+}
+
+uuid_v7_id!(
+    /// A worker: the durable aggregate `workers/<worker_id>/`.
+    WorkerId,
+    "worker id"
+);
+uuid_v7_id!(
+    /// A run: one unit of work, start to terminal state.
+    RunId,
+    "run id"
+);
+uuid_v7_id!(
+    /// A segment: a branch or compacted projection inside a session.
+    SegmentId,
+    "segment id"
+);
+
+/// The namespace of v5 storage keys derived from session ids.
+const SESSION_NAMESPACE: Uuid = Uuid::from_u128(0x6a1f_3c2e_9b7d_4e15_8c0a_51f2_d3e4_a6b7);
+/// The namespace of decision ids derived from (session, seq).
+const DECISION_NAMESPACE: Uuid = Uuid::from_u128(0x0d3c_7a41_52e8_4b9f_a1c6_2e7b_9f40_d815);
+
+/// The longest session id accepted, in bytes.
+pub const MAX_SESSION_ID_LEN: usize = 200;
+
+/// A session: one per worker for its lifetime. Clients may choose it, so it is
+/// any printable text up to [`MAX_SESSION_ID_LEN`] bytes; stores address it
+/// only through [`SessionId::storage_key`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Mint a new session id (`s-` and a UUIDv7).
+    pub fn new() -> Self {
+        SessionId(format!("s-{}", Uuid::now_v7().hyphenated()))
+    }
+
+    /// Check a client-supplied id.
+    pub fn parse(s: &str) -> Result<Self, InvalidId> {
+        if s.is_empty() {
+            return Err(InvalidId::new("session id", s, "it is empty"));
+        }
+        if s.len() > MAX_SESSION_ID_LEN {
+            return Err(InvalidId::new(
+                "session id",
+                s,
+                format!("it is {} bytes; at most {MAX_SESSION_ID_LEN}", s.len()),
+            ));
+        }
+        if let Some(c) = s.chars().find(|c| c.is_control()) {
+            return Err(InvalidId::new(
+                "session id",
+                s,
+                format!("it holds the control character {c:?}"),
+            ));
+        }
+        Ok(SessionId(s.to_string()))
+    }
+
+    /// The id as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The v5 UUID every store uses in place of the id itself.
+    pub fn storage_key(&self) -> Uuid {
+        Uuid::new_v5(&SESSION_NAMESPACE, self.0.as_bytes())
+    }
+}
+
+impl Default for SessionId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SessionId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::str::FromStr for SessionId {
+    type Err = InvalidId;
+    fn from_str(s: &str) -> Result<Self, InvalidId> {
+        SessionId::parse(s)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A journal sequence number: dense per session, starting at 1. `Seq(0)` is
+/// the cursor "before everything".
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(transparent)]
+pub struct Seq(pub u64);
+
+impl Seq {
+    /// The seq after this one.
+    pub fn next(self) -> Seq {
+        Seq(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A run generation: per worker, monotonic from 1, reserved durably before
+/// every instantiation.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(transparent)]
+pub struct Generation(pub u64);
+
+impl Generation {
+    /// The generation after this one.
+    pub fn next(self) -> Generation {
+        Generation(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A decision a controller waits for; derived from (session, seq of the
+/// request) so parallel requests never collide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DecisionId(Uuid);
+
+impl DecisionId {
+    /// The id of the decision requested at `seq` in `session`.
+    pub fn derive(session: &SessionId, seq: Seq) -> Self {
+        let mut name = session.storage_key().as_bytes().to_vec();
+        name.extend_from_slice(&seq.0.to_be_bytes());
+        DecisionId(Uuid::new_v5(&DECISION_NAMESPACE, &name))
+    }
+}
+
+impl std::str::FromStr for DecisionId {
+    type Err = InvalidId;
+    fn from_str(s: &str) -> Result<Self, InvalidId> {
+        Uuid::try_parse(s)
+            .map(DecisionId)
+            .map_err(|e| InvalidId::new("decision id", s, format!("not a UUID ({e})")))
+    }
+}
+
+impl fmt::Display for DecisionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_that_try_paths_are_keyed_not_joined() {
+        let evil = SessionId::parse("../../etc/passwd").unwrap();
+        let key = evil.storage_key().to_string();
+        assert_eq!(key.len(), 36);
+        assert!(!key.contains('/') && !key.contains('.'));
+        assert_ne!(evil.storage_key(), SessionId::parse("other").unwrap().storage_key());
+    }
+
+    #[test]
+    fn bad_session_ids_are_refused_with_a_reason() {
+        assert!(SessionId::parse("").unwrap_err().to_string().contains("empty"));
+        let long = "x".repeat(MAX_SESSION_ID_LEN + 1);
+        assert!(SessionId::parse(&long).unwrap_err().to_string().contains("at most"));
+        assert!(SessionId::parse("a\nb").unwrap_err().to_string().contains("control"));
+        assert!(serde_json::from_str::<SessionId>("\"\"").is_err());
+    }
+
+    #[test]
+    fn decision_ids_differ_by_seq_and_session() {
+        let a = SessionId::parse("a").unwrap();
+        let b = SessionId::parse("b").unwrap();
+        assert_ne!(DecisionId::derive(&a, Seq(3)), DecisionId::derive(&a, Seq(4)));
+        assert_ne!(DecisionId::derive(&a, Seq(3)), DecisionId::derive(&b, Seq(3)));
+        assert_eq!(DecisionId::derive(&a, Seq(3)), DecisionId::derive(&a, Seq(3)));
+    }
+
+    #[test]
+    fn uuid_ids_parse_and_refuse() {
+        let w = WorkerId::new();
+        assert_eq!(w.to_string().parse::<WorkerId>().unwrap(), w);
+        let err = "../x".parse::<WorkerId>().unwrap_err();
+        assert!(err.to_string().contains("worker id"), "{err}");
+    }
+}

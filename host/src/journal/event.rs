@@ -1,0 +1,453 @@
+//! The journal's vocabulary: one [`SessionEvent`] per line. Serde only; no
+//! wasmtime here. Inner tags are `"type"` in snake_case; the envelope is
+//! adjacently tagged (`{"kind": …, "event": {…}}`) so no field can collide
+//! with a tag. Durations are `_ms` integers.
+
+use crate::ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One entry in a session's stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionEvent {
+    /// The session the entry belongs to.
+    pub session_id: SessionId,
+    /// The segment it was appended to.
+    pub segment_id: SegmentId,
+    /// The run it belongs to; absent for session-level events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
+    /// Dense per session, from 1; the only order.
+    pub seq: Seq,
+    /// Wall-clock milliseconds since the Unix epoch; for display only.
+    pub at_ms: u64,
+    /// What happened.
+    pub payload: Payload,
+    /// On a run's terminal event only: the run's final facts, written in the
+    /// same line so no crash can leave one without the other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<RunFacts>,
+}
+
+/// What the controller did, or what happened to a run or the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", content = "event", rename_all = "snake_case")]
+pub enum Payload {
+    /// Emitted by the controller.
+    Agent(AgentEvent),
+    /// Written by the runtime.
+    Lifecycle(LifecycleEvent),
+}
+
+/// What a controller can emit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AgentEvent {
+    /// A piece of the answer.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of reasoning.
+    ReasoningDelta {
+        /// The text.
+        text: String,
+    },
+    /// A tool call.
+    ToolCall {
+        /// The controller's id for the call.
+        id: String,
+        /// The tool.
+        name: String,
+        /// Its arguments.
+        arguments: serde_json::Value,
+    },
+    /// Progress through a longer piece of work.
+    Progress {
+        /// What is happening.
+        message: String,
+        /// Units done.
+        done: u64,
+        /// Units in all, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<u64>,
+    },
+    /// A provider retry: the session is `Blocked { ProviderRetry }` while it lasts.
+    Retrying {
+        /// The attempt that comes next.
+        attempt: u32,
+        /// The wait before it.
+        after_ms: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The controller's own event.
+    Custom {
+        /// Its name.
+        name: String,
+        /// Its data.
+        data: serde_json::Value,
+    },
+}
+
+/// Why an observer went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DetachCause {
+    /// It let go (a dropped guard, a closed connection).
+    Released,
+    /// Its lease ran out.
+    Expired,
+    /// Another claimant took over.
+    Displaced,
+}
+
+/// Why a run was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// Its `timeout_ms` ran out.
+    Deadline,
+    /// Someone asked (a CLI Ctrl-C, `POST /v1/runs/{id}/cancel`).
+    External,
+    /// A client-side tool ended it.
+    ClientTool,
+    /// Its last claimant left and the liveness policy said cancel.
+    Unclaimed,
+    /// The host is shutting down.
+    Shutdown,
+}
+
+/// What a run does when its session's last claimant detaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LivenessPolicy {
+    /// Cancel it (`Cancelled { unclaimed }`).
+    Cancel,
+    /// Let it go on.
+    Continue,
+    /// Park it at its next decision wait.
+    Park,
+}
+
+/// A liveness policy with its grace window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Liveness {
+    /// The policy.
+    pub policy: LivenessPolicy,
+    /// How long to wait for a new claimant before applying it.
+    #[serde(default)]
+    pub grace_ms: u64,
+}
+
+/// An observer as the journal records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Observer {
+    /// The observer's id, unique within the process.
+    pub id: String,
+    /// Collecting or claiming.
+    pub role: ObserverRole,
+    /// Whether a human is attending.
+    pub present: bool,
+}
+
+/// What an observer may do to a run's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObserverRole {
+    /// Reads; no effect on lifetime.
+    Collecting,
+    /// Holds the session's right to keep its run going.
+    Claiming,
+}
+
+/// Where a decision request was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRoute {
+    /// To a present observer.
+    Conversational,
+    /// To an outside hook.
+    Webhook,
+    /// Left for any seam to answer.
+    Poll,
+    /// The run parks.
+    Parked,
+}
+
+/// What kind of input a decision asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// `{"approved": bool, "reason"?: string}`.
+    Approval,
+    /// A tool's result.
+    ToolResult,
+    /// A free-form answer.
+    Answer,
+}
+
+/// Who recorded a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// An observer or API client.
+    Client,
+    /// The request's default, when its wait expired.
+    Expiry,
+}
+
+/// Tokens, fuel and time a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// Agent events the run emitted.
+    pub events: u64,
+    /// Bytes of those events, as journaled.
+    pub event_bytes: u64,
+    /// Wall time from start to end.
+    pub wall_ms: u64,
+}
+
+/// A failure, with a stable code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorInfo {
+    /// Stable snake_case code: `controller_error`, `trap`, `limit_exceeded`,
+    /// `replay_diverged`, `invalid_component`, …
+    pub code: String,
+    /// A sentence for people.
+    pub message: String,
+    /// Structured details (`{limit, value}`, `{seq, expected, got}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+/// How a finished run ended, as the controller said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishOutcome {
+    /// It answered.
+    Answer,
+    /// It asked a clarifying question.
+    Question,
+}
+
+/// Where a segment came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentLineage {
+    /// The parent segment.
+    pub segment: SegmentId,
+    /// The last parent seq the new segment carries.
+    pub through_seq: Seq,
+}
+
+/// What happened to a run or the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LifecycleEvent {
+    /// A segment begins; always its first entry.
+    SegmentCreated {
+        /// The new segment.
+        segment_id: SegmentId,
+        /// Set when it compacts an earlier one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compacted_from: Option<SegmentLineage>,
+        /// Set when it branches from an earlier one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forked_from: Option<SegmentLineage>,
+    },
+    /// A generation was reserved (and fsynced in `worker.json`) for a run.
+    GenerationReserved {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The generation.
+        generation: Generation,
+    },
+    /// A run started; its prompt is the user's turn.
+    Started {
+        /// The component, `sha256:<hex>`.
+        component: String,
+        /// The user's turn.
+        prompt: String,
+        /// The run's deadline, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+        /// What happens when its last claimant leaves.
+        liveness: Liveness,
+        /// The generation running it.
+        generation: Generation,
+        /// The run it continues, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        continues: Option<RunId>,
+        /// The parked run it resumes, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumes: Option<RunId>,
+        /// The seed of the guest's randomness, so replays see the same.
+        seed: u64,
+    },
+    /// An observer attached.
+    ObserverAttached {
+        /// Who.
+        observer: Observer,
+    },
+    /// An observer detached.
+    ObserverDetached {
+        /// Who.
+        observer: Observer,
+        /// Why.
+        because: DetachCause,
+    },
+    /// The last claimant left while a run was live.
+    ClaimsExhausted,
+    /// The liveness policy was applied.
+    LivenessDecided {
+        /// What it decided.
+        policy: LivenessPolicy,
+    },
+    /// The controller asked for a decision.
+    DecisionRequested {
+        /// Derived from (session, this seq).
+        decision_id: DecisionId,
+        /// What is asked for.
+        request_kind: RequestKind,
+        /// The question.
+        prompt: String,
+        /// Details for whoever decides.
+        details: serde_json::Value,
+        /// How long the controller waits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+        /// The answer recorded on expiry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        default_value: Option<serde_json::Value>,
+    },
+    /// The request was routed.
+    ApprovalRouted {
+        /// Which request.
+        decision_id: DecisionId,
+        /// Where to.
+        route: ApprovalRoute,
+        /// Why there.
+        because: String,
+    },
+    /// A decision was recorded; the controller sees it after this line.
+    DecisionRecorded {
+        /// Which request.
+        decision_id: DecisionId,
+        /// The answer.
+        value: serde_json::Value,
+        /// Who answered.
+        by: DecidedBy,
+    },
+    /// The controller's wait ended with no answer and no default.
+    DecisionTimedOut {
+        /// Which request.
+        decision_id: DecisionId,
+    },
+    /// A run was restored by replaying its journal into a fresh generation.
+    ResumedByReplay {
+        /// The new generation.
+        generation: Generation,
+        /// The last journaled seq the replay fed back.
+        through_seq: Seq,
+    },
+    /// The run finished.
+    Finished {
+        /// What it used.
+        usage: Usage,
+        /// An answer or a question.
+        outcome: FinishOutcome,
+        /// The final text.
+        text: String,
+    },
+    /// The run was cancelled.
+    Cancelled {
+        /// Why.
+        reason: CancelReason,
+        /// Details for people.
+        message: String,
+    },
+    /// The run failed.
+    Failed {
+        /// What went wrong.
+        error: ErrorInfo,
+    },
+    /// The run parked; resume starts a new run from the checkpoint.
+    Parked {
+        /// The store key of the checkpoint (never a path).
+        checkpoint: String,
+    },
+}
+
+impl LifecycleEvent {
+    /// Whether this event ends a run.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            LifecycleEvent::Finished { .. }
+                | LifecycleEvent::Cancelled { .. }
+                | LifecycleEvent::Failed { .. }
+                | LifecycleEvent::Parked { .. }
+        )
+    }
+}
+
+/// A run's final status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// It finished (an answer or a question).
+    Finished,
+    /// It failed.
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+    /// It parked.
+    Parked,
+}
+
+/// The persisted facts of an ended run, carried by its terminal event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunFacts {
+    /// The run.
+    pub run_id: RunId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The component, `sha256:<hex>`.
+    pub component: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// For a finished run: answer or question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<FinishOutcome>,
+    /// What it used.
+    pub usage: Usage,
+    /// When it started (ms since the epoch).
+    pub started_at_ms: u64,
+    /// When it ended.
+    pub ended_at_ms: u64,
+    /// Its first journal entry.
+    pub first_seq: Seq,
+    /// Its terminal entry.
+    pub last_seq: Seq,
+    /// The generation that ran it.
+    pub generation: Generation,
+    /// The checkpoint key, when parked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// Decisions still unanswered when it ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_decisions: Vec<DecisionId>,
+    /// The run it continued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<RunId>,
+    /// The parked run it resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumes: Option<RunId>,
+}

@@ -1,0 +1,340 @@
+//! The session journal: one ordered stream per session.
+//!
+//! Every append of a session goes through one serialized path — lock → mint
+//! seq → store → broadcast — so `seq` is dense and the store sees one writer.
+//! A [`Subscription`] joins the live broadcast first, reads the store up to
+//! what it has seen live, and dedupes by seq; one that falls behind gets one
+//! [`Delivery::Gap`] and goes on. The writer never waits for an observer.
+
+pub mod event;
+pub mod schema;
+
+use crate::fsutil::now_ms;
+use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::store::{JournalItem, Store, StoreError};
+use event::{LifecycleEvent, Payload, RunFacts, SessionEvent};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// The default number of live events buffered per session for subscribers.
+pub const DEFAULT_LIVE_WINDOW: usize = 4096;
+/// How many entries a subscriber reads from the store at once.
+const READ_BATCH: usize = 1024;
+
+/// What a subscriber receives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// The next event.
+    Event(Arc<SessionEvent>),
+    /// An entry this cairn cannot interpret, in its place in the order.
+    Unknown {
+        /// Its seq.
+        seq: Seq,
+        /// The stored line.
+        raw: String,
+    },
+    /// Events were missed; `resumed_at` is the first the subscriber will see.
+    Gap {
+        /// The next seq delivered.
+        resumed_at: Seq,
+    },
+}
+
+/// The journals of every open session.
+pub struct Journals {
+    store: Arc<dyn Store>,
+    live_window: usize,
+    open: Mutex<HashMap<SessionId, Arc<SessionJournal>>>,
+}
+
+impl Journals {
+    /// Journals over `store`, buffering `live_window` events per session.
+    pub fn new(store: Arc<dyn Store>, live_window: usize) -> Self {
+        Journals {
+            store,
+            live_window: live_window.max(1),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Create a session's journal: its first entry is `SegmentCreated`.
+    pub async fn create(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+    ) -> Result<Arc<SessionJournal>, StoreError> {
+        self.store.create(session, segment).await?;
+        let journal = self.open(session).await?;
+        journal
+            .append(
+                None,
+                Payload::Lifecycle(LifecycleEvent::SegmentCreated {
+                    segment_id: segment,
+                    compacted_from: None,
+                    forked_from: None,
+                }),
+            )
+            .await?;
+        Ok(journal)
+    }
+
+    /// Open an existing session's journal (shared by every caller).
+    pub async fn open(&self, session: &SessionId) -> Result<Arc<SessionJournal>, StoreError> {
+        if let Some(j) = self.open.lock().unwrap_or_else(|p| p.into_inner()).get(session) {
+            return Ok(j.clone());
+        }
+        let head = self.store.head(session).await?;
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let journal = open.entry(session.clone()).or_insert_with(|| {
+            let (tx, _) = broadcast::channel(self.live_window);
+            Arc::new(SessionJournal {
+                session: session.clone(),
+                store: self.store.clone(),
+                state: tokio::sync::Mutex::new(AppendState {
+                    last_seq: head.last_seq,
+                    segment: head.active_segment,
+                }),
+                tx,
+            })
+        });
+        Ok(journal.clone())
+    }
+
+    /// Drop the in-memory handle of a session (its subscribers end).
+    pub fn close(&self, session: &SessionId) {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).remove(session);
+    }
+}
+
+struct AppendState {
+    last_seq: Seq,
+    segment: SegmentId,
+}
+
+/// One session's journal: the serialized writer and the live broadcast.
+pub struct SessionJournal {
+    session: SessionId,
+    store: Arc<dyn Store>,
+    state: tokio::sync::Mutex<AppendState>,
+    tx: broadcast::Sender<Arc<SessionEvent>>,
+}
+
+impl std::fmt::Debug for SessionJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionJournal").field("session", &self.session).finish()
+    }
+}
+
+impl SessionJournal {
+    /// The session.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// Append one entry; returns it, with its seq, once it is durable.
+    pub async fn append(&self, run_id: Option<RunId>, payload: Payload) -> Result<SessionEvent, StoreError> {
+        let mut events = self.append_batch(vec![(run_id, payload)]).await?;
+        Ok(events.pop().expect("one event in, one out"))
+    }
+
+    /// Append one entry built from its own seq (for ids derived from it).
+    /// `build` runs under the append lock, before the store write.
+    pub async fn append_with(
+        &self,
+        run_id: Option<RunId>,
+        build: impl FnOnce(Seq) -> Payload,
+    ) -> Result<SessionEvent, StoreError> {
+        let mut state = self.state.lock().await;
+        let seq = state.last_seq.next();
+        let event = SessionEvent {
+            session_id: self.session.clone(),
+            segment_id: state.segment,
+            run_id,
+            seq,
+            at_ms: now_ms(),
+            payload: build(seq),
+            facts: None,
+        };
+        self.store.append(&self.session, std::slice::from_ref(&event)).await?;
+        state.last_seq = seq;
+        let _ = self.tx.send(Arc::new(event.clone()));
+        Ok(event)
+    }
+
+    /// Append several entries as one batch (one store write).
+    pub async fn append_batch(
+        &self,
+        entries: Vec<(Option<RunId>, Payload)>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let mut state = self.state.lock().await;
+        let at_ms = now_ms();
+        let mut seq = state.last_seq;
+        let events: Vec<SessionEvent> = entries
+            .into_iter()
+            .map(|(run_id, payload)| {
+                seq = seq.next();
+                SessionEvent {
+                    session_id: self.session.clone(),
+                    segment_id: state.segment,
+                    run_id,
+                    seq,
+                    at_ms,
+                    payload,
+                    facts: None,
+                }
+            })
+            .collect();
+        self.store.append(&self.session, &events).await?;
+        state.last_seq = seq;
+        for event in &events {
+            let _ = self.tx.send(Arc::new(event.clone()));
+        }
+        Ok(events)
+    }
+
+    /// The terminal write of a run: `payload` and the facts `facts(seq)`
+    /// builds for it go to the store in one call.
+    pub async fn finish(
+        &self,
+        run_id: RunId,
+        payload: LifecycleEvent,
+        facts: impl FnOnce(Seq, u64) -> RunFacts,
+    ) -> Result<SessionEvent, StoreError> {
+        debug_assert!(payload.is_terminal());
+        let mut state = self.state.lock().await;
+        let seq = state.last_seq.next();
+        let at_ms = now_ms();
+        let facts = facts(seq, at_ms);
+        let event = SessionEvent {
+            session_id: self.session.clone(),
+            segment_id: state.segment,
+            run_id: Some(run_id),
+            seq,
+            at_ms,
+            payload: Payload::Lifecycle(payload),
+            facts: Some(facts.clone()),
+        };
+        self.store.finish(&event, &facts).await?;
+        state.last_seq = seq;
+        let _ = self.tx.send(Arc::new(event.clone()));
+        Ok(event)
+    }
+
+    /// The last appended seq.
+    pub async fn last_seq(&self) -> Seq {
+        self.state.lock().await.last_seq
+    }
+
+    /// Follow the session from after `after` (0: from the start).
+    pub fn subscribe(&self, after: Seq) -> Subscription {
+        // Join the live broadcast before reading anything from the store.
+        let rx = self.tx.subscribe();
+        Subscription {
+            session: self.session.clone(),
+            store: self.store.clone(),
+            rx,
+            cursor: after,
+            backlog: VecDeque::new(),
+            catching_up: true,
+            lagged: false,
+            stash: None,
+        }
+    }
+
+    /// How many subscribers follow this session now.
+    pub fn subscriber_count(&self) -> usize {
+        self.tx.receiver_count()
+    }
+}
+
+/// A subscriber's view of one session. Call [`Subscription::next`].
+pub struct Subscription {
+    session: SessionId,
+    store: Arc<dyn Store>,
+    rx: broadcast::Receiver<Arc<SessionEvent>>,
+    cursor: Seq,
+    backlog: VecDeque<JournalItem>,
+    catching_up: bool,
+    lagged: bool,
+    stash: Option<Arc<SessionEvent>>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("session", &self.session)
+            .field("cursor", &self.cursor)
+            .finish()
+    }
+}
+
+impl Subscription {
+    /// The last seq delivered.
+    pub fn cursor(&self) -> Seq {
+        self.cursor
+    }
+
+    /// The next delivery; `None` when the journal is closed. A store error
+    /// while catching up is returned as `Err`.
+    pub async fn next(&mut self) -> Option<Result<Delivery, StoreError>> {
+        loop {
+            if let Some(item) = self.backlog.pop_front() {
+                if item.seq() <= self.cursor {
+                    continue;
+                }
+                self.cursor = item.seq();
+                return Some(Ok(match item {
+                    JournalItem::Event(e) => Delivery::Event(Arc::new(e)),
+                    JournalItem::Unknown { seq, raw } => Delivery::Unknown { seq, raw },
+                }));
+            }
+            if self.catching_up {
+                match self.store.read(&self.session, self.cursor, READ_BATCH).await {
+                    Ok(items) if items.is_empty() => self.catching_up = false,
+                    Ok(items) => self.backlog.extend(items),
+                    Err(StoreError::Truncated { oldest }) => {
+                        self.cursor = Seq(oldest.0 - 1);
+                        return Some(Ok(Delivery::Gap { resumed_at: oldest }));
+                    }
+                    Err(e) => return Some(Err(e)),
+                }
+                continue;
+            }
+            let event = match self.stash.take() {
+                Some(e) => e,
+                None => match self.rx.recv().await {
+                    Ok(e) => e,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.lagged = true;
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+            };
+            if event.seq <= self.cursor {
+                continue;
+            }
+            if self.lagged {
+                self.lagged = false;
+                self.cursor = Seq(event.seq.0 - 1);
+                let resumed_at = event.seq;
+                self.stash = Some(event);
+                return Some(Ok(Delivery::Gap { resumed_at }));
+            }
+            if event.seq != self.cursor.next() {
+                // Something between the store read and the live stream: read it.
+                self.catching_up = true;
+                self.stash = Some(event);
+                continue;
+            }
+            self.cursor = event.seq;
+            return Some(Ok(Delivery::Event(event)));
+        }
+    }
+}

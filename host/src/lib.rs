@@ -1,0 +1,15 @@
+//! cairn: a host runtime for agent controllers shipped as WebAssembly
+//! components. See the README for the picture; `DESIGN.md` for the rules.
+
+pub mod component;
+pub mod examples;
+pub mod fsutil;
+pub mod ids;
+pub mod journal;
+pub mod runtime;
+pub mod store;
+pub mod worker;
+
+pub use ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};
+pub use journal::event::{AgentEvent, LifecycleEvent, Payload, RunFacts, RunStatus, SessionEvent};
+pub use runtime::{Runtime, RuntimeConfig, StartRun};

@@ -1,0 +1,163 @@
+//! Pending decisions and their answers. An answer is journaled
+//! (`DecisionRecorded`) before the waiting controller is woken, and an id
+//! can be answered once: the same answer again is accepted, another is a
+//! conflict.
+
+use crate::ids::{DecisionId, RunId, SessionId};
+use crate::journal::SessionJournal;
+use crate::journal::event::{DecidedBy, LifecycleEvent, Payload};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// An answer as delivered to a waiting run: the value and the journaled time.
+pub type Delivered = (serde_json::Value, u64);
+
+struct Pending {
+    session: SessionId,
+    run: RunId,
+    journal: Arc<SessionJournal>,
+    tx: oneshot::Sender<Delivered>,
+}
+
+/// Why a decision was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// No pending or recorded decision has this id.
+    #[error("no pending decision {0}")]
+    NotPending(DecisionId),
+    /// It was answered already, differently.
+    #[error("decision {id} was already answered with {recorded}; a different answer is refused")]
+    Conflict {
+        /// The decision.
+        id: DecisionId,
+        /// The recorded answer.
+        recorded: serde_json::Value,
+    },
+    /// The journal could not record it.
+    #[error("cannot record decision {id}: {source}")]
+    Store {
+        /// The decision.
+        id: DecisionId,
+        /// The cause.
+        #[source]
+        source: crate::store::StoreError,
+    },
+}
+
+/// A pending decision, as listed to clients.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PendingDecision {
+    /// The decision.
+    pub decision_id: DecisionId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its run.
+    pub run_id: RunId,
+}
+
+/// Every pending decision of the process.
+#[derive(Default)]
+pub struct Broker {
+    pending: Mutex<HashMap<DecisionId, Pending>>,
+    recorded: Mutex<HashMap<DecisionId, serde_json::Value>>,
+}
+
+impl Broker {
+    /// Register a request; called under the journal's append lock, so no
+    /// observer can see the request before it can be answered.
+    pub fn register(
+        &self,
+        id: DecisionId,
+        session: SessionId,
+        run: RunId,
+        journal: Arc<SessionJournal>,
+    ) -> oneshot::Receiver<Delivered> {
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            id,
+            Pending {
+                session,
+                run,
+                journal,
+                tx,
+            },
+        );
+        rx
+    }
+
+    /// Withdraw a request (its wait ended otherwise). True when it was still
+    /// pending, so the caller owns its ending.
+    pub fn withdraw(&self, id: &DecisionId) -> bool {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id).is_some()
+    }
+
+    /// The pending decisions, optionally of one session.
+    pub fn pending(&self, session: Option<&SessionId>) -> Vec<PendingDecision> {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<PendingDecision> = pending
+            .iter()
+            .filter(|(_, p)| session.is_none_or(|s| *s == p.session))
+            .map(|(id, p)| PendingDecision {
+                decision_id: id.clone(),
+                session_id: p.session.clone(),
+                run_id: p.run,
+            })
+            .collect();
+        out.sort_by(|a, b| a.decision_id.cmp(&b.decision_id));
+        out
+    }
+
+    /// Answer a decision: journal `DecisionRecorded`, then wake the waiter.
+    pub async fn decide(
+        &self,
+        id: &DecisionId,
+        value: serde_json::Value,
+        by: DecidedBy,
+    ) -> Result<(), DecideError> {
+        if let Some(recorded) = self.recorded.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+            return if *recorded == value {
+                Ok(())
+            } else {
+                Err(DecideError::Conflict {
+                    id: id.clone(),
+                    recorded: recorded.clone(),
+                })
+            };
+        }
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .ok_or_else(|| DecideError::NotPending(id.clone()))?;
+        let event = pending
+            .journal
+            .append(
+                Some(pending.run),
+                Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
+                    decision_id: id.clone(),
+                    value: value.clone(),
+                    by,
+                }),
+            )
+            .await;
+        let event = match event {
+            Ok(e) => e,
+            Err(source) => {
+                // Not recorded: leave it pending so it can be answered again.
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone(), pending);
+                return Err(DecideError::Store { id: id.clone(), source });
+            }
+        };
+        self.recorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), value.clone());
+        let _ = pending.tx.send((value, event.at_ms));
+        Ok(())
+    }
+}

@@ -1,0 +1,382 @@
+//! The file store: each session's journal is the JSONL segment files of its
+//! worker aggregate (`session/segments/<segment_id>.jsonl`). A batch is one
+//! `write` and one `fdatasync`, acknowledged only after the sync. Opening a
+//! segment tolerates exactly one crash-truncated final line (dropped and
+//! reported); any other corrupt line, a duplicate seq or a hole fails closed
+//! with the path and line number.
+
+use super::{Head, JournalItem, JournalStore, RunStore, StoreError};
+use crate::fsutil;
+use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::journal::event::{RunFacts, SessionEvent};
+use crate::worker::{Home, WorkerDir};
+use async_trait::async_trait;
+use cap_std::fs::Dir;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Journals and run facts in worker aggregates under a [`Home`].
+pub struct FileStore {
+    home: Home,
+    sessions: Mutex<HashMap<SessionId, Arc<SessionFiles>>>,
+    notes: Mutex<Vec<String>>,
+}
+
+struct SessionFiles {
+    worker: WorkerDir,
+    segments_path: PathBuf,
+    segments: Dir,
+    /// Segment ids in creation order; the last is active.
+    order: Vec<SegmentId>,
+    writer: Mutex<Writer>,
+}
+
+struct Writer {
+    file: std::fs::File,
+    len: u64,
+    last_seq: Seq,
+    segment: SegmentId,
+}
+
+/// What a scan of one segment found.
+pub struct Scan {
+    /// Its entries, in order.
+    pub items: Vec<JournalItem>,
+    /// The byte length of its complete lines.
+    pub good_len: u64,
+    /// Set when a crash-truncated final line was dropped.
+    pub truncated_line: Option<usize>,
+}
+
+/// Parse a segment's bytes. `expect_first` is the seq its first entry must
+/// have, when known (dense across segments).
+pub fn scan_segment(bytes: &[u8], path: &std::path::Path, mut prev: Option<Seq>) -> Result<Scan, StoreError> {
+    let corrupt = |line: usize, reason: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut items = Vec::new();
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    let mut truncated_line = None;
+    while offset < bytes.len() {
+        line_no += 1;
+        let rest = &bytes[offset..];
+        let (line, complete) = match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => (&rest[..i], true),
+            None => (rest, false),
+        };
+        if !complete {
+            // A final line without its newline: a write the crash cut short.
+            truncated_line = Some(line_no);
+            break;
+        }
+        let item = parse_line(line).map_err(|reason| corrupt(line_no, reason))?;
+        let seq = item.seq();
+        if let Some(p) = prev {
+            if seq <= p {
+                return Err(corrupt(line_no, format!("duplicate seq {seq} (after seq {p})")));
+            }
+            if seq != p.next() {
+                return Err(corrupt(line_no, format!("hole: seq {seq} follows seq {p}")));
+            }
+        }
+        prev = Some(seq);
+        items.push(item);
+        offset += line.len() + 1;
+    }
+    Ok(Scan {
+        items,
+        good_len: offset as u64,
+        truncated_line,
+    })
+}
+
+/// One line → an entry. Not JSON, or no numeric `seq`: corrupt. JSON that is
+/// not an event this cairn knows (a newer payload kind): `Unknown`.
+pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let seq = value
+        .get("seq")
+        .and_then(|s| s.as_u64())
+        .ok_or_else(|| "no numeric \"seq\" field".to_string())?;
+    if seq == 0 {
+        return Err("seq 0 is not a valid entry".to_string());
+    }
+    match serde_json::from_value::<SessionEvent>(value) {
+        Ok(event) => Ok(JournalItem::Event(event)),
+        Err(_) => Ok(JournalItem::Unknown {
+            seq: Seq(seq),
+            raw: String::from_utf8_lossy(line).into_owned(),
+        }),
+    }
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Io { context, source }
+}
+
+impl FileStore {
+    /// A store over the worker aggregates of `home`.
+    pub fn new(home: Home) -> Self {
+        FileStore {
+            home,
+            sessions: Mutex::new(HashMap::new()),
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The home.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// What recovery did on open (a dropped truncated line, say), for people.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Forget cached handles (so the next access reopens and re-validates).
+    pub fn forget(&self, session: &SessionId) {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(session);
+    }
+
+    fn open(&self, session: &SessionId) -> Result<Arc<SessionFiles>, StoreError> {
+        if let Some(files) = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session) {
+            return Ok(files.clone());
+        }
+        let worker_id = self
+            .home
+            .lookup(session)?
+            .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
+        let worker = self.home.open_worker(worker_id)?;
+        let meta = worker.metadata()?;
+        let segments_path = worker.path().join("session").join("segments");
+        let segments = worker
+            .session_dir()
+            .open_dir("segments")
+            .map_err(io(format!("cannot open {}", segments_path.display())))?;
+        let order: Vec<SegmentId> = meta.segments.iter().map(|s| s.segment_id).collect();
+        // Validate every segment; repair only the active one's torn tail.
+        let mut prev = Some(Seq(0));
+        for segment in &order {
+            let name = format!("{segment}.jsonl");
+            let path = segments_path.join(&name);
+            let bytes = segments.read(&name).map_err(io(format!("cannot read {}", path.display())))?;
+            let scan = scan_segment(&bytes, &path, prev)?;
+            if let Some(line) = scan.truncated_line {
+                if *segment != meta.active_segment {
+                    return Err(StoreError::Corrupt {
+                        path,
+                        line,
+                        reason: "truncated line in a segment that is not the active one".into(),
+                    });
+                }
+                let file = fsutil::open_append(&segments, &name)
+                    .map_err(io(format!("cannot open {}", path.display())))?
+                    .into_std();
+                file.set_len(scan.good_len)
+                    .and_then(|()| file.sync_all())
+                    .map_err(io(format!("cannot repair {}", path.display())))?;
+                self.notes.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
+                    "{}:{line}: dropped a crash-truncated final line",
+                    path.display()
+                ));
+            }
+            if let Some(last) = scan.items.last() {
+                prev = Some(last.seq());
+            }
+        }
+        let active = format!("{}.jsonl", meta.active_segment);
+        let active_path = segments_path.join(&active);
+        let file = fsutil::open_append(&segments, &active)
+            .map_err(io(format!("cannot open {}", active_path.display())))?
+            .into_std();
+        let len = file
+            .metadata()
+            .map_err(io(format!("cannot stat {}", active_path.display())))?
+            .len();
+        let files = Arc::new(SessionFiles {
+            worker,
+            segments_path,
+            segments,
+            order,
+            writer: Mutex::new(Writer {
+                file,
+                len,
+                last_seq: prev.unwrap_or(Seq(0)),
+                segment: meta.active_segment,
+            }),
+        });
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session.clone(), files.clone());
+        Ok(files)
+    }
+
+    fn write_batch(files: &SessionFiles, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError> {
+        let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut expected = writer.last_seq.next();
+        let mut buf = Vec::with_capacity(events.len() * 256);
+        for event in events {
+            if event.seq != expected {
+                return Err(StoreError::OutOfOrder {
+                    session: session.clone(),
+                    expected,
+                    got: event.seq,
+                });
+            }
+            serde_json::to_writer(&mut buf, event).expect("events serialize");
+            buf.push(b'\n');
+            expected = expected.next();
+        }
+        let path = files.segments_path.join(format!("{}.jsonl", writer.segment));
+        let result = writer.file.write_all(&buf).and_then(|()| writer.file.sync_data());
+        if let Err(e) = result {
+            // Cut a partial write back so the segment stays well-formed.
+            let _ = writer.file.set_len(writer.len);
+            return Err(io(format!("cannot append to {}", path.display()))(e));
+        }
+        writer.len += buf.len() as u64;
+        writer.last_seq = expected.0.checked_sub(1).map(Seq).unwrap_or(Seq(0));
+        Ok(())
+    }
+
+    fn read_all(files: &SessionFiles, after: Seq, limit: usize) -> Result<Vec<JournalItem>, StoreError> {
+        let mut out = Vec::new();
+        let mut prev = Some(Seq(0));
+        let writer_len = files.writer.lock().unwrap_or_else(|p| p.into_inner()).len;
+        let active = files.order.last().copied();
+        for segment in &files.order {
+            let name = format!("{segment}.jsonl");
+            let path = files.segments_path.join(&name);
+            let mut bytes = files
+                .segments
+                .read(&name)
+                .map_err(io(format!("cannot read {}", path.display())))?;
+            if Some(*segment) == active {
+                // Never read past what was acknowledged.
+                bytes.truncate(writer_len as usize);
+            }
+            let scan = scan_segment(&bytes, &path, prev)?;
+            if let Some(last) = scan.items.last() {
+                prev = Some(last.seq());
+            }
+            for item in scan.items {
+                if item.seq() > after && out.len() < limit {
+                    out.push(item);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(StoreError::Io {
+            context: "store task".into(),
+            source: std::io::Error::other(e.to_string()),
+        }))
+}
+
+#[async_trait]
+impl JournalStore for FileStore {
+    async fn create(&self, session: &SessionId, _segment: SegmentId) -> Result<(), StoreError> {
+        // The aggregate (with its first segment) is made by `Home::create_worker`;
+        // here we only check it is there and empty.
+        let head = self.head(session).await?;
+        if head.last_seq != Seq(0) {
+            return Err(StoreError::SessionExists(session.clone()));
+        }
+        Ok(())
+    }
+
+    async fn head(&self, session: &SessionId) -> Result<Head, StoreError> {
+        let files = self.open(session)?;
+        let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(Head {
+            last_seq: writer.last_seq,
+            active_segment: writer.segment,
+        })
+    }
+
+    async fn append(&self, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError> {
+        let files = self.open(session)?;
+        let session = session.clone();
+        let events = events.to_vec();
+        blocking(move || Self::write_batch(&files, &session, &events)).await
+    }
+
+    async fn read(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        let files = self.open(session)?;
+        blocking(move || Self::read_all(&files, after, limit)).await
+    }
+
+    fn is_complete(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl RunStore for FileStore {
+    async fn finish(&self, terminal: &SessionEvent, _facts: &RunFacts) -> Result<(), StoreError> {
+        // The facts ride on the terminal line itself: one line, one sync.
+        debug_assert!(terminal.facts.is_some());
+        self.append(&terminal.session_id, std::slice::from_ref(terminal)).await
+    }
+
+    async fn run_facts(&self, session: &SessionId, run: RunId) -> Result<Option<RunFacts>, StoreError> {
+        let items = self.read(session, Seq(0), usize::MAX).await?;
+        Ok(items.into_iter().rev().find_map(|item| match item {
+            JournalItem::Event(e) if e.run_id == Some(run) => e.facts,
+            _ => None,
+        }))
+    }
+
+    async fn put_checkpoint(
+        &self,
+        session: &SessionId,
+        run: RunId,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        let files = self.open(session)?;
+        let bytes = bytes.to_vec();
+        blocking(move || {
+            let dir = fsutil::ensure_dir(files.worker.session_dir(), "checkpoints")
+                .map_err(io("cannot open session/checkpoints"))?;
+            fsutil::write_document(&dir, &format!("{run}.bin"), &bytes)
+                .map_err(io(format!("cannot write checkpoint of run {run}")))?;
+            Ok(run.to_string())
+        })
+        .await
+    }
+
+    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
+        let run: RunId = key.parse().map_err(|_| StoreError::NoCheckpoint(key.to_string()))?;
+        let files = self.open(session)?;
+        let key = key.to_string();
+        blocking(move || {
+            files
+                .worker
+                .session_dir()
+                .open_dir("checkpoints")
+                .and_then(|d| d.read(format!("{run}.bin")))
+                .map_err(|_| StoreError::NoCheckpoint(key))
+        })
+        .await
+    }
+}

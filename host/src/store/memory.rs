@@ -1,0 +1,176 @@
+//! The in-memory store: a bounded window of each session's newest events.
+//! It serves observers; it is not complete (see [`JournalStore::is_complete`]).
+
+use super::{Head, JournalItem, JournalStore, RunStore, StoreError};
+use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::journal::event::{RunFacts, SessionEvent};
+use async_trait::async_trait;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// The default window per session.
+pub const DEFAULT_WINDOW: usize = 100_000;
+
+struct Session {
+    segment: SegmentId,
+    last_seq: Seq,
+    events: VecDeque<SessionEvent>,
+    runs: HashMap<RunId, RunFacts>,
+    checkpoints: HashMap<String, Vec<u8>>,
+}
+
+/// Keeps at most `window` events per session in memory.
+pub struct MemoryStore {
+    window: usize,
+    sessions: Mutex<HashMap<SessionId, Session>>,
+}
+
+impl MemoryStore {
+    /// A store keeping the newest `window` events of each session.
+    pub fn new(window: usize) -> Self {
+        MemoryStore {
+            window: window.max(1),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn with<T>(
+        &self,
+        session: &SessionId,
+        f: impl FnOnce(&mut Session) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let s = sessions
+            .get_mut(session)
+            .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
+        f(s)
+    }
+
+    fn push(&self, s: &mut Session, session: &SessionId, event: &SessionEvent) -> Result<(), StoreError> {
+        let expected = s.last_seq.next();
+        if event.seq != expected {
+            return Err(StoreError::OutOfOrder {
+                session: session.clone(),
+                expected,
+                got: event.seq,
+            });
+        }
+        s.last_seq = event.seq;
+        s.events.push_back(event.clone());
+        while s.events.len() > self.window {
+            s.events.pop_front();
+        }
+        Ok(())
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new(DEFAULT_WINDOW)
+    }
+}
+
+#[async_trait]
+impl JournalStore for MemoryStore {
+    async fn create(&self, session: &SessionId, segment: SegmentId) -> Result<(), StoreError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.contains_key(session) {
+            return Err(StoreError::SessionExists(session.clone()));
+        }
+        sessions.insert(
+            session.clone(),
+            Session {
+                segment,
+                last_seq: Seq(0),
+                events: VecDeque::new(),
+                runs: HashMap::new(),
+                checkpoints: HashMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    async fn head(&self, session: &SessionId) -> Result<Head, StoreError> {
+        self.with(session, |s| {
+            Ok(Head {
+                last_seq: s.last_seq,
+                active_segment: s.segment,
+            })
+        })
+    }
+
+    async fn append(&self, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError> {
+        self.with(session, |s| {
+            for event in events {
+                self.push(s, session, event)?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn read(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        self.with(session, |s| {
+            let Some(first) = s.events.front().map(|e| e.seq) else {
+                return Ok(vec![]);
+            };
+            if after.0 + 1 < first.0 {
+                return Err(StoreError::Truncated { oldest: first });
+            }
+            let skip = (after.0 + 1 - first.0) as usize;
+            Ok(s.events
+                .iter()
+                .skip(skip)
+                .take(limit)
+                .cloned()
+                .map(JournalItem::Event)
+                .collect())
+        })
+    }
+
+    fn is_complete(&self) -> bool {
+        false
+    }
+}
+
+#[async_trait]
+impl RunStore for MemoryStore {
+    async fn finish(&self, terminal: &SessionEvent, facts: &RunFacts) -> Result<(), StoreError> {
+        let session = &terminal.session_id;
+        self.with(session, |s| {
+            self.push(s, session, terminal)?;
+            s.runs.insert(facts.run_id, facts.clone());
+            Ok(())
+        })
+    }
+
+    async fn run_facts(&self, session: &SessionId, run: RunId) -> Result<Option<RunFacts>, StoreError> {
+        self.with(session, |s| Ok(s.runs.get(&run).cloned()))
+    }
+
+    async fn put_checkpoint(
+        &self,
+        session: &SessionId,
+        run: RunId,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        self.with(session, |s| {
+            let key = run.to_string();
+            s.checkpoints.insert(key.clone(), bytes.to_vec());
+            Ok(key)
+        })
+    }
+
+    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
+        self.with(session, |s| {
+            s.checkpoints
+                .get(key)
+                .cloned()
+                .ok_or_else(|| StoreError::NoCheckpoint(key.to_string()))
+        })
+    }
+}

@@ -1,0 +1,159 @@
+//! Where journals and run facts are kept. The runtime holds stores as
+//! `Arc<dyn …>`; [`memory`] and [`file`] implement them and one conformance
+//! suite (tests/integration/store.rs) runs against both.
+
+pub mod file;
+pub mod memory;
+
+use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::journal::event::{RunFacts, SessionEvent};
+use async_trait::async_trait;
+use std::path::PathBuf;
+
+/// One stored entry, as read back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JournalItem {
+    /// A well-formed event.
+    Event(SessionEvent),
+    /// An entry this cairn cannot interpret (a newer kind, say): kept, never a crash.
+    Unknown {
+        /// Its seq.
+        seq: Seq,
+        /// The line as stored.
+        raw: String,
+    },
+}
+
+impl JournalItem {
+    /// The entry's seq.
+    pub fn seq(&self) -> Seq {
+        match self {
+            JournalItem::Event(e) => e.seq,
+            JournalItem::Unknown { seq, .. } => *seq,
+        }
+    }
+
+    /// The event, when it is one.
+    pub fn event(&self) -> Option<&SessionEvent> {
+        match self {
+            JournalItem::Event(e) => Some(e),
+            JournalItem::Unknown { .. } => None,
+        }
+    }
+}
+
+/// Where a session's journal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// The last stored seq (0 when empty).
+    pub last_seq: Seq,
+    /// The segment appends go to.
+    pub active_segment: SegmentId,
+}
+
+/// A store failure; every variant names what it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The session is not in this store.
+    #[error("session {0} is not in this store")]
+    UnknownSession(SessionId),
+    /// The session exists already.
+    #[error("session {0} exists already")]
+    SessionExists(SessionId),
+    /// The cursor is older than what the store still holds.
+    #[error("events before seq {oldest} are no longer held")]
+    Truncated {
+        /// The oldest seq still held.
+        oldest: Seq,
+    },
+    /// An append would break the dense sequence.
+    #[error("session {session}: append of seq {got} out of order (expected {expected})")]
+    OutOfOrder {
+        /// The session.
+        session: SessionId,
+        /// The seq the store expected next.
+        expected: Seq,
+        /// The seq it got.
+        got: Seq,
+    },
+    /// A stored line is corrupt; the store fails closed.
+    #[error("{path}:{line}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A checkpoint key that is not one this store issued.
+    #[error("no checkpoint {0:?} in this store")]
+    NoCheckpoint(String),
+    /// An I/O failure, with what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The aggregate layout failed.
+    #[error(transparent)]
+    Worker(#[from] crate::worker::WorkerError),
+}
+
+/// A session's events. Appends come from the journal's one serialized writer
+/// per session, already sequenced.
+#[async_trait]
+pub trait JournalStore: Send + Sync + 'static {
+    /// Make an empty journal for `session`, whose first segment is `segment`.
+    async fn create(&self, session: &SessionId, segment: SegmentId) -> Result<(), StoreError>;
+
+    /// Where the journal stands; `UnknownSession` when it does not exist.
+    async fn head(&self, session: &SessionId) -> Result<Head, StoreError>;
+
+    /// Append `events` (dense, continuing the head). Durable when it returns
+    /// `Ok`: the file store writes the batch once and syncs once.
+    async fn append(&self, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError>;
+
+    /// Entries with seq > `after`, oldest first, at most `limit`.
+    /// `Truncated` when entries right after `after` are no longer held.
+    async fn read(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, StoreError>;
+
+    /// Whether this store holds every event ever appended (replay, restore
+    /// and history need that; a bounded memory window does not).
+    fn is_complete(&self) -> bool;
+}
+
+/// Ended runs' facts and park checkpoints.
+#[async_trait]
+pub trait RunStore: Send + Sync + 'static {
+    /// The terminal write, in one call: `terminal` (which carries `facts`) is
+    /// appended to the journal and the facts recorded together, so no crash
+    /// leaves one without the other.
+    async fn finish(&self, terminal: &SessionEvent, facts: &RunFacts) -> Result<(), StoreError>;
+
+    /// The facts of an ended run.
+    async fn run_facts(&self, session: &SessionId, run: RunId) -> Result<Option<RunFacts>, StoreError>;
+
+    /// Keep a park checkpoint, owner-only; returns its key (never a path).
+    async fn put_checkpoint(
+        &self,
+        session: &SessionId,
+        run: RunId,
+        bytes: &[u8],
+    ) -> Result<String, StoreError>;
+
+    /// Read a checkpoint by key.
+    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError>;
+}
+
+/// A store that is both.
+pub trait Store: JournalStore + RunStore {}
+impl<T: JournalStore + RunStore> Store for T {}

@@ -1,0 +1,554 @@
+//! The worker aggregate on disk (seed 000's layout):
+//!
+//! ```text
+//! <home>/index/sessions/<v5-uuid of session_id>.json
+//! <home>/workers/<worker_id>/{worker.json, metadata.json, session/, runs/}
+//! ```
+//!
+//! Every access goes through a cap-std [`Dir`] opened from the home; names
+//! are built only from ids the host minted or v5 keys.
+
+use crate::fsutil::{self, DocumentError};
+use crate::ids::{Generation, SegmentId, SessionId, WorkerId};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The on-disk format of a worker aggregate, recorded in `session.json`.
+pub const FORMAT: &str = "worker-aggregate-v1";
+const DOC_VERSION: u64 = 1;
+
+/// Something went wrong with the layout on disk.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// An I/O error, with what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, naming the file.
+        context: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A document is unreadable or of another version.
+    #[error("worker {worker}: {source}")]
+    Document {
+        /// The worker (or `index`).
+        worker: String,
+        /// The cause.
+        #[source]
+        source: DocumentError,
+    },
+    /// No such worker in this home.
+    #[error("no worker {0} in this home")]
+    NoSuchWorker(WorkerId),
+    /// The generation directory exists already: it is never reused.
+    #[error(
+        "worker {worker}: generation directory runs/{generation} already exists; a generation is never reused (the reservation is consumed: retry to get the next one)"
+    )]
+    GenerationCollision {
+        /// The worker.
+        worker: WorkerId,
+        /// The generation whose directory exists.
+        generation: Generation,
+    },
+    /// A document names another id than the one it is stored under.
+    #[error("worker {worker}: {what}")]
+    Mismatch {
+        /// The worker.
+        worker: WorkerId,
+        /// What does not match.
+        what: String,
+    },
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> WorkerError {
+    let context = context.into();
+    move |source| WorkerError::Io { context, source }
+}
+
+/// Whether a worker's record may go on running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerStatus {
+    /// Normal.
+    Active,
+    /// A replay diverged: never continued, never silently restarted.
+    Stale,
+}
+
+/// `worker.json`: catalog authority.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerRecord {
+    /// Always 1.
+    pub version: u64,
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its one session.
+    pub session_id: SessionId,
+    /// The workspace it is attributed to.
+    pub workspace: String,
+    /// Its execution binding: the component digest, `sha256:<hex>`.
+    pub component: String,
+    /// When it was created (ms since the epoch).
+    pub created_at_ms: u64,
+    /// The last durably reserved run generation (0: none yet).
+    pub last_generation: Generation,
+    /// Active or stale.
+    pub status: WorkerStatus,
+}
+
+/// One segment in `metadata.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentRef {
+    /// The segment.
+    pub segment_id: SegmentId,
+    /// Its parent, when it compacts or branches one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SegmentId>,
+}
+
+/// `metadata.json`: the current projection of the worker (not a transcript).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerMetadata {
+    /// Always 1.
+    pub version: u64,
+    /// The segment appends go to.
+    pub active_segment: SegmentId,
+    /// A segment being prepared (compaction), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_segment: Option<SegmentId>,
+    /// Every segment of the session, in creation order.
+    pub segments: Vec<SegmentRef>,
+    /// Child workers delegated by this one.
+    #[serde(default)]
+    pub children: Vec<WorkerId>,
+    /// Registered peers.
+    #[serde(default)]
+    pub peers: Vec<WorkerId>,
+}
+
+/// `session/session.json`: fixes the aggregate's one session id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionDoc {
+    /// Always 1.
+    pub version: u64,
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The session.
+    pub session_id: SessionId,
+    /// The worker holding it.
+    pub worker_id: WorkerId,
+    /// When it was created.
+    pub created_at_ms: u64,
+}
+
+/// `index/sessions/<key>.json`: session id → worker id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexEntry {
+    /// Always 1.
+    pub version: u64,
+    /// The session.
+    pub session_id: SessionId,
+    /// Its worker.
+    pub worker_id: WorkerId,
+}
+
+/// A cairn home: the root of the file layout.
+#[derive(Clone)]
+pub struct Home {
+    inner: Arc<HomeInner>,
+}
+
+struct HomeInner {
+    path: PathBuf,
+    root: Dir,
+    index: Dir,
+    workers: Dir,
+    /// Serializes generation reservations within this process.
+    reserve: Mutex<()>,
+}
+
+impl std::fmt::Debug for Home {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Home").field("path", &self.inner.path).finish()
+    }
+}
+
+impl Home {
+    /// Open the home at `path`, creating it (owner-only) when missing.
+    pub fn open(path: &Path) -> Result<Home, WorkerError> {
+        let shown = path.display().to_string();
+        std::fs::create_dir_all(path).map_err(io_err(format!("cannot create home {shown}")))?;
+        let root = Dir::open_ambient_dir(path, ambient_authority())
+            .map_err(io_err(format!("cannot open home {shown}")))?;
+        let index_root = fsutil::ensure_dir(&root, "index")
+            .map_err(io_err(format!("cannot open {shown}/index")))?;
+        let index = fsutil::ensure_dir(&index_root, "sessions")
+            .map_err(io_err(format!("cannot open {shown}/index/sessions")))?;
+        let workers = fsutil::ensure_dir(&root, "workers")
+            .map_err(io_err(format!("cannot open {shown}/workers")))?;
+        Ok(Home {
+            inner: Arc::new(HomeInner {
+                path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+                root,
+                index,
+                workers,
+                reserve: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The home's path on the host.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The home's root directory.
+    pub fn root(&self) -> &Dir {
+        &self.inner.root
+    }
+
+    fn index_name(session: &SessionId) -> String {
+        format!("{}.json", session.storage_key())
+    }
+
+    /// The worker holding `session`, if the session is persisted here.
+    pub fn lookup(&self, session: &SessionId) -> Result<Option<WorkerId>, WorkerError> {
+        match fsutil::read_document::<IndexEntry>(
+            &self.inner.index,
+            &Self::index_name(session),
+            DOC_VERSION,
+        ) {
+            Ok(entry) if entry.session_id == *session => Ok(Some(entry.worker_id)),
+            Ok(entry) => Err(WorkerError::Document {
+                worker: "index".into(),
+                source: DocumentError::Invalid {
+                    name: Self::index_name(session),
+                    reason: format!(
+                        "it maps session {:?}, not {:?}",
+                        entry.session_id.as_str(),
+                        session.as_str()
+                    ),
+                },
+            }),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(source) => Err(WorkerError::Document {
+                worker: "index".into(),
+                source,
+            }),
+        }
+    }
+
+    /// Every worker in this home, by id (UUIDv7: oldest first).
+    pub fn list_workers(&self) -> Result<Vec<WorkerId>, WorkerError> {
+        let mut ids = Vec::new();
+        for entry in self
+            .inner
+            .workers
+            .entries()
+            .map_err(io_err("cannot list workers/"))?
+        {
+            let entry = entry.map_err(io_err("cannot list workers/"))?;
+            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Create a new worker aggregate holding `session`, bound to `component`.
+    /// The index entry is written first, then the aggregate.
+    pub fn create_worker(
+        &self,
+        session: &SessionId,
+        component: &str,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        let worker_id = WorkerId::new();
+        let segment = SegmentId::new();
+        let now = fsutil::now_ms();
+        let entry = IndexEntry {
+            version: DOC_VERSION,
+            session_id: session.clone(),
+            worker_id,
+        };
+        fsutil::write_document(
+            &self.inner.index,
+            &Self::index_name(session),
+            &to_json(&entry),
+        )
+        .map_err(io_err(format!("cannot write the index entry of session {session}")))?;
+
+        let ctx = format!("cannot create worker {worker_id}");
+        let dir = fsutil::create_dir_new(&self.inner.workers, &worker_id.to_string())
+            .map_err(io_err(ctx.clone()))?;
+        let session_dir = fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
+        let segments = fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
+        fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
+        for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
+            fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
+        }
+        fsutil::sync_dir(&segments).map_err(io_err(ctx.clone()))?;
+        let doc = SessionDoc {
+            version: DOC_VERSION,
+            format: FORMAT.to_string(),
+            session_id: session.clone(),
+            worker_id,
+            created_at_ms: now,
+        };
+        fsutil::write_document(&session_dir, "session.json", &to_json(&doc))
+            .map_err(io_err(ctx.clone()))?;
+        let meta = WorkerMetadata {
+            version: DOC_VERSION,
+            active_segment: segment,
+            pending_segment: None,
+            segments: vec![SegmentRef {
+                segment_id: segment,
+                parent: None,
+            }],
+            children: vec![],
+            peers: vec![],
+        };
+        fsutil::write_document(&dir, "metadata.json", &to_json(&meta)).map_err(io_err(ctx.clone()))?;
+        let record = WorkerRecord {
+            version: DOC_VERSION,
+            worker_id,
+            session_id: session.clone(),
+            workspace: workspace.to_string(),
+            component: component.to_string(),
+            created_at_ms: now,
+            last_generation: Generation(0),
+            status: WorkerStatus::Active,
+        };
+        fsutil::write_document(&dir, "worker.json", &to_json(&record)).map_err(io_err(ctx.clone()))?;
+        fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx))?;
+        self.open_worker(worker_id)
+    }
+
+    /// Open an existing worker aggregate, checking that its documents agree.
+    pub fn open_worker(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
+        let dir = match self.inner.workers.open_dir(worker_id.to_string()) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(WorkerError::NoSuchWorker(worker_id));
+            }
+            Err(e) => return Err(io_err(format!("cannot open worker {worker_id}"))(e)),
+        };
+        let session_dir = dir
+            .open_dir("session")
+            .map_err(io_err(format!("worker {worker_id}: cannot open session/")))?;
+        let doc: SessionDoc = fsutil::read_document(&session_dir, "session.json", DOC_VERSION)
+            .map_err(|source| WorkerError::Document {
+                worker: worker_id.to_string(),
+                source,
+            })?;
+        if doc.worker_id != worker_id || doc.format != FORMAT {
+            return Err(WorkerError::Mismatch {
+                worker: worker_id,
+                what: format!(
+                    "session/session.json names worker {} in format {:?}",
+                    doc.worker_id, doc.format
+                ),
+            });
+        }
+        let worker = WorkerDir {
+            home: self.clone(),
+            id: worker_id,
+            session: doc.session_id,
+            dir,
+            session_dir,
+        };
+        let record = worker.record()?;
+        if record.session_id != worker.session {
+            return Err(WorkerError::Mismatch {
+                worker: worker_id,
+                what: "worker.json and session/session.json name different sessions".into(),
+            });
+        }
+        Ok(worker)
+    }
+}
+
+/// One worker aggregate, opened.
+pub struct WorkerDir {
+    home: Home,
+    id: WorkerId,
+    session: SessionId,
+    dir: Dir,
+    session_dir: Dir,
+}
+
+impl std::fmt::Debug for WorkerDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerDir").field("id", &self.id).finish()
+    }
+}
+
+/// A freshly created generation directory.
+#[derive(Debug)]
+pub struct GenerationDir {
+    /// The generation.
+    pub generation: Generation,
+    /// `runs/<gen>/`.
+    pub dir: Dir,
+    /// The host path of `runs/<gen>/artifacts/`, the guest's one preopen.
+    pub artifacts_path: PathBuf,
+    /// The host path of `runs/<gen>/`.
+    pub path: PathBuf,
+}
+
+impl WorkerDir {
+    /// The worker's id.
+    pub fn id(&self) -> WorkerId {
+        self.id
+    }
+
+    /// Its session.
+    pub fn session_id(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// `session/`.
+    pub fn session_dir(&self) -> &Dir {
+        &self.session_dir
+    }
+
+    /// The aggregate's host path.
+    pub fn path(&self) -> PathBuf {
+        self.home.path().join("workers").join(self.id.to_string())
+    }
+
+    fn doc_err(&self) -> impl FnOnce(DocumentError) -> WorkerError {
+        let worker = self.id.to_string();
+        move |source| WorkerError::Document { worker, source }
+    }
+
+    /// Read `worker.json`.
+    pub fn record(&self) -> Result<WorkerRecord, WorkerError> {
+        let record: WorkerRecord =
+            fsutil::read_document(&self.dir, "worker.json", DOC_VERSION).map_err(self.doc_err())?;
+        if record.worker_id != self.id {
+            return Err(WorkerError::Mismatch {
+                worker: self.id,
+                what: format!("worker.json names worker {}", record.worker_id),
+            });
+        }
+        Ok(record)
+    }
+
+    /// Replace `worker.json` atomically.
+    pub fn write_record(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
+        fsutil::write_document(&self.dir, "worker.json", &to_json(record))
+            .map_err(io_err(format!("worker {}: cannot write worker.json", self.id)))
+    }
+
+    /// Read `metadata.json`.
+    pub fn metadata(&self) -> Result<WorkerMetadata, WorkerError> {
+        fsutil::read_document(&self.dir, "metadata.json", DOC_VERSION).map_err(self.doc_err())
+    }
+
+    /// Reserve the next generation: write and fsync it in `worker.json`, then
+    /// create `runs/<gen>/` with create-new semantics, with `artifacts/`,
+    /// `spawned/` and the two log files. `artifacts/` starts as a copy of
+    /// `from`'s, when given (the worktree carries over).
+    pub fn reserve_generation(&self, from: Option<Generation>) -> Result<GenerationDir, WorkerError> {
+        let generation = {
+            let _guard = self.home.inner.reserve.lock().unwrap_or_else(|p| p.into_inner());
+            let mut record = self.record()?;
+            record.last_generation = record.last_generation.next();
+            self.write_record(&record)?;
+            record.last_generation
+        };
+        let runs = self
+            .dir
+            .open_dir("runs")
+            .map_err(io_err(format!("worker {}: cannot open runs/", self.id)))?;
+        let name = generation.to_string();
+        let dir = match fsutil::create_dir_new(&runs, &name) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(WorkerError::GenerationCollision {
+                    worker: self.id,
+                    generation,
+                });
+            }
+            Err(e) => return Err(io_err(format!("worker {}: cannot create runs/{name}", self.id))(e)),
+        };
+        let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
+        let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+        fsutil::create_dir_new(&dir, "spawned").map_err(io_err(ctx.clone()))?;
+        for log in ["worker.out.log", "worker.err.log"] {
+            fsutil::create_file_new(&dir, log).map_err(io_err(ctx.clone()))?;
+        }
+        if let Some(previous) = from
+            && let Ok(prev) = runs.open_dir(previous.to_string()).and_then(|d| d.open_dir("artifacts"))
+        {
+            copy_tree(&prev, &artifacts, 0).map_err(io_err(format!(
+                "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
+                self.id
+            )))?;
+        }
+        fsutil::sync_dir(&dir).map_err(io_err(ctx.clone()))?;
+        fsutil::sync_dir(&runs).map_err(io_err(ctx))?;
+        let path = self.path().join("runs").join(&name);
+        Ok(GenerationDir {
+            generation,
+            dir,
+            artifacts_path: path.join("artifacts"),
+            path,
+        })
+    }
+
+    /// Open an existing generation's directory.
+    pub fn generation_dir(&self, generation: Generation) -> Result<Dir, WorkerError> {
+        self.dir
+            .open_dir("runs")
+            .and_then(|runs| runs.open_dir(generation.to_string()))
+            .map_err(io_err(format!("worker {}: cannot open runs/{generation}", self.id)))
+    }
+
+    /// Mark the worker stale (a replay diverged).
+    pub fn mark_stale(&self) -> Result<(), WorkerError> {
+        let mut record = self.record()?;
+        record.status = WorkerStatus::Stale;
+        self.write_record(&record)
+    }
+}
+
+/// Copy regular files and directories; symlinks and anything else are not
+/// followed (they are skipped), so a guest cannot make the host copy from
+/// outside its tree.
+fn copy_tree(from: &Dir, to: &Dir, depth: usize) -> io::Result<()> {
+    if depth > 64 {
+        return Err(io::Error::other("artifacts nest deeper than 64 levels"));
+    }
+    for entry in from.entries()? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            let sub = fsutil::create_dir_new(to, name)?;
+            copy_tree(&entry.open_dir()?, &sub, depth + 1)?;
+        } else if kind.is_file() {
+            from.copy(name, to, name)?;
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("documents serialize");
+    bytes.push(b'\n');
+    bytes
+}
