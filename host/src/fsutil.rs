@@ -43,7 +43,9 @@ pub fn create_file_new(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
 
 /// Flush a directory's entries to disk (after a create or rename in it).
 pub fn sync_dir(dir: &Dir) -> io::Result<()> {
-    dir.try_clone()?.into_std_file().sync_all()
+    // cap-std opens directories with O_PATH, which cannot be synced: open
+    // the directory itself for reading and sync that.
+    dir.open(".")?.sync_all()
 }
 
 /// Replace `name` atomically: write a temp file, fsync it, rename it over

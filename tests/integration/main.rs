@@ -1,1 +1,5 @@
+//! Integration tests: one binary, a module per topic. They use the real
+//! wasmtime engine, real components and real files.
 
+mod common;
+mod skeleton;

@@ -139,45 +139,34 @@ impl SessionJournal {
 
     /// Append one entry; returns it, with its seq, once it is durable.
     pub async fn append(&self, run_id: Option<RunId>, payload: Payload) -> Result<SessionEvent, StoreError> {
-        let mut events = self.append_batch(vec![(run_id, payload)]).await?;
+        let mut events = self.append_batch(run_id, vec![payload]).await?;
         Ok(events.pop().expect("one event in, one out"))
     }
 
-    /// Append one entry built from its own seq (for ids derived from it).
-    /// `build` runs under the append lock, before the store write.
+    /// Append a batch whose entries are built from the first one's seq (for
+    /// ids derived from it). `build` runs under the append lock, before the
+    /// store write, so nothing built there is observable before it is durable.
     pub async fn append_with(
         &self,
         run_id: Option<RunId>,
-        build: impl FnOnce(Seq) -> Payload,
-    ) -> Result<SessionEvent, StoreError> {
-        let mut state = self.state.lock().await;
-        let seq = state.last_seq.next();
-        let event = SessionEvent {
-            session_id: self.session.clone(),
-            segment_id: state.segment,
-            run_id,
-            seq,
-            at_ms: now_ms(),
-            payload: build(seq),
-            facts: None,
-        };
-        self.store.append(&self.session, std::slice::from_ref(&event)).await?;
-        state.last_seq = seq;
-        let _ = self.tx.send(Arc::new(event.clone()));
-        Ok(event)
-    }
-
-    /// Append several entries as one batch (one store write).
-    pub async fn append_batch(
-        &self,
-        entries: Vec<(Option<RunId>, Payload)>,
+        build: impl FnOnce(Seq) -> Vec<Payload>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let mut state = self.state.lock().await;
+        let first = state.last_seq.next();
+        self.write_locked(&mut state, run_id, build(first)).await
+    }
+
+    async fn write_locked(
+        &self,
+        state: &mut AppendState,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
         let at_ms = now_ms();
         let mut seq = state.last_seq;
-        let events: Vec<SessionEvent> = entries
+        let events: Vec<SessionEvent> = payloads
             .into_iter()
-            .map(|(run_id, payload)| {
+            .map(|payload| {
                 seq = seq.next();
                 SessionEvent {
                     session_id: self.session.clone(),
@@ -196,6 +185,17 @@ impl SessionJournal {
             let _ = self.tx.send(Arc::new(event.clone()));
         }
         Ok(events)
+    }
+
+    /// Append several entries of one run (or none) as one batch: one store
+    /// write, one sync.
+    pub async fn append_batch(
+        &self,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let mut state = self.state.lock().await;
+        self.write_locked(&mut state, run_id, payloads).await
     }
 
     /// The terminal write of a run: `payload` and the facts `facts(seq)`

@@ -167,6 +167,9 @@ impl RunHost for RunCtx {
         if self.cancelled().is_some() {
             return Ok(Answer::Cancelled);
         }
+        // The request and its route are one batch, written before anyone can
+        // see the request, and the id is registered before anyone can answer.
+        let present = self.present.load(Ordering::Relaxed);
         let mut registered = None;
         let requested = self
             .journal
@@ -181,14 +184,25 @@ impl RunHost for RunCtx {
                         self.journal.clone(),
                     ),
                 ));
-                Payload::Lifecycle(LifecycleEvent::DecisionRequested {
-                    decision_id,
-                    request_kind: request.kind,
-                    prompt: request.prompt.clone(),
-                    details: request.details.clone(),
-                    timeout_ms: request.timeout_ms,
-                    default_value: request.default_value.clone(),
-                })
+                vec![
+                    Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+                        decision_id: decision_id.clone(),
+                        request_kind: request.kind,
+                        prompt: request.prompt.clone(),
+                        details: request.details.clone(),
+                        timeout_ms: request.timeout_ms,
+                        default_value: request.default_value.clone(),
+                    }),
+                    Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
+                        decision_id,
+                        route: if present { ApprovalRoute::Conversational } else { ApprovalRoute::Poll },
+                        because: if present {
+                            "a present observer is attached".into()
+                        } else {
+                            "nobody is present; any seam may answer".into()
+                        },
+                    }),
+                ]
             })
             .await;
         let (id, mut rx) = registered.expect("append_with runs its builder");
@@ -196,17 +210,6 @@ impl RunHost for RunCtx {
             self.broker.withdraw(&id);
             return Err(HostFailure(format!("the journal refused a decision request: {e}")));
         }
-        let present = self.present.load(Ordering::Relaxed);
-        self.lifecycle(LifecycleEvent::ApprovalRouted {
-            decision_id: id.clone(),
-            route: if present { ApprovalRoute::Conversational } else { ApprovalRoute::Poll },
-            because: if present {
-                "a present observer is attached".into()
-            } else {
-                "nobody is present; any seam may answer".into()
-            },
-        })
-        .await?;
 
         let timeout = request.timeout_ms.map(Duration::from_millis);
         let sleep = async {

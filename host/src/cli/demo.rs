@@ -1,0 +1,27 @@
+//! `cairn demo`: `echo` and `approval`, end to end, on the default home.
+
+use super::run::{DecideArg, journal_path, run_once};
+use crate::journal::event::RunStatus;
+use crate::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
+    let rt = Runtime::open(RuntimeConfig::new(&home))?;
+    let mut out = std::io::stdout();
+    let mut ok = true;
+    for (example, prompt, decide) in [
+        ("echo", "hello from a sandboxed controller", None),
+        ("approval", "deploy the demo", Some(DecideArg::Approve)),
+    ] {
+        println!("\n== {example}: {prompt:?}");
+        let mut req = StartRun::new(ComponentRef::BuiltIn(example.into()), prompt);
+        req.present = true;
+        let ran = run_once(&rt, req, false, decide, &mut out).await?;
+        ok &= ran.status == RunStatus::Finished;
+        println!("== {example} {}", ran.reason);
+        println!("   journal: {}", journal_path(&rt, &ran.started)?);
+    }
+    println!("\nhome: {}", rt.home().path().display());
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,77 @@
+//! The `cairn` command line.
+
+mod demo;
+mod output;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// cairn: a host runtime for agent controllers shipped as WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one run of a controller in-process and print its events.
+    Run(run::RunArgs),
+    /// Run the `echo` and `approval` examples end to end and say where the journal is.
+    Demo(HomeArg),
+    /// Print a published JSON Schema.
+    Schema {
+        /// Which schema: `journal` (one journal line).
+        #[arg(value_parser = ["journal"])]
+        which: String,
+    },
+}
+
+/// `--home DIR`, defaulting to `$CAIRN_HOME`, then `./.cairn`.
+#[derive(Debug, clap::Args)]
+pub struct HomeArg {
+    /// The cairn home (default: $CAIRN_HOME, or ./.cairn).
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+}
+
+impl HomeArg {
+    fn path(&self) -> PathBuf {
+        self.home
+            .clone()
+            .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(".cairn"))
+    }
+}
+
+/// Run the CLI; the process's exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cairn: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Run(args) => run::run(args).await,
+            Command::Demo(home) => demo::demo(home.path()).await,
+            Command::Schema { .. } => {
+                print!("{}", crate::journal::schema::journal_line());
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cairn: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! `cairn run`: one run in-process, claiming and present; Ctrl-C cancels.
+
+use super::HomeArg;
+use super::output;
+use crate::ids::WorkerId;
+use crate::journal::Delivery;
+use crate::journal::event::{CancelReason, LifecycleEvent, Payload, RunStatus};
+use crate::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun, Started};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// How `--decide` answers approvals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecideArg {
+    /// `{"approved": true}`.
+    Approve,
+    /// `{"approved": false}`.
+    Deny,
+}
+
+/// `cairn run` arguments.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// A built-in example (echo, approval, sandbox-probe) or the path of a component.
+    component: String,
+    /// The user's turn.
+    #[arg(long, default_value = "")]
+    prompt: String,
+    #[command(flatten)]
+    home: HomeArg,
+    /// Continue an existing worker: next generation, same session.
+    #[arg(long, value_name = "WORKER_ID")]
+    worker: Option<WorkerId>,
+    /// Print one JSON journal line per event instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Answer approval requests without asking.
+    #[arg(long, value_enum)]
+    decide: Option<DecideArg>,
+    /// Cancel the run after this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
+}
+
+/// How a run went, for the caller's exit code.
+pub struct Ran {
+    /// Its start.
+    pub started: Started,
+    /// Its final status.
+    pub status: RunStatus,
+    /// The one-line reason.
+    pub reason: String,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let rt = Runtime::open(RuntimeConfig::new(args.home.path()))?;
+    let mut req = StartRun::new(ComponentRef::parse(&args.component), args.prompt);
+    req.worker = args.worker;
+    req.present = true;
+    req.timeout_ms = args.timeout_ms;
+    req.liveness.policy = crate::journal::event::LivenessPolicy::Cancel;
+    let ran = run_once(&rt, req, args.json, args.decide, &mut std::io::stdout()).await?;
+    for note in rt.recovery_notes() {
+        eprintln!("cairn: note: {note}");
+    }
+    if ran.status == RunStatus::Finished {
+        if !args.json {
+            println!("journal: {}", journal_path(&rt, &ran.started)?);
+        }
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("cairn: run {} {}", ran.started.run_id, ran.reason);
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// The host path of a run's active journal segment.
+pub fn journal_path(rt: &Runtime, started: &Started) -> anyhow::Result<String> {
+    let worker = rt.home().open_worker(started.worker_id)?;
+    let segment = worker.metadata()?.active_segment;
+    Ok(worker
+        .path()
+        .join("session")
+        .join("segments")
+        .join(format!("{segment}.jsonl"))
+        .display()
+        .to_string())
+}
+
+/// Start a run, print its events until it ends, answer its decisions.
+pub async fn run_once(
+    rt: &Runtime,
+    req: StartRun,
+    json: bool,
+    decide: Option<DecideArg>,
+    out: &mut (impl Write + Send),
+) -> anyhow::Result<Ran> {
+    let started = rt.start(req).await?;
+    if !json {
+        writeln!(
+            out,
+            "run {} · {} {} · worker {} · session {}",
+            started.run_id, started.info.name, started.info.version, started.worker_id, started.session_id
+        )?;
+    }
+    let mut sub = rt.subscribe(&started.session_id, started.after).await?;
+    let mut refused_decision: Option<String> = None;
+    loop {
+        let delivery = tokio::select! {
+            d = sub.next() => d,
+            _ = tokio::signal::ctrl_c() => {
+                let _ = rt.cancel(started.run_id, CancelReason::External, "interrupted (Ctrl-C)");
+                continue;
+            }
+        };
+        let Some(delivery) = delivery else {
+            anyhow::bail!("the journal of session {} closed before the run ended", started.session_id);
+        };
+        let delivery = delivery?;
+        if json {
+            writeln!(out, "{}", output::json(&delivery))?;
+        } else {
+            writeln!(out, "{}", output::delivery(&delivery))?;
+        }
+        out.flush()?;
+        let Delivery::Event(event) = delivery else { continue };
+        if event.run_id != Some(started.run_id) {
+            continue;
+        }
+        match &event.payload {
+            Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+                decision_id, prompt, ..
+            }) => {
+                let value = match decide {
+                    Some(DecideArg::Approve) => Some(serde_json::json!({ "approved": true })),
+                    Some(DecideArg::Deny) => Some(serde_json::json!({ "approved": false })),
+                    None if std::io::stdin().is_terminal() && !json => Some(ask(prompt.clone()).await?),
+                    None => None,
+                };
+                match value {
+                    Some(v) => rt.decide(decision_id, v).await?,
+                    None => {
+                        let why = "a decision was requested, but no --decide was given and stdin is not a terminal";
+                        refused_decision = Some(why.to_string());
+                        rt.cancel(started.run_id, CancelReason::External, why)?;
+                    }
+                }
+            }
+            Payload::Lifecycle(terminal) if terminal.is_terminal() => {
+                let facts = event.facts.clone().expect("terminal events carry facts");
+                let reason = refused_decision.unwrap_or_else(|| crate::runtime::describe_terminal(terminal));
+                return Ok(Ran {
+                    started,
+                    status: facts.status,
+                    reason,
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn ask(prompt: String) -> anyhow::Result<serde_json::Value> {
+    tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        loop {
+            eprint!("approve {prompt:?}? [y/n] ");
+            line.clear();
+            if std::io::stdin().read_line(&mut line)? == 0 {
+                return Ok(serde_json::json!({ "approved": false, "reason": "no answer (end of input)" }));
+            }
+            match line.trim().to_lowercase().as_str() {
+                "y" | "yes" => return Ok(serde_json::json!({ "approved": true })),
+                "n" | "no" => return Ok(serde_json::json!({ "approved": false })),
+                _ => eprintln!("answer y or n"),
+            }
+        }
+    })
+    .await?
+}
