@@ -114,3 +114,8 @@ pub mod __private {
         }
     }
 }
+
+/// The README's controller, compiled as a doctest so it stays true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

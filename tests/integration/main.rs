@@ -3,3 +3,5 @@
 
 mod common;
 mod skeleton;
+mod store;
+mod vocabulary;

@@ -1,5 +1,6 @@
 //! The `cairn` command line.
 
+mod debug;
 mod demo;
 mod output;
 mod run;
@@ -22,6 +23,9 @@ enum Command {
     Run(run::RunArgs),
     /// Run the `echo` and `approval` examples end to end and say where the journal is.
     Demo(HomeArg),
+    /// Helpers for crash tests.
+    #[command(subcommand, hide = true)]
+    Debug(debug::Debug),
     /// Print a published JSON Schema.
     Schema {
         /// Which schema: `journal` (one journal line).
@@ -61,6 +65,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Demo(home) => demo::demo(home.path()).await,
+            Command::Debug(cmd) => debug::debug(cmd).await,
             Command::Schema { .. } => {
                 print!("{}", crate::journal::schema::journal_line());
                 Ok(ExitCode::SUCCESS)

@@ -8,4 +8,4 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use cairn::controller::{decisions, history, journal, types};
+pub use self::cairn::controller::{decisions, history, journal, types};

@@ -1,0 +1,197 @@
+//! The journal's vocabulary round-trips, keeps tags apart, and its published
+//! schema matches the code.
+
+use cairn::journal::event::*;
+use cairn::{DecisionId, Generation, Payload, RunId, SegmentId, Seq, SessionEvent, SessionId, WorkerId};
+
+fn samples() -> Vec<Payload> {
+    let session = SessionId::parse("s").unwrap();
+    let decision = DecisionId::derive(&session, Seq(9));
+    let observer = Observer {
+        id: "o1".into(),
+        role: ObserverRole::Claiming,
+        present: true,
+    };
+    let lineage = SegmentLineage {
+        segment: SegmentId::new(),
+        through_seq: Seq(4),
+    };
+    let agent = vec![
+        AgentEvent::TextDelta { text: "hi".into() },
+        AgentEvent::ReasoningDelta { text: "hm".into() },
+        AgentEvent::ToolCall {
+            id: "c1".into(),
+            name: "search".into(),
+            arguments: serde_json::json!({"type": "x", "kind": "y"}),
+        },
+        AgentEvent::Progress {
+            message: "m".into(),
+            done: 1,
+            total: Some(2),
+        },
+        AgentEvent::Retrying {
+            attempt: 2,
+            after_ms: 500,
+            reason: "429".into(),
+        },
+        AgentEvent::Custom {
+            name: "probe".into(),
+            data: serde_json::json!([1, 2]),
+        },
+    ];
+    let lifecycle = vec![
+        LifecycleEvent::SegmentCreated {
+            segment_id: SegmentId::new(),
+            compacted_from: Some(lineage.clone()),
+            forked_from: Some(lineage),
+        },
+        LifecycleEvent::GenerationReserved {
+            worker_id: WorkerId::new(),
+            generation: Generation(3),
+        },
+        LifecycleEvent::Started {
+            component: "sha256:00".into(),
+            prompt: "p".into(),
+            timeout_ms: Some(1000),
+            liveness: Liveness {
+                policy: LivenessPolicy::Park,
+                grace_ms: 250,
+            },
+            generation: Generation(3),
+            continues: Some(RunId::new()),
+            resumes: Some(RunId::new()),
+            seed: 42,
+        },
+        LifecycleEvent::ObserverAttached { observer: observer.clone() },
+        LifecycleEvent::ObserverDetached {
+            observer: observer.clone(),
+            because: DetachCause::Released,
+        },
+        LifecycleEvent::ObserverDetached {
+            observer: observer.clone(),
+            because: DetachCause::Expired,
+        },
+        LifecycleEvent::ObserverDetached {
+            observer,
+            because: DetachCause::Displaced,
+        },
+        LifecycleEvent::ClaimsExhausted,
+        LifecycleEvent::LivenessDecided {
+            policy: LivenessPolicy::Cancel,
+        },
+        LifecycleEvent::DecisionRequested {
+            decision_id: decision.clone(),
+            request_kind: RequestKind::Approval,
+            prompt: "ok?".into(),
+            details: serde_json::json!({}),
+            timeout_ms: Some(5),
+            default_value: Some(serde_json::json!({"approved": false})),
+        },
+        LifecycleEvent::ApprovalRouted {
+            decision_id: decision.clone(),
+            route: ApprovalRoute::Parked,
+            because: "nobody present".into(),
+        },
+        LifecycleEvent::DecisionRecorded {
+            decision_id: decision.clone(),
+            value: serde_json::json!({"approved": true}),
+            by: DecidedBy::Expiry,
+        },
+        LifecycleEvent::DecisionTimedOut { decision_id: decision },
+        LifecycleEvent::ResumedByReplay {
+            generation: Generation(4),
+            through_seq: Seq(17),
+        },
+        LifecycleEvent::Finished {
+            usage: Usage {
+                events: 3,
+                event_bytes: 90,
+                wall_ms: 12,
+            },
+            outcome: FinishOutcome::Question,
+            text: "why?".into(),
+        },
+        LifecycleEvent::Failed {
+            error: ErrorInfo {
+                code: "limit_exceeded".into(),
+                message: "too many".into(),
+                details: Some(serde_json::json!({"limit": "events_per_run", "value": 9})),
+            },
+        },
+        LifecycleEvent::Parked { checkpoint: "k".into() },
+    ];
+    let mut all: Vec<Payload> = agent.into_iter().map(Payload::Agent).collect();
+    for reason in [
+        CancelReason::Deadline,
+        CancelReason::External,
+        CancelReason::ClientTool,
+        CancelReason::Unclaimed,
+        CancelReason::Shutdown,
+    ] {
+        all.push(Payload::Lifecycle(LifecycleEvent::Cancelled {
+            reason,
+            message: "m".into(),
+        }));
+    }
+    all.extend(lifecycle.into_iter().map(Payload::Lifecycle));
+    all
+}
+
+#[test]
+fn every_event_round_trips_through_a_journal_line() {
+    for (i, payload) in samples().into_iter().enumerate() {
+        let event = SessionEvent {
+            session_id: SessionId::parse("s").unwrap(),
+            segment_id: SegmentId::new(),
+            run_id: Some(RunId::new()),
+            seq: Seq(i as u64 + 1),
+            at_ms: 1_700_000_000_000,
+            payload,
+            facts: None,
+        };
+        let line = serde_json::to_string(&event).unwrap();
+        assert!(!line.contains('\n'));
+        let back: SessionEvent = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, event, "{line}");
+    }
+}
+
+#[test]
+fn no_variant_field_collides_with_a_tag_name() {
+    for payload in samples() {
+        let v = serde_json::to_value(&payload).unwrap();
+        let envelope = v.as_object().unwrap();
+        let keys: Vec<&String> = envelope.keys().collect();
+        assert_eq!(keys, ["event", "kind"], "{v}");
+        let inner = v["event"].as_object().unwrap();
+        assert!(inner["type"].is_string(), "{v}");
+        // Only the tag is called `type`; nothing inside an event is `kind`.
+        assert!(!inner.contains_key("kind"), "{v}");
+    }
+    let kinds: std::collections::BTreeSet<String> = samples()
+        .iter()
+        .map(|p| serde_json::to_value(p).unwrap()["event"]["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds.len(), 6 + 16, "every variant sampled once: {kinds:?}");
+}
+
+#[test]
+fn durations_are_millisecond_integers() {
+    let l = Liveness {
+        policy: LivenessPolicy::Continue,
+        grace_ms: 1500,
+    };
+    assert_eq!(serde_json::to_value(l).unwrap(), serde_json::json!({"policy": "continue", "grace_ms": 1500}));
+}
+
+#[test]
+fn the_published_schema_matches_the_code() {
+    let committed = include_str!("../../docs/journal.schema.json");
+    let current = cairn::journal::schema::journal_line();
+    assert!(
+        committed == current,
+        "docs/journal.schema.json drifted from the code: run `cargo run -- schema journal > docs/journal.schema.json`"
+    );
+    let out = crate::common::cairn_bin().args(["schema", "journal"]).output().unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), current);
+}
