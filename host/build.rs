@@ -50,7 +50,9 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("cannot run cargo to build the guest controllers");
+    let status = cmd
+        .status()
+        .expect("cannot run cargo to build the guest controllers");
     if !status.success() {
         let installed = Command::new("rustup")
             .args(["target", "list", "--installed"])
@@ -68,13 +70,19 @@ fn main() {
     code.push_str("/// Built-in guest controllers: (name, component bytes).\npub const BUILT_IN: &[(&str, &[u8])] = &[\n");
     for (name, package) in GUESTS {
         let file = wasm_dir.join(format!("{}.wasm", package.replace('-', "_")));
-        code.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", file.display().to_string()));
+        code.push_str(&format!(
+            "    ({name:?}, include_bytes!({:?})),\n",
+            file.display().to_string()
+        ));
     }
     code.push_str("];\n");
     code.push_str("/// Test fixtures: (package name, component path).\npub const FIXTURES: &[(&str, &str)] = &[\n");
     for package in &fixtures {
         let file = wasm_dir.join(format!("{}.wasm", package.replace('-', "_")));
-        code.push_str(&format!("    ({package:?}, {:?}),\n", file.display().to_string()));
+        code.push_str(&format!(
+            "    ({package:?}, {:?}),\n",
+            file.display().to_string()
+        ));
     }
     code.push_str("];\n");
     std::fs::write(out_dir.join("guests.rs"), code).unwrap();

@@ -45,9 +45,9 @@ pub fn request(
         default_value: default_value.map(|v| v.to_string()),
     };
     match wit::wait(&req) {
-        wit::Answer::Decided(value) => {
-            Answer::Decided(serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value)))
-        }
+        wit::Answer::Decided(value) => Answer::Decided(
+            serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value)),
+        ),
         wit::Answer::TimedOut => Answer::TimedOut,
         wit::Answer::Cancelled => Answer::Cancelled,
         wit::Answer::Park => Answer::Park,

@@ -76,12 +76,13 @@ macro_rules! controller {
                     $crate::__private::run::<$ty>(start)
                 }
             }
-            $crate::__bindings::export!(CairnExport with_types_in $crate::__bindings);
+    $crate::__bindings::export!(CairnExport with_types_in $crate::__bindings);
         };
     };
 }
 
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
 pub mod __bindings {
     wit_bindgen::generate!({
         world: "controller",

@@ -170,7 +170,18 @@ impl fmt::Display for SessionId {
 /// A journal sequence number: dense per session, starting at 1. `Seq(0)` is
 /// the cursor "before everything".
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(transparent)]
 pub struct Seq(pub u64);
@@ -191,7 +202,18 @@ impl fmt::Display for Seq {
 /// A run generation: per worker, monotonic from 1, reserved durably before
 /// every instantiation.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(transparent)]
 pub struct Generation(pub u64);
@@ -211,7 +233,9 @@ impl fmt::Display for Generation {
 
 /// A decision a controller waits for; derived from (session, seq of the
 /// request) so parallel requests never collide.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(transparent)]
 pub struct DecisionId(Uuid);
 
@@ -249,15 +273,33 @@ mod tests {
         let key = evil.storage_key().to_string();
         assert_eq!(key.len(), 36);
         assert!(!key.contains('/') && !key.contains('.'));
-        assert_ne!(evil.storage_key(), SessionId::parse("other").unwrap().storage_key());
+        assert_ne!(
+            evil.storage_key(),
+            SessionId::parse("other").unwrap().storage_key()
+        );
     }
 
     #[test]
     fn bad_session_ids_are_refused_with_a_reason() {
-        assert!(SessionId::parse("").unwrap_err().to_string().contains("empty"));
+        assert!(
+            SessionId::parse("")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         let long = "x".repeat(MAX_SESSION_ID_LEN + 1);
-        assert!(SessionId::parse(&long).unwrap_err().to_string().contains("at most"));
-        assert!(SessionId::parse("a\nb").unwrap_err().to_string().contains("control"));
+        assert!(
+            SessionId::parse(&long)
+                .unwrap_err()
+                .to_string()
+                .contains("at most")
+        );
+        assert!(
+            SessionId::parse("a\nb")
+                .unwrap_err()
+                .to_string()
+                .contains("control")
+        );
         assert!(serde_json::from_str::<SessionId>("\"\"").is_err());
     }
 
@@ -265,9 +307,18 @@ mod tests {
     fn decision_ids_differ_by_seq_and_session() {
         let a = SessionId::parse("a").unwrap();
         let b = SessionId::parse("b").unwrap();
-        assert_ne!(DecisionId::derive(&a, Seq(3)), DecisionId::derive(&a, Seq(4)));
-        assert_ne!(DecisionId::derive(&a, Seq(3)), DecisionId::derive(&b, Seq(3)));
-        assert_eq!(DecisionId::derive(&a, Seq(3)), DecisionId::derive(&a, Seq(3)));
+        assert_ne!(
+            DecisionId::derive(&a, Seq(3)),
+            DecisionId::derive(&a, Seq(4))
+        );
+        assert_ne!(
+            DecisionId::derive(&a, Seq(3)),
+            DecisionId::derive(&b, Seq(3))
+        );
+        assert_eq!(
+            DecisionId::derive(&a, Seq(3)),
+            DecisionId::derive(&a, Seq(3))
+        );
     }
 
     #[test]

@@ -179,7 +179,9 @@ struct HomeInner {
 
 impl std::fmt::Debug for Home {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Home").field("path", &self.inner.path).finish()
+        f.debug_struct("Home")
+            .field("path", &self.inner.path)
+            .finish()
     }
 }
 
@@ -287,13 +289,16 @@ impl Home {
             &Self::index_name(session),
             &to_json(&entry),
         )
-        .map_err(io_err(format!("cannot write the index entry of session {session}")))?;
+        .map_err(io_err(format!(
+            "cannot write the index entry of session {session}"
+        )))?;
 
         let ctx = format!("cannot create worker {worker_id}");
         let dir = fsutil::create_dir_new(&self.inner.workers, &worker_id.to_string())
             .map_err(io_err(ctx.clone()))?;
         let session_dir = fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
-        let segments = fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
+        let segments =
+            fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
         fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
         for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
             fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
@@ -319,7 +324,8 @@ impl Home {
             children: vec![],
             peers: vec![],
         };
-        fsutil::write_document(&dir, "metadata.json", &to_json(&meta)).map_err(io_err(ctx.clone()))?;
+        fsutil::write_document(&dir, "metadata.json", &to_json(&meta))
+            .map_err(io_err(ctx.clone()))?;
         let record = WorkerRecord {
             version: DOC_VERSION,
             worker_id,
@@ -330,7 +336,8 @@ impl Home {
             last_generation: Generation(0),
             status: WorkerStatus::Active,
         };
-        fsutil::write_document(&dir, "worker.json", &to_json(&record)).map_err(io_err(ctx.clone()))?;
+        fsutil::write_document(&dir, "worker.json", &to_json(&record))
+            .map_err(io_err(ctx.clone()))?;
         fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx))?;
         self.open_worker(worker_id)
     }
@@ -448,8 +455,10 @@ impl WorkerDir {
 
     /// Replace `worker.json` atomically.
     pub fn write_record(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
-        fsutil::write_document(&self.dir, "worker.json", &to_json(record))
-            .map_err(io_err(format!("worker {}: cannot write worker.json", self.id)))
+        fsutil::write_document(&self.dir, "worker.json", &to_json(record)).map_err(io_err(format!(
+            "worker {}: cannot write worker.json",
+            self.id
+        )))
     }
 
     /// Read `metadata.json`.
@@ -461,9 +470,17 @@ impl WorkerDir {
     /// create `runs/<gen>/` with create-new semantics, with `artifacts/`,
     /// `spawned/` and the two log files. `artifacts/` starts as a copy of
     /// `from`'s, when given (the worktree carries over).
-    pub fn reserve_generation(&self, from: Option<Generation>) -> Result<GenerationDir, WorkerError> {
+    pub fn reserve_generation(
+        &self,
+        from: Option<Generation>,
+    ) -> Result<GenerationDir, WorkerError> {
         let generation = {
-            let _guard = self.home.inner.reserve.lock().unwrap_or_else(|p| p.into_inner());
+            let _guard = self
+                .home
+                .inner
+                .reserve
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             let mut record = self.record()?;
             record.last_generation = record.last_generation.next();
             self.write_record(&record)?;
@@ -482,7 +499,12 @@ impl WorkerDir {
                     generation,
                 });
             }
-            Err(e) => return Err(io_err(format!("worker {}: cannot create runs/{name}", self.id))(e)),
+            Err(e) => {
+                return Err(io_err(format!(
+                    "worker {}: cannot create runs/{name}",
+                    self.id
+                ))(e));
+            }
         };
         let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
         let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
@@ -491,7 +513,9 @@ impl WorkerDir {
             fsutil::create_file_new(&dir, log).map_err(io_err(ctx.clone()))?;
         }
         if let Some(previous) = from
-            && let Ok(prev) = runs.open_dir(previous.to_string()).and_then(|d| d.open_dir("artifacts"))
+            && let Ok(prev) = runs
+                .open_dir(previous.to_string())
+                .and_then(|d| d.open_dir("artifacts"))
         {
             copy_tree(&prev, &artifacts, 0).map_err(io_err(format!(
                 "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
@@ -514,7 +538,10 @@ impl WorkerDir {
         self.dir
             .open_dir("runs")
             .and_then(|runs| runs.open_dir(generation.to_string()))
-            .map_err(io_err(format!("worker {}: cannot open runs/{generation}", self.id)))
+            .map_err(io_err(format!(
+                "worker {}: cannot open runs/{generation}",
+                self.id
+            )))
     }
 
     /// Mark the worker stale (a replay diverged).

@@ -24,7 +24,10 @@ pub async fn run_to_end(
     answer: Option<serde_json::Value>,
 ) -> (Started, RunFacts, Vec<SessionEvent>) {
     let started = rt.start(req).await.expect("run starts");
-    let mut sub = rt.subscribe(&started.session_id, started.after).await.unwrap();
+    let mut sub = rt
+        .subscribe(&started.session_id, started.after)
+        .await
+        .unwrap();
     let mut events = Vec::new();
     loop {
         let d = tokio::time::timeout(std::time::Duration::from_secs(60), sub.next())
@@ -32,9 +35,12 @@ pub async fn run_to_end(
             .expect("the run goes on")
             .expect("journal open")
             .expect("no store error");
-        let Delivery::Event(e) = d else { panic!("unexpected delivery {d:?}") };
+        let Delivery::Event(e) = d else {
+            panic!("unexpected delivery {d:?}")
+        };
         events.push((*e).clone());
-        if let Payload::Lifecycle(LifecycleEvent::DecisionRequested { decision_id, .. }) = &e.payload
+        if let Payload::Lifecycle(LifecycleEvent::DecisionRequested { decision_id, .. }) =
+            &e.payload
             && let Some(v) = &answer
         {
             rt.decide(decision_id, v.clone()).await.unwrap();

@@ -38,13 +38,23 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let key = format!("{}.json", started.session_id.storage_key());
     assert_eq!(names(&index), set(&[&key]));
     let worker = home.join("workers").join(started.worker_id.to_string());
-    assert_eq!(names(&worker), set(&["worker.json", "metadata.json", "session", "runs"]));
-    assert_eq!(names(&worker.join("session")), set(&["session.json", "segments"]));
-    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(worker.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(
+        names(&worker),
+        set(&["worker.json", "metadata.json", "session", "runs"])
+    );
+    assert_eq!(
+        names(&worker.join("session")),
+        set(&["session.json", "segments"])
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(worker.join("metadata.json")).unwrap()).unwrap();
     let segment = meta["active_segment"].as_str().unwrap().to_string();
     assert_eq!(
         names(&worker.join("session/segments")),
-        set(&[&format!("{segment}.jsonl"), &format!("{segment}.trace.jsonl")])
+        set(&[
+            &format!("{segment}.jsonl"),
+            &format!("{segment}.trace.jsonl")
+        ])
     );
     assert_eq!(names(&worker.join("runs")), set(&["1"]));
     assert_eq!(
@@ -52,7 +62,12 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
         set(&["worker.out.log", "worker.err.log", "artifacts", "spawned"])
     );
     // Owner-only everywhere.
-    for dir in [&home.join("workers"), &worker, &worker.join("runs/1"), &worker.join("runs/1/artifacts")] {
+    for dir in [
+        &home.join("workers"),
+        &worker,
+        &worker.join("runs/1"),
+        &worker.join("runs/1/artifacts"),
+    ] {
         assert_eq!(mode(dir), 0o700, "{}", dir.display());
     }
     for file in [
@@ -64,11 +79,13 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     ] {
         assert_eq!(mode(&file), 0o600, "{}", file.display());
     }
-    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(worker.join("worker.json")).unwrap()).unwrap();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(worker.join("worker.json")).unwrap()).unwrap();
     assert_eq!(record["last_generation"], 1);
     assert_eq!(record["component"], started.component);
     let session_doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(worker.join("session/session.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(worker.join("session/session.json")).unwrap())
+            .unwrap();
     assert_eq!(session_doc["format"], "worker-aggregate-v1");
     assert_eq!(session_doc["session_id"], started.session_id.as_str());
 
@@ -77,7 +94,10 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
     assert_eq!(lines[0]["payload"]["event"]["type"], "segment_created");
-    assert_eq!(lines.last().unwrap()["payload"]["event"]["type"], "finished");
+    assert_eq!(
+        lines.last().unwrap()["payload"]["event"]["type"],
+        "finished"
+    );
     assert_eq!(lines.last().unwrap()["facts"]["status"], "finished");
     let text: String = events
         .iter()
@@ -106,8 +126,15 @@ async fn a_second_run_on_the_worker_is_the_next_generation_of_the_same_session()
     assert_eq!(second.worker_id, first.worker_id);
     assert_eq!(f1.generation.0, 1);
     assert_eq!(f2.generation.0, 2);
-    assert_eq!(events.first().unwrap().seq, f1.last_seq.next(), "seq continues");
-    let worker = tmp.path().join("home/workers").join(first.worker_id.to_string());
+    assert_eq!(
+        events.first().unwrap().seq,
+        f1.last_seq.next(),
+        "seq continues"
+    );
+    let worker = tmp
+        .path()
+        .join("home/workers")
+        .join(first.worker_id.to_string());
     assert_eq!(names(&worker.join("runs")), set(&["1", "2"]));
 }
 
@@ -116,7 +143,11 @@ async fn an_existing_generation_directory_is_refused_and_left_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path());
     let (first, _, _) = run_to_end(&rt, start_req("echo", "first"), None).await;
-    let runs = tmp.path().join("home/workers").join(first.worker_id.to_string()).join("runs");
+    let runs = tmp
+        .path()
+        .join("home/workers")
+        .join(first.worker_id.to_string())
+        .join("runs");
     std::fs::create_dir(runs.join("2")).unwrap();
     std::fs::write(runs.join("2/evidence.txt"), b"keep me").unwrap();
 
@@ -124,11 +155,19 @@ async fn an_existing_generation_directory_is_refused_and_left_alone() {
     req.worker = Some(first.worker_id);
     let (_, facts, events) = run_to_end(&rt, req, None).await;
     assert_eq!(facts.status, RunStatus::Failed);
-    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload else {
+    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload
+    else {
         panic!("the run fails")
     };
-    assert!(error.message.contains("runs/2 already exists"), "{}", error.message);
-    assert_eq!(std::fs::read(runs.join("2/evidence.txt")).unwrap(), b"keep me");
+    assert!(
+        error.message.contains("runs/2 already exists"),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        std::fs::read(runs.join("2/evidence.txt")).unwrap(),
+        b"keep me"
+    );
     assert_eq!(names(&runs.join("2")), set(&["evidence.txt"]));
 
     // The reservation was consumed: the next run gets generation 3.
@@ -144,7 +183,8 @@ async fn the_sandbox_probe_reaches_nothing_outside_its_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path());
     let host_home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let (started, facts, events) = run_to_end(&rt, start_req("sandbox-probe", &host_home), None).await;
+    let (started, facts, events) =
+        run_to_end(&rt, start_req("sandbox-probe", &host_home), None).await;
     let probes: Vec<&serde_json::Value> = events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -183,18 +223,27 @@ async fn components_that_do_not_fit_are_refused_naming_what_is_missing() {
         }
     };
     let junk = refuse(b"definitely not wasm".to_vec()).await;
-    assert!(junk.contains("not a WebAssembly component") && junk.contains("magic"), "{junk}");
+    assert!(
+        junk.contains("not a WebAssembly component") && junk.contains("magic"),
+        "{junk}"
+    );
     // A core module (the smallest valid one) is not a component either.
     let core = refuse(b"\0asm\x01\0\0\0".to_vec()).await;
     assert!(core.contains("core WebAssembly module"), "{core}");
     let other = std::fs::read(fixture("wrong-world")).unwrap();
     let wrong = refuse(other).await;
     assert!(wrong.contains("cairn:controller"), "{wrong}");
-    assert!(wrong.contains("missing export `describe`") && wrong.contains("`hello`"), "{wrong}");
+    assert!(
+        wrong.contains("missing export `describe`") && wrong.contains("`hello`"),
+        "{wrong}"
+    );
     // Nothing was laid out for refused components.
     assert!(names(&tmp.path().join("home/workers")).is_empty());
     let missing = rt
-        .start(StartRun::new(ComponentRef::Path("/nonexistent/x.wasm".into()), ""))
+        .start(StartRun::new(
+            ComponentRef::Path("/nonexistent/x.wasm".into()),
+            "",
+        ))
         .await
         .unwrap_err()
         .to_string();
@@ -218,13 +267,25 @@ async fn a_trapping_controller_fails_its_run_and_the_host_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path());
     let path = fixture("panicker");
-    let (_, facts, events) = run_to_end(&rt, StartRun::new(ComponentRef::Path(path.clone()), "x"), None).await;
+    let (_, facts, events) = run_to_end(
+        &rt,
+        StartRun::new(ComponentRef::Path(path.clone()), "x"),
+        None,
+    )
+    .await;
     assert_eq!(facts.status, RunStatus::Failed);
-    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload else { panic!() };
+    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload
+    else {
+        panic!()
+    };
     assert_eq!(error.code, "trap");
-    let (_, facts, events) = run_to_end(&rt, StartRun::new(ComponentRef::Path(path), "fail"), None).await;
+    let (_, facts, events) =
+        run_to_end(&rt, StartRun::new(ComponentRef::Path(path), "fail"), None).await;
     assert_eq!(facts.status, RunStatus::Failed);
-    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload else { panic!() };
+    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload
+    else {
+        panic!()
+    };
     assert_eq!(error.code, "controller_error");
     assert!(error.message.contains("gave_up"), "{}", error.message);
     let (_, facts, _) = run_to_end(&rt, start_req("echo", "still here"), None).await;
@@ -237,18 +298,32 @@ async fn approval_finishes_with_what_was_decided() {
     let rt = runtime(tmp.path());
     for (value, expect) in [
         (serde_json::json!({"approved": true}), "approved"),
-        (serde_json::json!({"approved": false, "reason": "not today"}), "denied: not today"),
+        (
+            serde_json::json!({"approved": false, "reason": "not today"}),
+            "denied: not today",
+        ),
     ] {
-        let (_, facts, events) = run_to_end(&rt, start_req("approval", "ship it"), Some(value.clone())).await;
+        let (_, facts, events) =
+            run_to_end(&rt, start_req("approval", "ship it"), Some(value.clone())).await;
         assert_eq!(facts.status, RunStatus::Finished);
         let kinds: Vec<String> = events
             .iter()
-            .map(|e| serde_json::to_value(&e.payload).unwrap()["event"]["type"].as_str().unwrap().to_string())
+            .map(|e| {
+                serde_json::to_value(&e.payload).unwrap()["event"]["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect();
-        let at = kinds.iter().position(|k| k == "decision_requested").unwrap();
+        let at = kinds
+            .iter()
+            .position(|k| k == "decision_requested")
+            .unwrap();
         assert_eq!(kinds[at + 1], "approval_routed");
         assert_eq!(kinds[at + 2], "decision_recorded");
-        let Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) = &events.last().unwrap().payload else {
+        let Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) =
+            &events.last().unwrap().payload
+        else {
             panic!()
         };
         assert_eq!(text, expect);
@@ -263,26 +338,44 @@ fn cli_run_prints_json_lines_and_exits_zero() {
         .arg(tmp.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.last().unwrap()["payload"]["event"]["type"], "finished");
-    assert_eq!(lines.last().unwrap()["payload"]["event"]["text"], "hi there");
+    assert_eq!(
+        lines.last().unwrap()["payload"]["event"]["type"],
+        "finished"
+    );
+    assert_eq!(
+        lines.last().unwrap()["payload"]["event"]["text"],
+        "hi there"
+    );
 
     // --worker continues it; readable output names the journal.
-    let worker = lines[0]["payload"]["event"]["worker_id"].as_str().unwrap().to_string();
+    let worker = lines[0]["payload"]["event"]["worker_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let out = cairn_bin()
-        .args(["run", "echo", "--prompt", "again", "--worker", &worker, "--home"])
+        .args([
+            "run", "echo", "--prompt", "again", "--worker", &worker, "--home",
+        ])
         .arg(tmp.path())
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(text.contains("generation 2 reserved"), "{text}");
-    assert!(text.contains("journal: ") && text.contains(".jsonl"), "{text}");
+    assert!(
+        text.contains("journal: ") && text.contains(".jsonl"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -300,12 +393,18 @@ fn cli_run_without_an_answer_exits_nonzero_with_a_reason() {
     assert!(err.contains("no --decide"), "{err}");
 
     let out = cairn_bin()
-        .args(["run", "approval", "--prompt", "may I?", "--decide", "deny", "--home"])
+        .args([
+            "run", "approval", "--prompt", "may I?", "--decide", "deny", "--home",
+        ])
         .arg(tmp.path())
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8(out.stdout).unwrap().contains("finished: denied"));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("finished: denied")
+    );
 
     let out = cairn_bin()
         .args(["run", "/nope/missing.wasm", "--home"])
@@ -314,17 +413,61 @@ fn cli_run_without_an_answer_exits_nonzero_with_a_reason() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("cannot read component /nope/missing.wasm"), "{err}");
+    assert!(
+        err.contains("cannot read component /nope/missing.wasm"),
+        "{err}"
+    );
 }
 
 #[test]
 fn cli_demo_runs_both_examples() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = cairn_bin().arg("demo").env("CAIRN_HOME", tmp.path()).output().unwrap();
+    let out = cairn_bin()
+        .arg("demo")
+        .env("CAIRN_HOME", tmp.path())
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(text.contains("== echo finished"), "{text}");
     assert!(text.contains("== approval finished: approved"), "{text}");
     assert_eq!(text.matches("journal: ").count(), 2);
     assert_eq!(names(&tmp.path().join("workers")).len(), 2);
+}
+
+#[test]
+fn bench_journal_prints_ratios_and_writes_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("bench.json");
+    let out = cairn_bin()
+        .args(["bench", "journal", "--quick", "--dir"])
+        .arg(tmp.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        table.contains("raw write+fdatasync") && table.contains("SQLite WAL"),
+        "{table}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["version"], 1);
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 9);
+    for r in rows {
+        let (v, b, ratio) = (
+            r["value"].as_f64().unwrap(),
+            r["baseline_value"].as_f64().unwrap(),
+            r["ratio"].as_f64().unwrap(),
+        );
+        assert!(v > 0.0 && b > 0.0 && (ratio - v / b).abs() < 1e-9, "{r}");
+    }
+    // The scratch files are gone.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
 }

@@ -2,7 +2,9 @@
 //! recovery rules and a SIGKILL crash test.
 
 use crate::common::cairn_bin;
-use cairn::journal::event::{AgentEvent, FinishOutcome, LifecycleEvent, RunFacts, RunStatus, Usage};
+use cairn::journal::event::{
+    AgentEvent, FinishOutcome, LifecycleEvent, RunFacts, RunStatus, Usage,
+};
 use cairn::journal::{Delivery, Journals, SessionJournal};
 use cairn::store::file::FileStore;
 use cairn::store::memory::MemoryStore;
@@ -46,14 +48,19 @@ fn fixture(kind: Kind, live_window: usize) -> Fixture {
 impl Fixture {
     async fn session(&self, id: &str) -> Arc<SessionJournal> {
         let session = SessionId::parse(id).unwrap();
-        let worker = self.home.create_worker(&session, "sha256:test", "local").unwrap();
+        let worker = self
+            .home
+            .create_worker(&session, "sha256:test", "local")
+            .unwrap();
         let segment = worker.metadata().unwrap().active_segment;
         self.journals.create(&session, segment).await.unwrap()
     }
 }
 
 fn text(n: u64) -> Payload {
-    Payload::Agent(AgentEvent::TextDelta { text: format!("t{n}") })
+    Payload::Agent(AgentEvent::TextDelta {
+        text: format!("t{n}"),
+    })
 }
 
 async fn next(sub: &mut cairn::journal::Subscription) -> Delivery {
@@ -82,7 +89,11 @@ async fn seq_is_dense_under_many_concurrent_appenders() {
         for t in tasks {
             t.await.unwrap();
         }
-        let items = f.store.read(journal.session(), Seq(0), usize::MAX).await.unwrap();
+        let items = f
+            .store
+            .read(journal.session(), Seq(0), usize::MAX)
+            .await
+            .unwrap();
         let seqs: Vec<u64> = items.iter().map(|i| i.seq().0).collect();
         assert_eq!(seqs, (1..=401).collect::<Vec<_>>(), "{kind:?}");
     }
@@ -115,7 +126,11 @@ async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live(
         writer.await.unwrap();
         assert_eq!(seen, (1..=301).collect::<Vec<_>>(), "{kind:?}");
         // Nothing more is pending.
-        assert!(tokio::time::timeout(Duration::from_millis(50), sub.next()).await.is_err());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), sub.next())
+                .await
+                .is_err()
+        );
     }
 }
 
@@ -127,7 +142,11 @@ async fn a_slow_subscriber_gets_one_gap_and_never_slows_the_writer() {
         let mut sub = journal.subscribe(Seq(0));
         assert!(matches!(next(&mut sub).await, Delivery::Event(e) if e.seq == Seq(1)));
         // Caught up: it now follows the live broadcast.
-        assert!(tokio::time::timeout(Duration::from_millis(50), sub.next()).await.is_err());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), sub.next())
+                .await
+                .is_err()
+        );
         // The subscriber stops reading; the writer must finish regardless.
         tokio::time::timeout(Duration::from_secs(60), async {
             for i in 0..200 {
@@ -139,7 +158,10 @@ async fn a_slow_subscriber_gets_one_gap_and_never_slows_the_writer() {
         let Delivery::Gap { resumed_at } = next(&mut sub).await else {
             panic!("{kind:?}: a lagged subscriber gets a gap first")
         };
-        assert!(resumed_at.0 > 2 && resumed_at.0 <= 201, "{kind:?}: {resumed_at}");
+        assert!(
+            resumed_at.0 > 2 && resumed_at.0 <= 201,
+            "{kind:?}: {resumed_at}"
+        );
         for expect in resumed_at.0..=201 {
             match next(&mut sub).await {
                 Delivery::Event(e) => assert_eq!(e.seq.0, expect, "{kind:?}"),
@@ -156,15 +178,27 @@ async fn a_cursor_older_than_the_window_gets_a_gap_at_the_oldest_held() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(10));
     let journals = Journals::new(store, 64);
     let session = SessionId::parse("window").unwrap();
-    let segment = home.create_worker(&session, "sha256:t", "local").unwrap().metadata().unwrap().active_segment;
+    let segment = home
+        .create_worker(&session, "sha256:t", "local")
+        .unwrap()
+        .metadata()
+        .unwrap()
+        .active_segment;
     let journal = journals.create(&session, segment).await.unwrap();
     for i in 0..50 {
         journal.append(None, text(i)).await.unwrap();
     }
     let mut sub = journal.subscribe(Seq(0));
-    assert_eq!(next(&mut sub).await, Delivery::Gap { resumed_at: Seq(42) });
+    assert_eq!(
+        next(&mut sub).await,
+        Delivery::Gap {
+            resumed_at: Seq(42)
+        }
+    );
     for expect in 42..=51 {
-        let Delivery::Event(e) = next(&mut sub).await else { panic!() };
+        let Delivery::Event(e) = next(&mut sub).await else {
+            panic!()
+        };
         assert_eq!(e.seq.0, expect);
     }
 }
@@ -202,16 +236,37 @@ async fn the_terminal_event_and_its_facts_are_one_write() {
             outcome: FinishOutcome::Answer,
             text: "done".into(),
         };
-        let event = journal.finish(run, terminal, |seq, _| facts(run, &session, seq)).await.unwrap();
+        let event = journal
+            .finish(run, terminal, |seq, _| facts(run, &session, seq))
+            .await
+            .unwrap();
         assert_eq!(event.facts.as_ref().unwrap().last_seq, event.seq);
-        let stored = f.store.run_facts(&session, run).await.unwrap().expect("facts stored");
+        let stored = f
+            .store
+            .run_facts(&session, run)
+            .await
+            .unwrap()
+            .expect("facts stored");
         assert_eq!(stored, facts(run, &session, event.seq), "{kind:?}");
         let items = f.store.read(&session, Seq(0), usize::MAX).await.unwrap();
-        assert_eq!(items.last().unwrap().event().unwrap().facts, Some(stored), "{kind:?}");
+        assert_eq!(
+            items.last().unwrap().event().unwrap().facts,
+            Some(stored),
+            "{kind:?}"
+        );
         // Checkpoints are addressed by key, never by path.
-        let key = f.store.put_checkpoint(&session, run, b"state").await.unwrap();
+        let key = f
+            .store
+            .put_checkpoint(&session, run, b"state")
+            .await
+            .unwrap();
         assert_eq!(f.store.checkpoint(&session, &key).await.unwrap(), b"state");
-        assert!(f.store.checkpoint(&session, "../../worker.json").await.is_err());
+        assert!(
+            f.store
+                .checkpoint(&session, "../../worker.json")
+                .await
+                .is_err()
+        );
     }
 }
 
@@ -223,9 +278,14 @@ async fn file_session(n: u64) -> (tempfile::TempDir, Home, SessionId, std::path:
         journal.append(None, text(i)).await.unwrap();
     }
     let session = journal.session().clone();
-    let worker = f.home.open_worker(f.home.lookup(&session).unwrap().unwrap()).unwrap();
+    let worker = f
+        .home
+        .open_worker(f.home.lookup(&session).unwrap().unwrap())
+        .unwrap();
     let segment = worker.metadata().unwrap().active_segment;
-    let path = worker.path().join(format!("session/segments/{segment}.jsonl"));
+    let path = worker
+        .path()
+        .join(format!("session/segments/{segment}.jsonl"));
     (f._tmp, f.home, session, path)
 }
 
@@ -247,11 +307,24 @@ async fn a_crash_truncated_final_line_is_dropped_and_reported() {
     assert_eq!(items.len(), 6);
     let notes = store.take_notes();
     assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(notes[0].contains(":7: dropped a crash-truncated final line"), "{notes:?}");
-    assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, keep, "the torn tail is cut off");
+    assert!(
+        notes[0].contains(":7: dropped a crash-truncated final line"),
+        "{notes:?}"
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len() as usize,
+        keep,
+        "the torn tail is cut off"
+    );
     // Appends go on from the last good seq.
     let journals = Journals::new(Arc::new(store), 8);
-    let e = journals.open(&session).await.unwrap().append(None, text(9)).await.unwrap();
+    let e = journals
+        .open(&session)
+        .await
+        .unwrap()
+        .append(None, text(9))
+        .await
+        .unwrap();
     assert_eq!(e.seq, Seq(7));
 }
 
@@ -267,24 +340,58 @@ async fn an_unknown_payload_kind_is_kept_as_unknown_in_its_place() {
     let store: Arc<dyn Store> = Arc::new(FileStore::new(home));
     let items = store.read(&session, Seq(0), usize::MAX).await.unwrap();
     assert_eq!(items.len(), 4);
-    assert!(matches!(&items[2], JournalItem::Unknown { seq: Seq(3), raw } if raw.contains("from_the_future")));
+    assert!(
+        matches!(&items[2], JournalItem::Unknown { seq: Seq(3), raw } if raw.contains("from_the_future"))
+    );
     let journals = Journals::new(store, 8);
     let mut sub = journals.open(&session).await.unwrap().subscribe(Seq(0));
     let mut got = Vec::new();
     for _ in 0..4 {
         got.push(next(&mut sub).await);
     }
-    assert!(matches!(&got[2], Delivery::Unknown { seq: Seq(3), .. }), "{got:?}");
+    assert!(
+        matches!(&got[2], Delivery::Unknown { seq: Seq(3), .. }),
+        "{got:?}"
+    );
 }
 
 #[tokio::test]
 async fn corrupt_lines_duplicates_and_holes_fail_closed_with_path_and_line() {
     type Damage = fn(Vec<String>) -> Vec<String>;
     let cases: [(&str, Damage, &str); 4] = [
-        ("garbage", |mut l| { l[2] = "this is not json".into(); l }, ":3: not JSON"),
-        ("no seq", |mut l| { l[1] = "{\"hello\":1}".into(); l }, ":2: no numeric \"seq\""),
-        ("duplicate", |mut l| { let d = l[2].clone(); l.insert(3, d); l }, ":4: duplicate seq 3"),
-        ("hole", |mut l| { l.remove(2); l }, ":3: hole: seq 4 follows seq 2"),
+        (
+            "garbage",
+            |mut l| {
+                l[2] = "this is not json".into();
+                l
+            },
+            ":3: not JSON",
+        ),
+        (
+            "no seq",
+            |mut l| {
+                l[1] = "{\"hello\":1}".into();
+                l
+            },
+            ":2: no numeric \"seq\"",
+        ),
+        (
+            "duplicate",
+            |mut l| {
+                let d = l[2].clone();
+                l.insert(3, d);
+                l
+            },
+            ":4: duplicate seq 3",
+        ),
+        (
+            "hole",
+            |mut l| {
+                l.remove(2);
+                l
+            },
+            ":3: hole: seq 4 follows seq 2",
+        ),
     ];
     for (name, damage, expect) in cases {
         let (_tmp, home, session, path) = file_session(4).await;
@@ -294,8 +401,15 @@ async fn corrupt_lines_duplicates_and_holes_fail_closed_with_path_and_line() {
         let err = store.read(&session, Seq(0), usize::MAX).await.unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");
         let msg = err.to_string();
-        assert!(msg.starts_with(&path.display().to_string()) && msg.contains(expect), "{name}: {msg}");
-        assert_eq!(std::fs::read(&path).unwrap(), before, "{name}: nothing is rewritten");
+        assert!(
+            msg.starts_with(&path.display().to_string()) && msg.contains(expect),
+            "{name}: {msg}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{name}: nothing is rewritten"
+        );
     }
 }
 
@@ -308,24 +422,45 @@ async fn path_escaping_ids_address_nothing_outside_the_store() {
     let journals = Journals::new(store.clone(), 8);
     for id in ["../../escape", "/etc/passwd", "..", "a/../../b"] {
         let session = SessionId::parse(id).unwrap();
-        let segment = home.create_worker(&session, "sha256:t", "local").unwrap().metadata().unwrap().active_segment;
-        journals.create(&session, segment).await.unwrap().append(None, text(1)).await.unwrap();
-        assert_eq!(home.lookup(&session).unwrap().is_some(), true);
+        let segment = home
+            .create_worker(&session, "sha256:t", "local")
+            .unwrap()
+            .metadata()
+            .unwrap()
+            .active_segment;
+        journals
+            .create(&session, segment)
+            .await
+            .unwrap()
+            .append(None, text(1))
+            .await
+            .unwrap();
+        assert!(home.lookup(&session).unwrap().is_some());
     }
     // Everything stayed inside the home: only index/ and workers/ beside it.
-    let outside: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let outside: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(outside, vec![std::ffi::OsString::from("home")]);
     let index: Vec<String> = std::fs::read_dir(home_dir.join("index/sessions"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(index.len(), 4);
-    assert!(index.iter().all(|n| n.len() == "00000000-0000-0000-0000-000000000000.json".len()));
+    assert!(
+        index
+            .iter()
+            .all(|n| n.len() == "00000000-0000-0000-0000-000000000000.json".len())
+    );
     // An id that is not a session at all is refused before any store.
     assert!(SessionId::parse("").is_err());
     assert!("../x".parse::<cairn::WorkerId>().is_err());
     let unknown = SessionId::parse("never-made").unwrap();
-    assert!(matches!(store.head(&unknown).await, Err(StoreError::UnknownSession(_))));
+    assert!(matches!(
+        store.head(&unknown).await,
+        Err(StoreError::UnknownSession(_))
+    ));
 }
 
 #[test]
@@ -340,7 +475,15 @@ fn acknowledged_appends_survive_sigkill() {
         rng ^= rng << 17;
         let batch = 1 + (rng % 8);
         let mut child = cairn_bin()
-            .args(["debug", "append-loop", "--session", "crash", "--batch", &batch.to_string(), "--home"])
+            .args([
+                "debug",
+                "append-loop",
+                "--session",
+                "crash",
+                "--batch",
+                &batch.to_string(),
+                "--home",
+            ])
             .arg(&home)
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -358,7 +501,9 @@ fn acknowledged_appends_survive_sigkill() {
         });
         // Let it append for a random while, then kill it without warning.
         let wait = Duration::from_millis(20 + rng % 150);
-        let first = rx.recv_timeout(Duration::from_secs(30)).expect("the child appends");
+        let first = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the child appends");
         std::thread::sleep(wait);
         child.kill().unwrap();
         child.wait().unwrap();
@@ -368,16 +513,25 @@ fn acknowledged_appends_survive_sigkill() {
         acknowledged = last;
 
         // Reopen: the store opens and holds every acknowledged event, densely.
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let held = rt.block_on(async {
             let store = FileStore::new(Home::open(&home).unwrap());
-            let items = store.read(&SessionId::parse("crash").unwrap(), Seq(0), usize::MAX).await.unwrap();
+            let items = store
+                .read(&SessionId::parse("crash").unwrap(), Seq(0), usize::MAX)
+                .await
+                .unwrap();
             for (i, item) in items.iter().enumerate() {
                 assert_eq!(item.seq().0, i as u64 + 1, "round {round}: dense");
             }
             items.len() as u64
         });
-        assert!(held >= acknowledged, "round {round}: {held} held < {acknowledged} acknowledged");
+        assert!(
+            held >= acknowledged,
+            "round {round}: {held} held < {acknowledged} acknowledged"
+        );
         acknowledged = held;
     }
 }

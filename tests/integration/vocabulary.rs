@@ -2,7 +2,9 @@
 //! schema matches the code.
 
 use cairn::journal::event::*;
-use cairn::{DecisionId, Generation, Payload, RunId, SegmentId, Seq, SessionEvent, SessionId, WorkerId};
+use cairn::{
+    DecisionId, Generation, Payload, RunId, SegmentId, Seq, SessionEvent, SessionId, WorkerId,
+};
 
 fn samples() -> Vec<Payload> {
     let session = SessionId::parse("s").unwrap();
@@ -62,7 +64,9 @@ fn samples() -> Vec<Payload> {
             resumes: Some(RunId::new()),
             seed: 42,
         },
-        LifecycleEvent::ObserverAttached { observer: observer.clone() },
+        LifecycleEvent::ObserverAttached {
+            observer: observer.clone(),
+        },
         LifecycleEvent::ObserverDetached {
             observer: observer.clone(),
             because: DetachCause::Released,
@@ -97,7 +101,9 @@ fn samples() -> Vec<Payload> {
             value: serde_json::json!({"approved": true}),
             by: DecidedBy::Expiry,
         },
-        LifecycleEvent::DecisionTimedOut { decision_id: decision },
+        LifecycleEvent::DecisionTimedOut {
+            decision_id: decision,
+        },
         LifecycleEvent::ResumedByReplay {
             generation: Generation(4),
             through_seq: Seq(17),
@@ -118,7 +124,9 @@ fn samples() -> Vec<Payload> {
                 details: Some(serde_json::json!({"limit": "events_per_run", "value": 9})),
             },
         },
-        LifecycleEvent::Parked { checkpoint: "k".into() },
+        LifecycleEvent::Parked {
+            checkpoint: "k".into(),
+        },
     ];
     let mut all: Vec<Payload> = agent.into_iter().map(Payload::Agent).collect();
     for reason in [
@@ -170,7 +178,12 @@ fn no_variant_field_collides_with_a_tag_name() {
     }
     let kinds: std::collections::BTreeSet<String> = samples()
         .iter()
-        .map(|p| serde_json::to_value(p).unwrap()["event"]["type"].as_str().unwrap().to_string())
+        .map(|p| {
+            serde_json::to_value(p).unwrap()["event"]["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(kinds.len(), 6 + 16, "every variant sampled once: {kinds:?}");
 }
@@ -181,7 +194,10 @@ fn durations_are_millisecond_integers() {
         policy: LivenessPolicy::Continue,
         grace_ms: 1500,
     };
-    assert_eq!(serde_json::to_value(l).unwrap(), serde_json::json!({"policy": "continue", "grace_ms": 1500}));
+    assert_eq!(
+        serde_json::to_value(l).unwrap(),
+        serde_json::json!({"policy": "continue", "grace_ms": 1500})
+    );
 }
 
 #[test]
@@ -192,6 +208,9 @@ fn the_published_schema_matches_the_code() {
         committed == current,
         "docs/journal.schema.json drifted from the code: run `cargo run -- schema journal > docs/journal.schema.json`"
     );
-    let out = crate::common::cairn_bin().args(["schema", "journal"]).output().unwrap();
+    let out = crate::common::cairn_bin()
+        .args(["schema", "journal"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), current);
 }

@@ -21,7 +21,11 @@ fn report(attempt: &str, target: &str, result: std::io::Result<String>) -> Resul
 impl Controller for Probe {
     fn run(start: Start) -> Result<Outcome, Error> {
         let mut escaped = Vec::new();
-        let home = if start.prompt.is_empty() { "/root".to_string() } else { start.prompt.clone() };
+        let home = if start.prompt.is_empty() {
+            "/root".to_string()
+        } else {
+            start.prompt.clone()
+        };
         let reads = [
             ("read", "/etc/passwd".to_string()),
             ("read", "../worker.json".to_string()),
@@ -49,9 +53,14 @@ impl Controller for Probe {
             escaped.push("../escaped.txt".to_string());
         }
         if escaped.is_empty() {
-            Ok(Outcome::Finished("every attempt outside the sandbox was denied".to_string()))
+            Ok(Outcome::Finished(
+                "every attempt outside the sandbox was denied".to_string(),
+            ))
         } else {
-            Err(Error::new("escaped", format!("reached outside: {}", escaped.join(", "))))
+            Err(Error::new(
+                "escaped",
+                format!("reached outside: {}", escaped.join(", ")),
+            ))
         }
     }
 }

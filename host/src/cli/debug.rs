@@ -31,7 +31,11 @@ pub enum Debug {
 
 pub async fn debug(cmd: Debug) -> anyhow::Result<ExitCode> {
     match cmd {
-        Debug::AppendLoop { home, session, batch } => {
+        Debug::AppendLoop {
+            home,
+            session,
+            batch,
+        } => {
             let home = Home::open(&home)?;
             let session = SessionId::parse(&session)?;
             let store: Arc<dyn Store> = Arc::new(FileStore::new(home.clone()));
@@ -40,7 +44,9 @@ pub async fn debug(cmd: Debug) -> anyhow::Result<ExitCode> {
                 Some(_) => journals.open(&session).await?,
                 None => {
                     let worker = home.create_worker(&session, "sha256:debug", "local")?;
-                    journals.create(&session, worker.metadata()?.active_segment).await?
+                    journals
+                        .create(&session, worker.metadata()?.active_segment)
+                        .await?
                 }
             };
             let mut out = std::io::stdout().lock();

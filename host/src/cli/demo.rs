@@ -23,5 +23,9 @@ pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
         println!("   journal: {}", journal_path(&rt, &ran.started)?);
     }
     println!("\nhome: {}", rt.home().path().display());
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -23,6 +23,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run the `echo` and `approval` examples end to end and say where the journal is.
     Demo(HomeArg),
+    /// Measure performance beside baselines from the same run; prints a table.
+    Bench(crate::bench::BenchArgs),
     /// Helpers for crash tests.
     #[command(subcommand, hide = true)]
     Debug(debug::Debug),
@@ -54,7 +56,10 @@ impl HomeArg {
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cairn: cannot start the async runtime: {e}");
@@ -66,6 +71,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Demo(home) => demo::demo(home.path()).await,
             Command::Debug(cmd) => debug::debug(cmd).await,
+            Command::Bench(args) => crate::bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Schema { .. } => {
                 print!("{}", crate::journal::schema::journal_line());
                 Ok(ExitCode::SUCCESS)

@@ -9,21 +9,43 @@ pub fn line(event: &SessionEvent) -> String {
         Payload::Agent(a) => match a {
             AgentEvent::TextDelta { text } => format!("text       {}", quote(text)),
             AgentEvent::ReasoningDelta { text } => format!("reasoning  {}", quote(text)),
-            AgentEvent::ToolCall { id, name, arguments } => format!("tool call  {name} ({id}) {arguments}"),
-            AgentEvent::Progress { message, done, total } => match total {
+            AgentEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => format!("tool call  {name} ({id}) {arguments}"),
+            AgentEvent::Progress {
+                message,
+                done,
+                total,
+            } => match total {
                 Some(t) => format!("progress   {message} {done}/{t}"),
                 None => format!("progress   {message} {done}"),
             },
-            AgentEvent::Retrying { attempt, after_ms, reason } => {
+            AgentEvent::Retrying {
+                attempt,
+                after_ms,
+                reason,
+            } => {
                 format!("retrying   attempt {attempt} in {after_ms} ms: {reason}")
             }
             AgentEvent::Custom { name, data } => format!("{name:<10} {data}"),
         },
         Payload::Lifecycle(l) => match l {
-            LifecycleEvent::SegmentCreated { segment_id, .. } => format!("segment    {segment_id} created"),
-            LifecycleEvent::GenerationReserved { generation, .. } => format!("generation {generation} reserved"),
-            LifecycleEvent::Started { component, prompt, .. } => {
-                format!("started    {} prompt {}", short_digest(component), quote(prompt))
+            LifecycleEvent::SegmentCreated { segment_id, .. } => {
+                format!("segment    {segment_id} created")
+            }
+            LifecycleEvent::GenerationReserved { generation, .. } => {
+                format!("generation {generation} reserved")
+            }
+            LifecycleEvent::Started {
+                component, prompt, ..
+            } => {
+                format!(
+                    "started    {} prompt {}",
+                    short_digest(component),
+                    quote(prompt)
+                )
             }
             LifecycleEvent::ObserverAttached { observer } => format!("attached   {observer:?}"),
             LifecycleEvent::ObserverDetached { observer, because } => {
@@ -31,13 +53,28 @@ pub fn line(event: &SessionEvent) -> String {
             }
             LifecycleEvent::ClaimsExhausted => "claims exhausted".to_string(),
             LifecycleEvent::LivenessDecided { policy } => format!("liveness   {policy:?}"),
-            LifecycleEvent::DecisionRequested { decision_id, prompt, request_kind, .. } => {
-                format!("decision?  {request_kind:?} {} [{decision_id}]", quote(prompt))
+            LifecycleEvent::DecisionRequested {
+                decision_id,
+                prompt,
+                request_kind,
+                ..
+            } => {
+                format!(
+                    "decision?  {request_kind:?} {} [{decision_id}]",
+                    quote(prompt)
+                )
             }
-            LifecycleEvent::ApprovalRouted { route, because, .. } => format!("routed     {route:?}: {because}"),
-            LifecycleEvent::DecisionRecorded { value, by, .. } => format!("decided    {value} (by {by:?})"),
+            LifecycleEvent::ApprovalRouted { route, because, .. } => {
+                format!("routed     {route:?}: {because}")
+            }
+            LifecycleEvent::DecisionRecorded { value, by, .. } => {
+                format!("decided    {value} (by {by:?})")
+            }
             LifecycleEvent::DecisionTimedOut { .. } => "decision timed out".to_string(),
-            LifecycleEvent::ResumedByReplay { generation, through_seq } => {
+            LifecycleEvent::ResumedByReplay {
+                generation,
+                through_seq,
+            } => {
                 format!("resumed by replay in generation {generation} through #{through_seq}")
             }
             other => crate::runtime::describe_terminal(other),
@@ -60,7 +97,9 @@ pub fn json(d: &Delivery) -> String {
     match d {
         Delivery::Event(e) => serde_json::to_string(&**e).expect("events serialize"),
         Delivery::Unknown { raw, .. } => raw.clone(),
-        Delivery::Gap { resumed_at } => serde_json::json!({ "gap": { "resumed_at": resumed_at } }).to_string(),
+        Delivery::Gap { resumed_at } => {
+            serde_json::json!({ "gap": { "resumed_at": resumed_at } }).to_string()
+        }
     }
 }
 

@@ -100,7 +100,11 @@ pub async fn run_once(
         writeln!(
             out,
             "run {} · {} {} · worker {} · session {}",
-            started.run_id, started.info.name, started.info.version, started.worker_id, started.session_id
+            started.run_id,
+            started.info.name,
+            started.info.version,
+            started.worker_id,
+            started.session_id
         )?;
     }
     let mut sub = rt.subscribe(&started.session_id, started.after).await?;
@@ -114,7 +118,10 @@ pub async fn run_once(
             }
         };
         let Some(delivery) = delivery else {
-            anyhow::bail!("the journal of session {} closed before the run ended", started.session_id);
+            anyhow::bail!(
+                "the journal of session {} closed before the run ended",
+                started.session_id
+            );
         };
         let delivery = delivery?;
         if json {
@@ -123,18 +130,24 @@ pub async fn run_once(
             writeln!(out, "{}", output::delivery(&delivery))?;
         }
         out.flush()?;
-        let Delivery::Event(event) = delivery else { continue };
+        let Delivery::Event(event) = delivery else {
+            continue;
+        };
         if event.run_id != Some(started.run_id) {
             continue;
         }
         match &event.payload {
             Payload::Lifecycle(LifecycleEvent::DecisionRequested {
-                decision_id, prompt, ..
+                decision_id,
+                prompt,
+                ..
             }) => {
                 let value = match decide {
                     Some(DecideArg::Approve) => Some(serde_json::json!({ "approved": true })),
                     Some(DecideArg::Deny) => Some(serde_json::json!({ "approved": false })),
-                    None if std::io::stdin().is_terminal() && !json => Some(ask(prompt.clone()).await?),
+                    None if std::io::stdin().is_terminal() && !json => {
+                        Some(ask(prompt.clone()).await?)
+                    }
                     None => None,
                 };
                 match value {
@@ -148,7 +161,8 @@ pub async fn run_once(
             }
             Payload::Lifecycle(terminal) if terminal.is_terminal() => {
                 let facts = event.facts.clone().expect("terminal events carry facts");
-                let reason = refused_decision.unwrap_or_else(|| crate::runtime::describe_terminal(terminal));
+                let reason =
+                    refused_decision.unwrap_or_else(|| crate::runtime::describe_terminal(terminal));
                 return Ok(Ran {
                     started,
                     status: facts.status,
@@ -167,7 +181,9 @@ async fn ask(prompt: String) -> anyhow::Result<serde_json::Value> {
             eprint!("approve {prompt:?}? [y/n] ");
             line.clear();
             if std::io::stdin().read_line(&mut line)? == 0 {
-                return Ok(serde_json::json!({ "approved": false, "reason": "no answer (end of input)" }));
+                return Ok(
+                    serde_json::json!({ "approved": false, "reason": "no answer (end of input)" }),
+                );
             }
             match line.trim().to_lowercase().as_str() {
                 "y" | "yes" => return Ok(serde_json::json!({ "approved": true })),

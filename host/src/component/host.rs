@@ -95,24 +95,30 @@ fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {
 }
 
 fn json_field(what: &str, text: &str) -> Result<serde_json::Value, EmitRefusal> {
-    serde_json::from_str(text).map_err(|e| journal::EmitError::Invalid(format!("{what} is not JSON: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| journal::EmitError::Invalid(format!("{what} is not JSON: {e}")))
 }
 
 impl types::Host for HostState {}
 
 impl journal::Host for HostState {
-    async fn emit(&mut self, event: journal::AgentEvent) -> wasmtime::Result<Result<u64, journal::EmitError>> {
+    async fn emit(
+        &mut self,
+        event: journal::AgentEvent,
+    ) -> wasmtime::Result<Result<u64, journal::EmitError>> {
         let event = match event {
             journal::AgentEvent::TextDelta(text) => AgentEvent::TextDelta { text },
             journal::AgentEvent::ReasoningDelta(text) => AgentEvent::ReasoningDelta { text },
-            journal::AgentEvent::ToolCall(call) => match json_field("tool-call arguments", &call.arguments) {
-                Ok(arguments) => AgentEvent::ToolCall {
-                    id: call.id,
-                    name: call.name,
-                    arguments,
-                },
-                Err(e) => return Ok(Err(e)),
-            },
+            journal::AgentEvent::ToolCall(call) => {
+                match json_field("tool-call arguments", &call.arguments) {
+                    Ok(arguments) => AgentEvent::ToolCall {
+                        id: call.id,
+                        name: call.name,
+                        arguments,
+                    },
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
             journal::AgentEvent::Progress(p) => AgentEvent::Progress {
                 message: p.message,
                 done: p.done,
@@ -175,7 +181,11 @@ impl history::Host for HostState {
             .map(|t| history::Turn {
                 seq: t.seq,
                 run_id: t.run_id,
-                role: if t.user { history::Role::User } else { history::Role::Assistant },
+                role: if t.user {
+                    history::Role::User
+                } else {
+                    history::Role::Assistant
+                },
                 text: t.text,
             })
             .collect())

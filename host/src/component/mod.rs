@@ -130,7 +130,9 @@ impl Components {
                         }
                     }
                 })
-                .map_err(|e| ComponentError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+                .map_err(|e| {
+                    ComponentError::Engine(format!("cannot start the epoch ticker: {e}"))
+                })?;
         }
         Ok(Components {
             engine,
@@ -143,15 +145,22 @@ impl Components {
     /// Compile (or fetch from the cache) and describe a component from bytes.
     pub async fn prepare(&self, bytes: &[u8]) -> Result<Arc<Prepared>, ComponentError> {
         let digest = digest_of(bytes);
-        if let Some(p) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
+        if let Some(p) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&digest)
+        {
             return Ok(p.clone());
         }
         if !wasmparser_is_component(bytes) {
-            return Err(ComponentError::NotAComponent(if bytes.starts_with(b"\0asm") {
-                "it is a core WebAssembly module; build with --target wasm32-wasip2 to get a component".into()
-            } else {
-                "it does not start with the WebAssembly magic bytes".into()
-            }));
+            return Err(ComponentError::NotAComponent(
+                if bytes.starts_with(b"\0asm") {
+                    "it is a core WebAssembly module; build with --target wasm32-wasip2 to get a component".into()
+                } else {
+                    "it does not start with the WebAssembly magic bytes".into()
+                },
+            ));
         }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| ComponentError::NotAComponent(format!("{e:#}")))?;
@@ -160,9 +169,14 @@ impl Components {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
-        let pre = ControllerPre::new(instance_pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+        let pre = ControllerPre::new(instance_pre)
+            .map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
         let info = self.describe(&pre).await?;
-        let prepared = Arc::new(Prepared { digest: digest.clone(), pre, info });
+        let prepared = Arc::new(Prepared {
+            digest: digest.clone(),
+            pre,
+            info,
+        });
         self.cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -171,7 +185,10 @@ impl Components {
     }
 
     /// Read and prepare a component file.
-    pub async fn prepare_file(&self, path: &Path) -> Result<(Arc<Prepared>, Vec<u8>), ComponentError> {
+    pub async fn prepare_file(
+        &self,
+        path: &Path,
+    ) -> Result<(Arc<Prepared>, Vec<u8>), ComponentError> {
         let bytes = std::fs::read(path).map_err(|source| ComponentError::Read {
             path: path.display().to_string(),
             source,
@@ -195,7 +212,12 @@ impl Components {
     }
 
     /// Instantiate `prepared` for one run and call `run(start)`.
-    pub async fn run(&self, prepared: &Prepared, sandbox: Sandbox, start: RunStart) -> Result<Outcome, RunTrap> {
+    pub async fn run(
+        &self,
+        prepared: &Prepared,
+        sandbox: Sandbox,
+        start: RunStart,
+    ) -> Result<Outcome, RunTrap> {
         let mut wasi = wasmtime_wasi::WasiCtxBuilder::new();
         wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
             .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
@@ -276,8 +298,10 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<(), Component
     use wasmtime::component::types::ComponentItem;
     let ty = component.component_type();
     let mut missing = Vec::new();
-    let exports: Vec<(String, ComponentItem)> =
-        ty.exports(engine).map(|(n, item)| (n.to_string(), item.ty)).collect();
+    let exports: Vec<(String, ComponentItem)> = ty
+        .exports(engine)
+        .map(|(n, item)| (n.to_string(), item.ty))
+        .collect();
     for name in ["describe", "run"] {
         match exports.iter().find(|(n, _)| n == name) {
             Some((_, ComponentItem::ComponentFunc(_))) => {}
@@ -292,7 +316,11 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<(), Component
         Err(ComponentError::WrongWorld(format!(
             "{} (it exports {})",
             missing.join(", "),
-            if exported.is_empty() { "nothing".to_string() } else { exported.join(", ") }
+            if exported.is_empty() {
+                "nothing".to_string()
+            } else {
+                exported.join(", ")
+            }
         )))
     }
 }

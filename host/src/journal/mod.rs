@@ -86,7 +86,12 @@ impl Journals {
 
     /// Open an existing session's journal (shared by every caller).
     pub async fn open(&self, session: &SessionId) -> Result<Arc<SessionJournal>, StoreError> {
-        if let Some(j) = self.open.lock().unwrap_or_else(|p| p.into_inner()).get(session) {
+        if let Some(j) = self
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+        {
             return Ok(j.clone());
         }
         let head = self.store.head(session).await?;
@@ -108,7 +113,10 @@ impl Journals {
 
     /// Drop the in-memory handle of a session (its subscribers end).
     pub fn close(&self, session: &SessionId) {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).remove(session);
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session);
     }
 }
 
@@ -127,7 +135,9 @@ pub struct SessionJournal {
 
 impl std::fmt::Debug for SessionJournal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionJournal").field("session", &self.session).finish()
+        f.debug_struct("SessionJournal")
+            .field("session", &self.session)
+            .finish()
     }
 }
 
@@ -138,7 +148,11 @@ impl SessionJournal {
     }
 
     /// Append one entry; returns it, with its seq, once it is durable.
-    pub async fn append(&self, run_id: Option<RunId>, payload: Payload) -> Result<SessionEvent, StoreError> {
+    pub async fn append(
+        &self,
+        run_id: Option<RunId>,
+        payload: Payload,
+    ) -> Result<SessionEvent, StoreError> {
         let mut events = self.append_batch(run_id, vec![payload]).await?;
         Ok(events.pop().expect("one event in, one out"))
     }
@@ -290,12 +304,16 @@ impl Subscription {
                 }
                 self.cursor = item.seq();
                 return Some(Ok(match item {
-                    JournalItem::Event(e) => Delivery::Event(Arc::new(e)),
+                    JournalItem::Event(e) => Delivery::Event(Arc::from(e)),
                     JournalItem::Unknown { seq, raw } => Delivery::Unknown { seq, raw },
                 }));
             }
             if self.catching_up {
-                match self.store.read(&self.session, self.cursor, READ_BATCH).await {
+                match self
+                    .store
+                    .read(&self.session, self.cursor, READ_BATCH)
+                    .await
+                {
                     Ok(items) if items.is_empty() => self.catching_up = false,
                     Ok(items) => self.backlog.extend(items),
                     Err(StoreError::Truncated { oldest }) => {

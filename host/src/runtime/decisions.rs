@@ -74,22 +74,29 @@ impl Broker {
         journal: Arc<SessionJournal>,
     ) -> oneshot::Receiver<Delivered> {
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            id,
-            Pending {
-                session,
-                run,
-                journal,
-                tx,
-            },
-        );
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id,
+                Pending {
+                    session,
+                    run,
+                    journal,
+                    tx,
+                },
+            );
         rx
     }
 
     /// Withdraw a request (its wait ended otherwise). True when it was still
     /// pending, so the caller owns its ending.
     pub fn withdraw(&self, id: &DecisionId) -> bool {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id).is_some()
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some()
     }
 
     /// The pending decisions, optionally of one session.
@@ -115,7 +122,12 @@ impl Broker {
         value: serde_json::Value,
         by: DecidedBy,
     ) -> Result<(), DecideError> {
-        if let Some(recorded) = self.recorded.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+        if let Some(recorded) = self
+            .recorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
             return if *recorded == value {
                 Ok(())
             } else {
@@ -150,7 +162,10 @@ impl Broker {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(id.clone(), pending);
-                return Err(DecideError::Store { id: id.clone(), source });
+                return Err(DecideError::Store {
+                    id: id.clone(),
+                    source,
+                });
             }
         };
         self.recorded

@@ -1,11 +1,11 @@
 //! Session history, derived from the durable journal: each run's `Started`
 //! prompt is a user turn, its `Finished` text the assistant's.
 
+use crate::SessionId;
 use crate::component::Turn;
 use crate::ids::{RunId, Seq};
 use crate::journal::event::{LifecycleEvent, Payload};
 use crate::store::{JournalItem, Store, StoreError};
-use crate::SessionId;
 
 /// The most recent `limit` turns before `current`, oldest first.
 pub async fn turns(
@@ -17,7 +17,9 @@ pub async fn turns(
     let items = store.read(session, Seq(0), usize::MAX).await?;
     let mut turns = Vec::new();
     for item in items {
-        let JournalItem::Event(e) = item else { continue };
+        let JournalItem::Event(e) = item else {
+            continue;
+        };
         let Some(run) = e.run_id else { continue };
         if run == current {
             continue;

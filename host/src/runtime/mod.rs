@@ -8,7 +8,9 @@ mod run;
 
 use crate::component::{ComponentError, Components, Info, Prepared};
 use crate::ids::{DecisionId, Generation, RunId, Seq, SessionId, WorkerId};
-use crate::journal::event::{CancelReason, DecidedBy, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts};
+use crate::journal::event::{
+    CancelReason, DecidedBy, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts,
+};
 use crate::journal::{Journals, Subscription};
 use crate::store::file::FileStore;
 use crate::store::memory::MemoryStore;
@@ -268,7 +270,9 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("home", &self.inner.home).finish()
+        f.debug_struct("Runtime")
+            .field("home", &self.inner.home)
+            .finish()
     }
 }
 
@@ -306,15 +310,21 @@ impl Runtime {
 
     /// What recovery did while opening journals, for people.
     pub fn recovery_notes(&self) -> Vec<String> {
-        self.inner.file_store.as_ref().map(|s| s.take_notes()).unwrap_or_default()
+        self.inner
+            .file_store
+            .as_ref()
+            .map(|s| s.take_notes())
+            .unwrap_or_default()
     }
 
     async fn resolve(&self, component: &ComponentRef) -> Result<Arc<Prepared>, RuntimeError> {
         match component {
             ComponentRef::BuiltIn(name) => {
-                let bytes = crate::examples::built_in(name).ok_or_else(|| RuntimeError::UnknownExample {
-                    name: name.clone(),
-                    known: crate::examples::names().join(", "),
+                let bytes = crate::examples::built_in(name).ok_or_else(|| {
+                    RuntimeError::UnknownExample {
+                        name: name.clone(),
+                        known: crate::examples::names().join(", "),
+                    }
                 })?;
                 Ok(self.inner.components.prepare(bytes).await?)
             }
@@ -380,9 +390,11 @@ impl Runtime {
             }
             None => {
                 let session = req.session.clone().unwrap_or_default();
-                let worker = inner
-                    .home
-                    .create_worker(&session, prepared.digest(), &inner.config.workspace)?;
+                let worker = inner.home.create_worker(
+                    &session,
+                    prepared.digest(),
+                    &inner.config.workspace,
+                )?;
                 let segment = worker.metadata()?.active_segment;
                 let journal = inner.journals.create(&session, segment).await?;
                 (worker, journal, None::<Generation>)
@@ -393,10 +405,7 @@ impl Runtime {
         {
             let mut live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(run) = live.get(&session) {
-                return Err(RuntimeError::LiveRun {
-                    session,
-                    run: *run,
-                });
+                return Err(RuntimeError::LiveRun { session, run: *run });
             }
             live.insert(session.clone(), run_id);
         }
@@ -454,18 +463,34 @@ impl Runtime {
     }
 
     /// Follow a session from after `after`.
-    pub async fn subscribe(&self, session: &SessionId, after: Seq) -> Result<Subscription, RuntimeError> {
+    pub async fn subscribe(
+        &self,
+        session: &SessionId,
+        after: Seq,
+    ) -> Result<Subscription, RuntimeError> {
         Ok(self.inner.journals.open(session).await?.subscribe(after))
     }
 
     /// Read a session's stored entries after `after`.
-    pub async fn read(&self, session: &SessionId, after: Seq) -> Result<Vec<JournalItem>, RuntimeError> {
+    pub async fn read(
+        &self,
+        session: &SessionId,
+        after: Seq,
+    ) -> Result<Vec<JournalItem>, RuntimeError> {
         Ok(self.inner.store.read(session, after, usize::MAX).await?)
     }
 
     /// Answer a decision (journaled before the controller sees it).
-    pub async fn decide(&self, id: &DecisionId, value: serde_json::Value) -> Result<(), RuntimeError> {
-        Ok(self.inner.broker.decide(id, value, DecidedBy::Client).await?)
+    pub async fn decide(
+        &self,
+        id: &DecisionId,
+        value: serde_json::Value,
+    ) -> Result<(), RuntimeError> {
+        Ok(self
+            .inner
+            .broker
+            .decide(id, value, DecidedBy::Client)
+            .await?)
     }
 
     /// The pending decisions, optionally of one session.
@@ -474,7 +499,12 @@ impl Runtime {
     }
 
     /// Ask a live run to stop.
-    pub fn cancel(&self, run: RunId, reason: CancelReason, message: &str) -> Result<(), RuntimeError> {
+    pub fn cancel(
+        &self,
+        run: RunId,
+        reason: CancelReason,
+        message: &str,
+    ) -> Result<(), RuntimeError> {
         let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
         let record = runs.get(&run).ok_or(RuntimeError::UnknownRun(run))?;
         record.ctx.cancel(reason, message);
@@ -485,7 +515,10 @@ impl Runtime {
     pub async fn wait(&self, run: RunId) -> Result<RunFacts, RuntimeError> {
         let mut done = {
             let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
-            runs.get(&run).ok_or(RuntimeError::UnknownRun(run))?.done.clone()
+            runs.get(&run)
+                .ok_or(RuntimeError::UnknownRun(run))?
+                .done
+                .clone()
         };
         let result = done
             .wait_for(|d| d.is_some())
@@ -507,7 +540,13 @@ pub fn describe_terminal(event: &LifecycleEvent) -> String {
     match event {
         LifecycleEvent::Finished { text, .. } => format!("finished: {text}"),
         LifecycleEvent::Cancelled { reason, message } => {
-            format!("cancelled ({}): {message}", serde_json::to_value(reason).unwrap_or_default().as_str().unwrap_or("?"))
+            format!(
+                "cancelled ({}): {message}",
+                serde_json::to_value(reason)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or("?")
+            )
         }
         LifecycleEvent::Failed { error } => format!("failed ({}): {}", error.code, error.message),
         LifecycleEvent::Parked { checkpoint } => format!("parked (checkpoint {checkpoint})"),

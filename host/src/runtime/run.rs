@@ -139,11 +139,20 @@ impl RunHost for RunCtx {
         if self.cancelled().is_some() {
             return Ok(Err(EmitRefusal::Cancelled));
         }
-        if self.broken.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
-            return Ok(Err(EmitRefusal::LimitExceeded("a limit of this run was exceeded".into())));
+        if self
+            .broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Ok(Err(EmitRefusal::LimitExceeded(
+                "a limit of this run was exceeded".into(),
+            )));
         }
         let payload = Payload::Agent(event);
-        let size = serde_json::to_vec(&payload).map(|v| v.len() as u64).unwrap_or(u64::MAX);
+        let size = serde_json::to_vec(&payload)
+            .map(|v| v.len() as u64)
+            .unwrap_or(u64::MAX);
         if size > self.limits.max_event_bytes {
             let what = self.break_limit("event_bytes", size, self.limits.max_event_bytes);
             return Ok(Err(EmitRefusal::LimitExceeded(what)));
@@ -195,7 +204,11 @@ impl RunHost for RunCtx {
                     }),
                     Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
                         decision_id,
-                        route: if present { ApprovalRoute::Conversational } else { ApprovalRoute::Poll },
+                        route: if present {
+                            ApprovalRoute::Conversational
+                        } else {
+                            ApprovalRoute::Poll
+                        },
                         because: if present {
                             "a present observer is attached".into()
                         } else {
@@ -208,7 +221,9 @@ impl RunHost for RunCtx {
         let (id, mut rx) = registered.expect("append_with runs its builder");
         if let Err(e) = requested {
             self.broker.withdraw(&id);
-            return Err(HostFailure(format!("the journal refused a decision request: {e}")));
+            return Err(HostFailure(format!(
+                "the journal refused a decision request: {e}"
+            )));
         }
 
         let timeout = request.timeout_ms.map(Duration::from_millis);
@@ -250,7 +265,10 @@ impl RunHost for RunCtx {
                     self.advance_clock(e.at_ms);
                     return Ok(Answer::Decided(value));
                 }
-                None => self.lifecycle(LifecycleEvent::DecisionTimedOut { decision_id: id }).await?,
+                None => {
+                    self.lifecycle(LifecycleEvent::DecisionTimedOut { decision_id: id })
+                        .await?
+                }
             };
             self.advance_clock(event.at_ms);
             return Ok(Answer::TimedOut);
@@ -277,7 +295,12 @@ impl RunHost for RunCtx {
     }
 
     fn should_trap(&self) -> bool {
-        if self.broken.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+        if self
+            .broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
             return true;
         }
         self.cancel
@@ -401,7 +424,12 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
     let broken = ctx.broken.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let cancelled = ctx.cancelled();
     let (terminal, status, outcome, checkpoint) = match (broken, cancelled, result) {
-        (Some(error), _, _) => (LifecycleEvent::Failed { error }, RunStatus::Failed, None, None),
+        (Some(error), _, _) => (
+            LifecycleEvent::Failed { error },
+            RunStatus::Failed,
+            None,
+            None,
+        ),
         (None, Some(c), _) => (
             LifecycleEvent::Cancelled {
                 reason: c.reason,
@@ -432,7 +460,11 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
             None,
         ),
         (None, None, Ok(Outcome::Parked(bytes))) => {
-            match inner.store.put_checkpoint(&ctx.session, ctx.run_id, &bytes).await {
+            match inner
+                .store
+                .put_checkpoint(&ctx.session, ctx.run_id, &bytes)
+                .await
+            {
                 Ok(key) => (
                     LifecycleEvent::Parked {
                         checkpoint: key.clone(),

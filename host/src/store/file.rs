@@ -11,7 +11,6 @@ use crate::ids::{RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
 use crate::worker::{Home, WorkerDir};
 use async_trait::async_trait;
-use cap_std::fs::Dir;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,9 +26,10 @@ pub struct FileStore {
 struct SessionFiles {
     worker: WorkerDir,
     segments_path: PathBuf,
-    segments: Dir,
     /// Segment ids in creation order; the last is active.
     order: Vec<SegmentId>,
+    /// One read handle per segment, in `order`.
+    readers: Vec<std::fs::File>,
     writer: Mutex<Writer>,
 }
 
@@ -38,12 +38,24 @@ struct Writer {
     len: u64,
     last_seq: Seq,
     segment: SegmentId,
+    /// Where each entry is: `lines[seq - 1]`. Seq is dense from 1, so a read
+    /// from any cursor is a slice of this and one positioned read per line.
+    lines: Vec<LineRef>,
+}
+
+#[derive(Clone, Copy)]
+struct LineRef {
+    segment: u32,
+    offset: u64,
+    len: u32,
 }
 
 /// What a scan of one segment found.
 pub struct Scan {
     /// Its entries, in order.
     pub items: Vec<JournalItem>,
+    /// Each entry's (byte offset, length without the newline).
+    pub spans: Vec<(u64, u32)>,
     /// The byte length of its complete lines.
     pub good_len: u64,
     /// Set when a crash-truncated final line was dropped.
@@ -52,13 +64,18 @@ pub struct Scan {
 
 /// Parse a segment's bytes. `expect_first` is the seq its first entry must
 /// have, when known (dense across segments).
-pub fn scan_segment(bytes: &[u8], path: &std::path::Path, mut prev: Option<Seq>) -> Result<Scan, StoreError> {
+pub fn scan_segment(
+    bytes: &[u8],
+    path: &std::path::Path,
+    mut prev: Option<Seq>,
+) -> Result<Scan, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_path_buf(),
         line,
         reason,
     };
     let mut items = Vec::new();
+    let mut spans = Vec::new();
     let mut offset = 0usize;
     let mut line_no = 0usize;
     let mut truncated_line = None;
@@ -78,7 +95,10 @@ pub fn scan_segment(bytes: &[u8], path: &std::path::Path, mut prev: Option<Seq>)
         let seq = item.seq();
         if let Some(p) = prev {
             if seq <= p {
-                return Err(corrupt(line_no, format!("duplicate seq {seq} (after seq {p})")));
+                return Err(corrupt(
+                    line_no,
+                    format!("duplicate seq {seq} (after seq {p})"),
+                ));
             }
             if seq != p.next() {
                 return Err(corrupt(line_no, format!("hole: seq {seq} follows seq {p}")));
@@ -86,10 +106,12 @@ pub fn scan_segment(bytes: &[u8], path: &std::path::Path, mut prev: Option<Seq>)
         }
         prev = Some(seq);
         items.push(item);
+        spans.push((offset as u64, line.len() as u32));
         offset += line.len() + 1;
     }
     Ok(Scan {
         items,
+        spans,
         good_len: offset as u64,
         truncated_line,
     })
@@ -98,7 +120,8 @@ pub fn scan_segment(bytes: &[u8], path: &std::path::Path, mut prev: Option<Seq>)
 /// One line → an entry. Not JSON, or no numeric `seq`: corrupt. JSON that is
 /// not an event this cairn knows (a newer payload kind): `Unknown`.
 pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
-    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
     let seq = value
         .get("seq")
         .and_then(|s| s.as_u64())
@@ -107,7 +130,7 @@ pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
         return Err("seq 0 is not a valid entry".to_string());
     }
     match serde_json::from_value::<SessionEvent>(value) {
-        Ok(event) => Ok(JournalItem::Event(event)),
+        Ok(event) => Ok(JournalItem::Event(Box::new(event))),
         Err(_) => Ok(JournalItem::Unknown {
             seq: Seq(seq),
             raw: String::from_utf8_lossy(line).into_owned(),
@@ -142,11 +165,19 @@ impl FileStore {
 
     /// Forget cached handles (so the next access reopens and re-validates).
     pub fn forget(&self, session: &SessionId) {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(session);
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session);
     }
 
     fn open(&self, session: &SessionId) -> Result<Arc<SessionFiles>, StoreError> {
-        if let Some(files) = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session) {
+        if let Some(files) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+        {
             return Ok(files.clone());
         }
         let worker_id = self
@@ -163,10 +194,14 @@ impl FileStore {
         let order: Vec<SegmentId> = meta.segments.iter().map(|s| s.segment_id).collect();
         // Validate every segment; repair only the active one's torn tail.
         let mut prev = Some(Seq(0));
-        for segment in &order {
+        let mut lines = Vec::new();
+        let mut readers = Vec::new();
+        for (index, segment) in order.iter().enumerate() {
             let name = format!("{segment}.jsonl");
             let path = segments_path.join(&name);
-            let bytes = segments.read(&name).map_err(io(format!("cannot read {}", path.display())))?;
+            let bytes = segments
+                .read(&name)
+                .map_err(io(format!("cannot read {}", path.display())))?;
             let scan = scan_segment(&bytes, &path, prev)?;
             if let Some(line) = scan.truncated_line {
                 if *segment != meta.active_segment {
@@ -182,14 +217,28 @@ impl FileStore {
                 file.set_len(scan.good_len)
                     .and_then(|()| file.sync_all())
                     .map_err(io(format!("cannot repair {}", path.display())))?;
-                self.notes.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
-                    "{}:{line}: dropped a crash-truncated final line",
-                    path.display()
-                ));
+                self.notes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(format!(
+                        "{}:{line}: dropped a crash-truncated final line",
+                        path.display()
+                    ));
             }
             if let Some(last) = scan.items.last() {
                 prev = Some(last.seq());
             }
+            lines.extend(scan.spans.iter().map(|&(offset, len)| LineRef {
+                segment: index as u32,
+                offset,
+                len,
+            }));
+            readers.push(
+                segments
+                    .open(&name)
+                    .map_err(io(format!("cannot open {}", path.display())))?
+                    .into_std(),
+            );
         }
         let active = format!("{}.jsonl", meta.active_segment);
         let active_path = segments_path.join(&active);
@@ -203,13 +252,14 @@ impl FileStore {
         let files = Arc::new(SessionFiles {
             worker,
             segments_path,
-            segments,
             order,
+            readers,
             writer: Mutex::new(Writer {
                 file,
                 len,
                 last_seq: prev.unwrap_or(Seq(0)),
                 segment: meta.active_segment,
+                lines,
             }),
         });
         self.sessions
@@ -219,10 +269,15 @@ impl FileStore {
         Ok(files)
     }
 
-    fn write_batch(files: &SessionFiles, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError> {
+    fn write_batch(
+        files: &SessionFiles,
+        session: &SessionId,
+        events: &[SessionEvent],
+    ) -> Result<(), StoreError> {
         let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut expected = writer.last_seq.next();
         let mut buf = Vec::with_capacity(events.len() * 256);
+        let mut spans = Vec::with_capacity(events.len());
         for event in events {
             if event.seq != expected {
                 return Err(StoreError::OutOfOrder {
@@ -231,47 +286,70 @@ impl FileStore {
                     got: event.seq,
                 });
             }
+            let start = buf.len();
             serde_json::to_writer(&mut buf, event).expect("events serialize");
+            spans.push((start as u64, (buf.len() - start) as u32));
             buf.push(b'\n');
             expected = expected.next();
         }
-        let path = files.segments_path.join(format!("{}.jsonl", writer.segment));
-        let result = writer.file.write_all(&buf).and_then(|()| writer.file.sync_data());
+        let path = files
+            .segments_path
+            .join(format!("{}.jsonl", writer.segment));
+        let result = writer
+            .file
+            .write_all(&buf)
+            .and_then(|()| writer.file.sync_data());
         if let Err(e) = result {
             // Cut a partial write back so the segment stays well-formed.
             let _ = writer.file.set_len(writer.len);
             return Err(io(format!("cannot append to {}", path.display()))(e));
         }
+        let (base, segment) = (writer.len, (files.order.len() - 1) as u32);
+        writer
+            .lines
+            .extend(spans.into_iter().map(|(offset, len)| LineRef {
+                segment,
+                offset: base + offset,
+                len,
+            }));
         writer.len += buf.len() as u64;
         writer.last_seq = expected.0.checked_sub(1).map(Seq).unwrap_or(Seq(0));
         Ok(())
     }
 
-    fn read_all(files: &SessionFiles, after: Seq, limit: usize) -> Result<Vec<JournalItem>, StoreError> {
-        let mut out = Vec::new();
-        let mut prev = Some(Seq(0));
-        let writer_len = files.writer.lock().unwrap_or_else(|p| p.into_inner()).len;
-        let active = files.order.last().copied();
-        for segment in &files.order {
-            let name = format!("{segment}.jsonl");
-            let path = files.segments_path.join(&name);
-            let mut bytes = files
-                .segments
-                .read(&name)
-                .map_err(io(format!("cannot read {}", path.display())))?;
-            if Some(*segment) == active {
-                // Never read past what was acknowledged.
-                bytes.truncate(writer_len as usize);
-            }
-            let scan = scan_segment(&bytes, &path, prev)?;
-            if let Some(last) = scan.items.last() {
-                prev = Some(last.seq());
-            }
-            for item in scan.items {
-                if item.seq() > after && out.len() < limit {
-                    out.push(item);
-                }
-            }
+    fn read_all(
+        files: &SessionFiles,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        use std::os::unix::fs::FileExt;
+        let refs: Vec<LineRef> = {
+            let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let from = (after.0 as usize).min(writer.lines.len());
+            let to = from.saturating_add(limit).min(writer.lines.len());
+            writer.lines[from..to].to_vec()
+        };
+        let mut out = Vec::with_capacity(refs.len());
+        let mut buf = Vec::new();
+        for (i, r) in refs.iter().enumerate() {
+            let path = || {
+                files
+                    .segments_path
+                    .join(format!("{}.jsonl", files.order[r.segment as usize]))
+            };
+            buf.resize(r.len as usize, 0);
+            files.readers[r.segment as usize]
+                .read_exact_at(&mut buf, r.offset)
+                .map_err(|e| io(format!("cannot read {}", path().display()))(e))?;
+            let item = parse_line(&buf).map_err(|reason| StoreError::Corrupt {
+                path: path(),
+                line: 0,
+                reason: format!(
+                    "entry {} changed on disk after it was written: {reason}",
+                    after.0 + 1 + i as u64
+                ),
+            })?;
+            out.push(item);
         }
         Ok(out)
     }
@@ -280,12 +358,12 @@ impl FileStore {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(StoreError::Io {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(StoreError::Io {
             context: "store task".into(),
             source: std::io::Error::other(e.to_string()),
-        }))
+        })
+    })
 }
 
 #[async_trait]
@@ -336,10 +414,15 @@ impl RunStore for FileStore {
     async fn finish(&self, terminal: &SessionEvent, _facts: &RunFacts) -> Result<(), StoreError> {
         // The facts ride on the terminal line itself: one line, one sync.
         debug_assert!(terminal.facts.is_some());
-        self.append(&terminal.session_id, std::slice::from_ref(terminal)).await
+        self.append(&terminal.session_id, std::slice::from_ref(terminal))
+            .await
     }
 
-    async fn run_facts(&self, session: &SessionId, run: RunId) -> Result<Option<RunFacts>, StoreError> {
+    async fn run_facts(
+        &self,
+        session: &SessionId,
+        run: RunId,
+    ) -> Result<Option<RunFacts>, StoreError> {
         let items = self.read(session, Seq(0), usize::MAX).await?;
         Ok(items.into_iter().rev().find_map(|item| match item {
             JournalItem::Event(e) if e.run_id == Some(run) => e.facts,
@@ -366,7 +449,9 @@ impl RunStore for FileStore {
     }
 
     async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
-        let run: RunId = key.parse().map_err(|_| StoreError::NoCheckpoint(key.to_string()))?;
+        let run: RunId = key
+            .parse()
+            .map_err(|_| StoreError::NoCheckpoint(key.to_string()))?;
         let files = self.open(session)?;
         let key = key.to_string();
         blocking(move || {

@@ -46,7 +46,12 @@ impl MemoryStore {
         f(s)
     }
 
-    fn push(&self, s: &mut Session, session: &SessionId, event: &SessionEvent) -> Result<(), StoreError> {
+    fn push(
+        &self,
+        s: &mut Session,
+        session: &SessionId,
+        event: &SessionEvent,
+    ) -> Result<(), StoreError> {
         let expected = s.last_seq.next();
         if event.seq != expected {
             return Err(StoreError::OutOfOrder {
@@ -127,7 +132,7 @@ impl JournalStore for MemoryStore {
                 .skip(skip)
                 .take(limit)
                 .cloned()
-                .map(JournalItem::Event)
+                .map(|e| JournalItem::Event(Box::new(e)))
                 .collect())
         })
     }
@@ -148,7 +153,11 @@ impl RunStore for MemoryStore {
         })
     }
 
-    async fn run_facts(&self, session: &SessionId, run: RunId) -> Result<Option<RunFacts>, StoreError> {
+    async fn run_facts(
+        &self,
+        session: &SessionId,
+        run: RunId,
+    ) -> Result<Option<RunFacts>, StoreError> {
         self.with(session, |s| Ok(s.runs.get(&run).cloned()))
     }
 

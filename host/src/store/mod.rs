@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq)]
 pub enum JournalItem {
     /// A well-formed event.
-    Event(SessionEvent),
+    Event(Box<SessionEvent>),
     /// An entry this cairn cannot interpret (a newer kind, say): kept, never a crash.
     Unknown {
         /// Its seq.
@@ -36,7 +36,7 @@ impl JournalItem {
     /// The event, when it is one.
     pub fn event(&self) -> Option<&SessionEvent> {
         match self {
-            JournalItem::Event(e) => Some(e),
+            JournalItem::Event(e) => Some(&**e),
             JournalItem::Unknown { .. } => None,
         }
     }
@@ -140,7 +140,11 @@ pub trait RunStore: Send + Sync + 'static {
     async fn finish(&self, terminal: &SessionEvent, facts: &RunFacts) -> Result<(), StoreError>;
 
     /// The facts of an ended run.
-    async fn run_facts(&self, session: &SessionId, run: RunId) -> Result<Option<RunFacts>, StoreError>;
+    async fn run_facts(
+        &self,
+        session: &SessionId,
+        run: RunId,
+    ) -> Result<Option<RunFacts>, StoreError>;
 
     /// Keep a park checkpoint, owner-only; returns its key (never a path).
     async fn put_checkpoint(

@@ -1,0 +1,146 @@
+//! `cairn bench`: figures printed side by side with a baseline measured in
+//! the same run, so a noisy machine still gives a meaningful ratio. Never a
+//! timed test.
+//!
+//! JSON output (`--json FILE`), version 1:
+//! `{"version": 1, "quick": bool, "rows": [{"group", "figure", "unit",
+//! "value", "baseline", "baseline_value", "ratio", "better"}]}` where `ratio`
+//! is `value / baseline_value` and `better` is `"higher"` or `"lower"`.
+
+pub mod journal;
+
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// One measured figure beside its baseline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Which group of figures.
+    pub group: &'static str,
+    /// What was measured.
+    pub figure: String,
+    /// Its unit, such as `events/s`.
+    pub unit: &'static str,
+    /// The value.
+    pub value: f64,
+    /// What it is compared with.
+    pub baseline: String,
+    /// The baseline's value, same unit.
+    pub baseline_value: f64,
+    /// `value / baseline_value`.
+    pub ratio: f64,
+    /// Whether higher or lower values are better.
+    pub better: &'static str,
+}
+
+impl Row {
+    /// A row; the ratio is computed.
+    pub fn new(
+        group: &'static str,
+        figure: impl Into<String>,
+        unit: &'static str,
+        value: f64,
+        baseline: impl Into<String>,
+        baseline_value: f64,
+        better: &'static str,
+    ) -> Self {
+        Row {
+            group,
+            figure: figure.into(),
+            unit,
+            value,
+            baseline: baseline.into(),
+            baseline_value,
+            ratio: if baseline_value > 0.0 {
+                value / baseline_value
+            } else {
+                f64::NAN
+            },
+            better,
+        }
+    }
+}
+
+/// `cairn bench` arguments.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Which group to run (default: all).
+    #[arg(value_parser = ["journal"])]
+    group: Option<String>,
+    /// Fewer iterations: a smoke run, not figures to quote.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the rows as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Where to put the files the disk figures write (default: the current
+    /// directory, so they hit the same disk as a home there).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Run the benchmarks, print the table, write the JSON.
+pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
+    let base = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    let scratch = tempfile::Builder::new()
+        .prefix(".cairn-bench-")
+        .tempdir_in(&base)?;
+    let mut rows = Vec::new();
+    if args.group.as_deref().is_none_or(|g| g == "journal") {
+        rows.extend(
+            journal::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
+        );
+    }
+    print_table(&rows);
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({ "version": 1, "quick": args.quick, "rows": rows });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(rows)
+}
+
+fn human(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Print rows as an aligned table.
+pub fn print_table(rows: &[Row]) {
+    let fw = rows
+        .iter()
+        .map(|r| r.figure.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let bw = rows
+        .iter()
+        .map(|r| r.baseline.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    println!(
+        "{:<fw$}  {:>10}  {:<bw$}  {:>10}  {:>7}  unit",
+        "figure", "value", "baseline", "baseline", "ratio"
+    );
+    for r in rows {
+        println!(
+            "{:<fw$}  {:>10}  {:<bw$}  {:>10}  {:>6.2}x  {} ({} is better)",
+            r.figure,
+            human(r.value),
+            r.baseline,
+            human(r.baseline_value),
+            r.ratio,
+            r.unit,
+            r.better
+        );
+    }
+}
