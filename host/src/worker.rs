@@ -92,8 +92,10 @@ pub struct WorkerRecord {
     pub session_id: SessionId,
     /// The workspace it is attributed to.
     pub workspace: String,
-    /// Its execution binding: the component digest, `sha256:<hex>`.
-    pub component: String,
+    /// Its execution binding: the component digest, `sha256:<hex>`; absent
+    /// until the first run binds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
     /// When it was created (ms since the epoch).
     pub created_at_ms: u64,
     /// The last durably reserved run generation (0: none yet).
@@ -219,6 +221,37 @@ impl Home {
         &self.inner.root
     }
 
+    fn component_name(digest: &str) -> Option<String> {
+        let hex = digest.strip_prefix("sha256:")?;
+        (hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then(|| format!("sha256-{hex}.wasm"))
+    }
+
+    /// Keep a component's bytes under `components/`, by digest, so a worker's
+    /// runs can be restored and replayed with the code that wrote them.
+    pub fn put_component(&self, digest: &str, bytes: &[u8]) -> Result<(), WorkerError> {
+        let name = Self::component_name(digest).ok_or_else(|| WorkerError::Io {
+            context: format!("component digest {digest:?}"),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "not sha256:<64 hex digits>"),
+        })?;
+        let dir = fsutil::ensure_dir(&self.inner.root, "components")
+            .map_err(io_err("cannot open components/"))?;
+        if dir.exists(&name) {
+            return Ok(());
+        }
+        fsutil::write_document(&dir, &name, bytes)
+            .map_err(io_err(format!("cannot store component {digest}")))
+    }
+
+    /// A stored component's bytes, by digest.
+    pub fn component(&self, digest: &str) -> Option<Vec<u8>> {
+        let name = Self::component_name(digest)?;
+        self.inner.root.open_dir("components").ok()?.read(name).ok()
+    }
+
     fn index_name(session: &SessionId) -> String {
         format!("{}.json", session.storage_key())
     }
@@ -273,7 +306,7 @@ impl Home {
     pub fn create_worker(
         &self,
         session: &SessionId,
-        component: &str,
+        component: Option<&str>,
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError> {
         let worker_id = WorkerId::new();
@@ -331,7 +364,7 @@ impl Home {
             worker_id,
             session_id: session.clone(),
             workspace: workspace.to_string(),
-            component: component.to_string(),
+            component: component.map(str::to_string),
             created_at_ms: now,
             last_generation: Generation(0),
             status: WorkerStatus::Active,
@@ -542,6 +575,13 @@ impl WorkerDir {
                 "worker {}: cannot open runs/{generation}",
                 self.id
             )))
+    }
+
+    /// Bind the worker to a component (its first run).
+    pub fn bind(&self, component: &str) -> Result<(), WorkerError> {
+        let mut record = self.record()?;
+        record.component = Some(component.to_string());
+        self.write_record(&record)
     }
 
     /// Mark the worker stale (a replay diverged).

@@ -6,15 +6,15 @@ use cairn::{LifecycleEvent, Payload, RunFacts, SessionEvent};
 use std::path::Path;
 
 /// A runtime on a fresh home inside `dir`.
-pub fn runtime(dir: &Path) -> Runtime {
-    Runtime::open(RuntimeConfig::new(dir.join("home"))).expect("runtime opens")
+pub async fn runtime(dir: &Path) -> Runtime {
+    Runtime::open(RuntimeConfig::new(dir.join("home")))
+        .await
+        .expect("runtime opens")
 }
 
 /// A request for a built-in example.
 pub fn start_req(example: &str, prompt: &str) -> StartRun {
-    let mut req = StartRun::new(ComponentRef::BuiltIn(example.into()), prompt);
-    req.present = true;
-    req
+    StartRun::new(ComponentRef::BuiltIn(example.into()), prompt)
 }
 
 /// Start a run, answer each decision with `answer`, collect its events to the end.

@@ -27,13 +27,18 @@ fn mode(path: &Path) -> u32 {
 #[tokio::test]
 async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let prompt = "one two three four";
     let (started, facts, events) = run_to_end(&rt, start_req("echo", prompt), None).await;
     assert_eq!(facts.status, RunStatus::Finished);
 
     let home = tmp.path().join("home");
-    assert_eq!(names(&home), set(&["index", "workers"]));
+    assert_eq!(names(&home), set(&["components", "index", "workers"]));
+    assert_eq!(
+        names(&home.join("components")).len(),
+        1,
+        "the component is kept by digest"
+    );
     let index = home.join("index/sessions");
     let key = format!("{}.json", started.session_id.storage_key());
     assert_eq!(names(&index), set(&[&key]));
@@ -117,7 +122,7 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
 #[tokio::test]
 async fn a_second_run_on_the_worker_is_the_next_generation_of_the_same_session() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let (first, f1, _) = run_to_end(&rt, start_req("echo", "first"), None).await;
     let mut req = start_req("echo", "second");
     req.worker = Some(first.worker_id);
@@ -141,7 +146,7 @@ async fn a_second_run_on_the_worker_is_the_next_generation_of_the_same_session()
 #[tokio::test]
 async fn an_existing_generation_directory_is_refused_and_left_alone() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let (first, _, _) = run_to_end(&rt, start_req("echo", "first"), None).await;
     let runs = tmp
         .path()
@@ -181,7 +186,7 @@ async fn an_existing_generation_directory_is_refused_and_left_alone() {
 #[tokio::test]
 async fn the_sandbox_probe_reaches_nothing_outside_its_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let host_home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let (started, facts, events) =
         run_to_end(&rt, start_req("sandbox-probe", &host_home), None).await;
@@ -214,7 +219,7 @@ async fn the_sandbox_probe_reaches_nothing_outside_its_directory() {
 #[tokio::test]
 async fn components_that_do_not_fit_are_refused_naming_what_is_missing() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let refuse = |bytes: Vec<u8>| {
         let rt = rt.clone();
         async move {
@@ -253,7 +258,7 @@ async fn components_that_do_not_fit_are_refused_naming_what_is_missing() {
 #[tokio::test]
 async fn empty_and_huge_prompts_are_handled() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let (_, facts, _) = run_to_end(&rt, start_req("echo", ""), None).await;
     assert_eq!(facts.status, RunStatus::Finished);
     let huge = "x".repeat(10 << 20);
@@ -265,7 +270,7 @@ async fn empty_and_huge_prompts_are_handled() {
 #[tokio::test]
 async fn a_trapping_controller_fails_its_run_and_the_host_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     let path = fixture("panicker");
     let (_, facts, events) = run_to_end(
         &rt,
@@ -295,7 +300,7 @@ async fn a_trapping_controller_fails_its_run_and_the_host_goes_on() {
 #[tokio::test]
 async fn approval_finishes_with_what_was_decided() {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
+    let rt = runtime(tmp.path()).await;
     for (value, expect) in [
         (serde_json::json!({"approved": true}), "approved"),
         (
@@ -358,7 +363,13 @@ fn cli_run_prints_json_lines_and_exits_zero() {
     );
 
     // --worker continues it; readable output names the journal.
-    let worker = lines[0]["payload"]["event"]["worker_id"]
+    assert_eq!(lines[0]["payload"]["event"]["type"], "observer_attached");
+    assert_eq!(lines[0]["payload"]["event"]["observer"]["role"], "claiming");
+    let reserved = lines
+        .iter()
+        .find(|l| l["payload"]["event"]["type"] == "generation_reserved")
+        .unwrap();
+    let worker = reserved["payload"]["event"]["worker_id"]
         .as_str()
         .unwrap()
         .to_string();

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(RuntimeConfig::new(&home))?;
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await?;
     let mut out = std::io::stdout();
     let mut ok = true;
     for (example, prompt, decide) in [
@@ -15,8 +15,7 @@ pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
         ("approval", "deploy the demo", Some(DecideArg::Approve)),
     ] {
         println!("\n== {example}: {prompt:?}");
-        let mut req = StartRun::new(ComponentRef::BuiltIn(example.into()), prompt);
-        req.present = true;
+        let req = StartRun::new(ComponentRef::BuiltIn(example.into()), prompt);
         let ran = run_once(&rt, req, false, decide, &mut out).await?;
         ok &= ran.status == RunStatus::Finished;
         println!("== {example} {}", ran.reason);

@@ -5,7 +5,7 @@ use super::output;
 use crate::ids::WorkerId;
 use crate::journal::Delivery;
 use crate::journal::event::{CancelReason, LifecycleEvent, Payload, RunStatus};
-use crate::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun, Started};
+use crate::runtime::{AttachSpec, ComponentRef, Runtime, RuntimeConfig, StartRun, Started};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -53,10 +53,9 @@ pub struct Ran {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(RuntimeConfig::new(args.home.path()))?;
+    let rt = Runtime::open(RuntimeConfig::new(args.home.path())).await?;
     let mut req = StartRun::new(ComponentRef::parse(&args.component), args.prompt);
     req.worker = args.worker;
-    req.present = true;
     req.timeout_ms = args.timeout_ms;
     req.liveness.policy = crate::journal::event::LivenessPolicy::Cancel;
     let ran = run_once(&rt, req, args.json, args.decide, &mut std::io::stdout()).await?;
@@ -90,11 +89,24 @@ pub fn journal_path(rt: &Runtime, started: &Started) -> anyhow::Result<String> {
 /// Start a run, print its events until it ends, answer its decisions.
 pub async fn run_once(
     rt: &Runtime,
-    req: StartRun,
+    mut req: StartRun,
     json: bool,
     decide: Option<DecideArg>,
     out: &mut (impl Write + Send),
 ) -> anyhow::Result<Ran> {
+    // Claim the session and be present before the run starts, so the claim
+    // (and the conversational route for decisions) holds from its first event.
+    let session = match (req.worker, &req.session) {
+        (Some(worker), _) => rt.session_of_worker(worker)?,
+        (None, Some(session)) => session.clone(),
+        (None, None) => rt.create_session(None).await?.0,
+    };
+    let after = rt.last_seq(&session).await?;
+    let mut sub = rt
+        .attach(&session, AttachSpec::claiming_present(after))
+        .await?;
+    req.session = Some(session);
+    req.worker = None;
     let started = rt.start(req).await?;
     if !json {
         writeln!(
@@ -107,10 +119,9 @@ pub async fn run_once(
             started.session_id
         )?;
     }
-    let mut sub = rt.subscribe(&started.session_id, started.after).await?;
     let mut refused_decision: Option<String> = None;
     loop {
-        let delivery = tokio::select! {
+        let delivery: Option<Result<Delivery, crate::store::StoreError>> = tokio::select! {
             d = sub.next() => d,
             _ = tokio::signal::ctrl_c() => {
                 let _ = rt.cancel(started.run_id, CancelReason::External, "interrupted (Ctrl-C)");

@@ -184,6 +184,15 @@ impl Components {
         Ok(prepared)
     }
 
+    /// A prepared component from the cache, by digest.
+    pub fn cached(&self, digest: &str) -> Option<Arc<Prepared>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(digest)
+            .cloned()
+    }
+
     /// Read and prepare a component file.
     pub async fn prepare_file(
         &self,

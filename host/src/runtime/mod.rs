@@ -1,26 +1,35 @@
-//! The one in-process facade. Commands in (`start`, `decide`, `cancel`),
+//! The one in-process facade. Commands in (`create_session`, `start`,
+//! `attach`, `decide`, `cancel`, `continue_run`, `resume`, `shutdown`),
 //! journal subscriptions out; nothing outside holds a component, a store
 //! handle or a cancel token.
 
 pub mod decisions;
 mod history;
+mod observers;
+pub mod replay;
 mod run;
+mod socket;
+pub mod state;
 
 use crate::component::{ComponentError, Components, Info, Prepared};
-use crate::ids::{DecisionId, Generation, RunId, Seq, SessionId, WorkerId};
+use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};
 use crate::journal::event::{
-    CancelReason, DecidedBy, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts,
+    CancelReason, DecidedBy, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts, RunStatus,
 };
 use crate::journal::{Journals, Subscription};
 use crate::store::file::FileStore;
 use crate::store::memory::MemoryStore;
 use crate::store::{JournalItem, Store, StoreError};
-use crate::worker::{Home, WorkerError, WorkerStatus};
+use crate::worker::{Home, WorkerDir, WorkerError, WorkerStatus};
 pub use decisions::{DecideError, PendingDecision};
+pub use observers::{AttachSpec, Observation};
 use run::{RunCtx, RunPlan};
+pub use state::{AgentState, SessionSummary};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// Which store keeps journals.
@@ -72,6 +81,12 @@ pub struct RuntimeConfig {
     pub live_window: usize,
     /// Per-run limits.
     pub limits: RunLimits,
+    /// How long ended runs stay in memory (their journals stay on disk).
+    pub retention: Duration,
+    /// Restore interrupted runs by replay when the runtime opens.
+    pub restore: bool,
+    /// Serve `runs/<gen>/worker.sock` while a generation is live.
+    pub sockets: bool,
 }
 
 impl RuntimeConfig {
@@ -83,6 +98,9 @@ impl RuntimeConfig {
             workspace: "local".into(),
             live_window: crate::journal::DEFAULT_LIVE_WINDOW,
             limits: RunLimits::default(),
+            retention: Duration::from_secs(600),
+            restore: true,
+            sockets: true,
         }
     }
 }
@@ -96,13 +114,17 @@ pub enum ComponentRef {
     Path(PathBuf),
     /// Component bytes.
     Bytes(Arc<Vec<u8>>),
+    /// A component this home stores, by digest (`sha256:<hex>`).
+    Digest(String),
 }
 
 impl ComponentRef {
-    /// A built-in example name when it is one, else a path.
+    /// A built-in example name, a `sha256:` digest, else a path.
     pub fn parse(text: &str) -> Self {
         if crate::examples::built_in(text).is_some() {
             ComponentRef::BuiltIn(text.to_string())
+        } else if text.starts_with("sha256:") {
+            ComponentRef::Digest(text.to_string())
         } else {
             ComponentRef::Path(PathBuf::from(text))
         }
@@ -116,8 +138,8 @@ pub struct StartRun {
     pub session: Option<SessionId>,
     /// An existing worker to continue (its session, next generation).
     pub worker: Option<WorkerId>,
-    /// The component.
-    pub component: ComponentRef,
+    /// The component (absent: the worker's own binding).
+    pub component: Option<ComponentRef>,
     /// The user's turn.
     pub prompt: String,
     /// What happens when the last claimant leaves.
@@ -126,8 +148,6 @@ pub struct StartRun {
     pub timeout_ms: Option<u64>,
     /// The run this continues.
     pub continues: Option<RunId>,
-    /// Whether the starter is a present human (routes decisions to it).
-    pub present: bool,
 }
 
 impl StartRun {
@@ -136,7 +156,7 @@ impl StartRun {
         StartRun {
             session: None,
             worker: None,
-            component,
+            component: Some(component),
             prompt: prompt.into(),
             liveness: Liveness {
                 policy: LivenessPolicy::Continue,
@@ -144,7 +164,6 @@ impl StartRun {
             },
             timeout_ms: None,
             continues: None,
-            present: false,
         }
     }
 }
@@ -189,6 +208,12 @@ pub enum RuntimeError {
         /// Its live run.
         run: RunId,
     },
+    /// The session exists already.
+    #[error("session {0} exists already")]
+    SessionExists(SessionId),
+    /// No such session here.
+    #[error("no session {0}")]
+    UnknownSession(SessionId),
     /// No such built-in example.
     #[error("no built-in example {name:?} (built-in: {known})")]
     UnknownExample {
@@ -197,6 +222,12 @@ pub enum RuntimeError {
         /// The names there are.
         known: String,
     },
+    /// No component with that digest is stored here.
+    #[error("no component {0} is stored in this home")]
+    UnknownComponent(String),
+    /// The run names no component and the worker has none yet.
+    #[error("session {0} has no component yet: name one")]
+    NoComponent(SessionId),
     /// The worker is bound to another component.
     #[error(
         "worker {worker} is bound to component {bound}; this run names {given}. Replay must re-run the code that wrote the journal, so a worker keeps its component"
@@ -223,7 +254,7 @@ pub enum RuntimeError {
         given: SessionId,
     },
     /// The liveness policy cannot be honoured by this controller.
-    #[error("unsupported_policy: the controller {name} cannot park, so liveness `park` is refused")]
+    #[error("the controller {name} cannot park, so liveness `park` is refused")]
     UnsupportedPolicy {
         /// The controller's name.
         name: String,
@@ -236,12 +267,71 @@ pub enum RuntimeError {
         /// The limit.
         max: usize,
     },
-    /// No such run in this process.
-    #[error("no run {0} in this host")]
+    /// No such run.
+    #[error("no run {0}")]
     UnknownRun(RunId),
+    /// The run is not in a state the command needs.
+    #[error("run {run} is {state}; {needed}")]
+    WrongRunState {
+        /// The run.
+        run: RunId,
+        /// Its state.
+        state: String,
+        /// What the command needs.
+        needed: String,
+    },
+    /// Another observer holds the session's claim.
+    #[error(
+        "session {session} is claimed by observer {holder}; attach with takeover to displace it"
+    )]
+    ClaimHeld {
+        /// The session.
+        session: SessionId,
+        /// The claimant.
+        holder: String,
+    },
+    /// The runtime is shutting down.
+    #[error("the host is shutting down; no new runs start")]
+    ShuttingDown,
     /// The run task ended without a terminal write.
     #[error("{0}")]
     RunLost(String),
+}
+
+impl RuntimeError {
+    /// A stable snake_case code for wire errors.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RuntimeError::Component(_) => "invalid_component",
+            RuntimeError::LiveRun { .. } => "live_run",
+            RuntimeError::SessionExists(_) => "conflict",
+            RuntimeError::UnknownSession(_)
+            | RuntimeError::UnknownRun(_)
+            | RuntimeError::UnknownExample { .. }
+            | RuntimeError::UnknownComponent(_) => "not_found",
+            RuntimeError::Decide(DecideError::NotPending(_)) => "not_found",
+            RuntimeError::Decide(DecideError::Conflict { .. }) => "conflict",
+            RuntimeError::UnsupportedPolicy { .. } => "unsupported_policy",
+            RuntimeError::TooLarge { .. } => "too_large",
+            RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => "conflict",
+            RuntimeError::SessionMismatch { .. } | RuntimeError::NoComponent(_) => {
+                "invalid_request"
+            }
+            RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => "conflict",
+            RuntimeError::ShuttingDown => "shutting_down",
+            _ => "internal",
+        }
+    }
+}
+
+/// A live session's in-memory record: observers, claim, live run. Never
+/// serialized; a restart has none of it.
+#[derive(Default)]
+pub(crate) struct SessionLive {
+    observers: HashMap<u64, crate::journal::event::Observer>,
+    claimant: Option<u64>,
+    run: Option<Arc<RunCtx>>,
+    grace: Option<tokio::task::JoinHandle<()>>,
 }
 
 pub(crate) struct Inner {
@@ -251,9 +341,10 @@ pub(crate) struct Inner {
     journals: Journals,
     components: Components,
     broker: Arc<decisions::Broker>,
-    /// One live run per session.
-    live: Mutex<HashMap<SessionId, RunId>>,
+    sessions: Mutex<HashMap<SessionId, SessionLive>>,
     runs: Mutex<HashMap<RunId, LiveRecord>>,
+    draining: AtomicBool,
+    restored: Mutex<Vec<RunId>>,
     config: RuntimeConfig,
 }
 
@@ -277,8 +368,9 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Open a runtime on `config.home`.
-    pub fn open(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+    /// Open a runtime on `config.home`. With `config.restore`, interrupted
+    /// runs found there are restored by replay (see [`Runtime::restored`]).
+    pub async fn open(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let home = Home::open(&config.home)?;
         let (store, file_store): (Arc<dyn Store>, _) = match config.store {
             StoreKind::File => {
@@ -288,7 +380,8 @@ impl Runtime {
             StoreKind::Memory { window } => (Arc::new(MemoryStore::new(window)), None),
         };
         let journals = Journals::new(store.clone(), config.live_window);
-        Ok(Runtime {
+        let restore = config.restore && file_store.is_some();
+        let rt = Runtime {
             inner: Arc::new(Inner {
                 home,
                 store,
@@ -296,11 +389,17 @@ impl Runtime {
                 journals,
                 components: Components::new()?,
                 broker: Arc::new(decisions::Broker::default()),
-                live: Mutex::new(HashMap::new()),
+                sessions: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
+                draining: AtomicBool::new(false),
+                restored: Mutex::new(Vec::new()),
                 config,
             }),
-        })
+        };
+        if restore {
+            replay::restore_all(&rt).await?;
+        }
+        Ok(rt)
     }
 
     /// The home.
@@ -317,7 +416,10 @@ impl Runtime {
             .unwrap_or_default()
     }
 
-    async fn resolve(&self, component: &ComponentRef) -> Result<Arc<Prepared>, RuntimeError> {
+    async fn resolve(
+        &self,
+        component: &ComponentRef,
+    ) -> Result<(Arc<Prepared>, Option<Vec<u8>>), RuntimeError> {
         match component {
             ComponentRef::BuiltIn(name) => {
                 let bytes = crate::examples::built_in(name).ok_or_else(|| {
@@ -326,42 +428,113 @@ impl Runtime {
                         known: crate::examples::names().join(", "),
                     }
                 })?;
-                Ok(self.inner.components.prepare(bytes).await?)
+                Ok((
+                    self.inner.components.prepare(bytes).await?,
+                    Some(bytes.to_vec()),
+                ))
             }
-            ComponentRef::Path(path) => Ok(self.inner.components.prepare_file(path).await?.0),
-            ComponentRef::Bytes(bytes) => Ok(self.inner.components.prepare(bytes).await?),
+            ComponentRef::Path(path) => {
+                let (p, bytes) = self.inner.components.prepare_file(path).await?;
+                Ok((p, Some(bytes)))
+            }
+            ComponentRef::Bytes(bytes) => Ok((
+                self.inner.components.prepare(bytes).await?,
+                Some(bytes.to_vec()),
+            )),
+            ComponentRef::Digest(digest) => {
+                if let Some(p) = self.inner.components.cached(digest) {
+                    return Ok((p, None));
+                }
+                let bytes = self
+                    .component_bytes(digest)
+                    .ok_or_else(|| RuntimeError::UnknownComponent(digest.clone()))?;
+                Ok((self.inner.components.prepare(&bytes).await?, None))
+            }
         }
     }
 
-    /// Compile and describe a component without running it.
-    pub async fn describe(&self, component: &ComponentRef) -> Result<(String, Info), RuntimeError> {
-        let p = self.resolve(component).await?;
+    /// A component's bytes by digest: stored in this home, or built in.
+    pub fn component_bytes(&self, digest: &str) -> Option<Vec<u8>> {
+        self.inner.home.component(digest).or_else(|| {
+            crate::examples::BUILT_IN
+                .iter()
+                .find(|(_, b)| crate::component::digest_of(b) == digest)
+                .map(|(_, b)| b.to_vec())
+        })
+    }
+
+    /// Compile, validate and describe a component, and keep it in this home.
+    pub async fn add_component(
+        &self,
+        component: &ComponentRef,
+    ) -> Result<(String, Info), RuntimeError> {
+        let (p, bytes) = self.resolve(component).await?;
+        if let Some(bytes) = bytes {
+            self.inner.home.put_component(p.digest(), &bytes)?;
+        }
         Ok((p.digest().to_string(), p.info().clone()))
     }
 
-    /// Start a run. Returns once the run is held (Preparing); the run goes on
-    /// in its own task.
+    /// Persist a new session (and its worker) now; no component yet.
+    pub async fn create_session(
+        &self,
+        id: Option<SessionId>,
+    ) -> Result<(SessionId, WorkerId), RuntimeError> {
+        let session = id.unwrap_or_default();
+        if self.inner.home.lookup(&session)?.is_some() {
+            return Err(RuntimeError::SessionExists(session));
+        }
+        let worker = self
+            .inner
+            .home
+            .create_worker(&session, None, &self.inner.config.workspace)?;
+        let segment = worker.metadata()?.active_segment;
+        self.inner.journals.create(&session, segment).await?;
+        Ok((session, worker.id()))
+    }
+
+    fn open_worker_of(&self, session: &SessionId) -> Result<WorkerDir, RuntimeError> {
+        let id = self
+            .inner
+            .home
+            .lookup(session)?
+            .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
+        Ok(self.inner.home.open_worker(id)?)
+    }
+
+    /// Start a run. Returns once the run is held (Preparing); it goes on in
+    /// its own task.
     pub async fn start(&self, req: StartRun) -> Result<Started, RuntimeError> {
+        self.start_inner(req, None).await
+    }
+
+    async fn start_inner(
+        &self,
+        req: StartRun,
+        resume: Option<(RunId, Vec<u8>)>,
+    ) -> Result<Started, RuntimeError> {
         let inner = &self.inner;
+        if inner.draining.load(Ordering::SeqCst) {
+            return Err(RuntimeError::ShuttingDown);
+        }
         if req.prompt.len() > inner.config.limits.max_prompt_bytes {
             return Err(RuntimeError::TooLarge {
                 size: req.prompt.len(),
                 max: inner.config.limits.max_prompt_bytes,
             });
         }
-        let prepared = self.resolve(&req.component).await?;
-        if req.liveness.policy == LivenessPolicy::Park && !prepared.info().can_park {
-            return Err(RuntimeError::UnsupportedPolicy {
-                name: prepared.info().name.clone(),
-            });
-        }
+        // A component named by the request is checked before anything is laid out.
+        let named = match &req.component {
+            Some(c) => Some(self.resolve(c).await?),
+            None => None,
+        };
         // Find or make the worker.
         let existing = match (req.worker, &req.session) {
             (Some(w), _) => Some(w),
             (None, Some(s)) => inner.home.lookup(s)?,
             (None, None) => None,
         };
-        let (worker, journal, previous_generation) = match existing {
+        let worker = match existing {
             Some(worker_id) => {
                 let worker = inner.home.open_worker(worker_id)?;
                 if let Some(given) = &req.session
@@ -373,60 +546,71 @@ impl Runtime {
                         given: given.clone(),
                     });
                 }
-                let record = worker.record()?;
-                if record.status == WorkerStatus::Stale {
-                    return Err(RuntimeError::Stale(worker_id));
-                }
-                if record.component != prepared.digest() {
-                    return Err(RuntimeError::ComponentMismatch {
-                        worker: worker_id,
-                        bound: record.component,
-                        given: prepared.digest().to_string(),
-                    });
-                }
-                let journal = inner.journals.open(worker.session_id()).await?;
-                let previous = (record.last_generation.0 > 0).then_some(record.last_generation);
-                (worker, journal, previous)
+                worker
             }
             None => {
-                let session = req.session.clone().unwrap_or_default();
-                let worker = inner.home.create_worker(
-                    &session,
-                    prepared.digest(),
-                    &inner.config.workspace,
-                )?;
-                let segment = worker.metadata()?.active_segment;
-                let journal = inner.journals.create(&session, segment).await?;
-                (worker, journal, None::<Generation>)
+                let (session, worker) = self.create_session(req.session.clone()).await?;
+                let _ = session;
+                inner.home.open_worker(worker)?
             }
         };
         let session = worker.session_id().clone();
-        let run_id = RunId::new();
-        {
-            let mut live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(run) = live.get(&session) {
-                return Err(RuntimeError::LiveRun { session, run: *run });
-            }
-            live.insert(session.clone(), run_id);
+        let record = worker.record()?;
+        if record.status == WorkerStatus::Stale {
+            return Err(RuntimeError::Stale(worker.id()));
         }
-        let after = journal.last_seq().await;
+        let (prepared, bytes) = match (named, &record.component) {
+            (Some(named), _) => named,
+            (None, Some(bound)) => self.resolve(&ComponentRef::Digest(bound.clone())).await?,
+            (None, None) => return Err(RuntimeError::NoComponent(session)),
+        };
+        match &record.component {
+            Some(bound) if bound != prepared.digest() => {
+                return Err(RuntimeError::ComponentMismatch {
+                    worker: worker.id(),
+                    bound: bound.clone(),
+                    given: prepared.digest().to_string(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                if let Some(bytes) = &bytes {
+                    inner.home.put_component(prepared.digest(), bytes)?;
+                }
+                worker.bind(prepared.digest())?;
+            }
+        }
+        if req.liveness.policy == LivenessPolicy::Park && !prepared.info().can_park {
+            return Err(RuntimeError::UnsupportedPolicy {
+                name: prepared.info().name.clone(),
+            });
+        }
+        let journal = inner.journals.open(&session).await?;
+        let run_id = RunId::new();
+        let previous_generation = (record.last_generation.0 > 0).then_some(record.last_generation);
         let ctx = Arc::new(RunCtx::new(
             run_id,
             session.clone(),
-            journal,
+            journal.clone(),
             inner.store.clone(),
             inner.broker.clone(),
-            req.present,
+            req.liveness,
             inner.config.limits,
         ));
-        let (done_tx, done_rx) = watch::channel(None);
-        inner.runs.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            run_id,
-            LiveRecord {
-                ctx: ctx.clone(),
-                done: done_rx,
-            },
-        );
+        // One live run per session: held from this moment (Preparing).
+        {
+            let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let live = sessions.entry(session.clone()).or_default();
+            if let Some(run) = &live.run {
+                return Err(RuntimeError::LiveRun {
+                    session,
+                    run: run.run_id,
+                });
+            }
+            ctx.set_present(live.observers.values().any(|o| o.present));
+            live.run = Some(ctx.clone());
+        }
+        let after = journal.last_seq().await;
         let worker_id = worker.id();
         let started = Started {
             run_id,
@@ -435,6 +619,10 @@ impl Runtime {
             after,
             info: prepared.info().clone(),
             component: prepared.digest().to_string(),
+        };
+        let (resumes, checkpoint) = match resume {
+            Some((r, c)) => (Some(r), Some(c)),
+            None => (None, None),
         };
         let plan = RunPlan {
             ctx,
@@ -445,30 +633,185 @@ impl Runtime {
             liveness: req.liveness,
             timeout_ms: req.timeout_ms,
             continues: req.continues,
-            resumes: None,
-            checkpoint: None,
+            resumes,
+            checkpoint,
             previous_generation,
+            replay: None,
         };
-        let task_inner = self.inner.clone();
-        tokio::spawn(async move {
-            let facts = run::run_task(task_inner.clone(), plan).await;
-            task_inner
-                .live
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&session);
-            let _ = done_tx.send(Some(facts));
-        });
+        self.spawn_run(plan);
         Ok(started)
     }
 
-    /// Follow a session from after `after`.
+    pub(crate) fn spawn_run(&self, plan: RunPlan) {
+        let (done_tx, done_rx) = watch::channel(None);
+        let run_id = plan.ctx.run_id;
+        let session = plan.ctx.session.clone();
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                run_id,
+                LiveRecord {
+                    ctx: plan.ctx.clone(),
+                    done: done_rx,
+                },
+            );
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let facts = run::run_task(rt.clone(), plan).await;
+            {
+                let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(live) = sessions.get_mut(&session) {
+                    if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
+                        live.run = None;
+                    }
+                    if let Some(g) = live.grace.take() {
+                        g.abort();
+                    }
+                }
+            }
+            let _ = done_tx.send(Some(facts));
+            // Ended runs stay readable here for the retention window.
+            let retention = rt.inner.config.retention;
+            let weak = Arc::downgrade(&rt.inner);
+            drop(rt);
+            tokio::time::sleep(retention).await;
+            if let Some(inner) = weak.upgrade() {
+                inner
+                    .runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&run_id);
+            }
+        });
+    }
+
+    /// Start a new run after `run` (which finished, with an answer or a
+    /// question) in the same session; `continues` records the lineage.
+    pub async fn continue_run(
+        &self,
+        run: RunId,
+        prompt: String,
+        liveness: Liveness,
+    ) -> Result<Started, RuntimeError> {
+        let (session, facts) = self.find_run(run).await?;
+        if facts.status != RunStatus::Finished {
+            return Err(RuntimeError::WrongRunState {
+                run,
+                state: status_name(facts.status),
+                needed: "only a finished run can be continued".into(),
+            });
+        }
+        let mut req = StartRun {
+            session: Some(session),
+            worker: None,
+            component: None,
+            prompt,
+            liveness,
+            timeout_ms: None,
+            continues: Some(run),
+        };
+        req.component = None;
+        self.start(req).await
+    }
+
+    /// Start a NEW run in the same session that receives `run`'s park
+    /// checkpoint.
+    pub async fn resume(
+        &self,
+        run: RunId,
+        liveness: Option<Liveness>,
+    ) -> Result<Started, RuntimeError> {
+        let (session, facts) = self.find_run(run).await?;
+        let Some(key) = facts
+            .checkpoint
+            .clone()
+            .filter(|_| facts.status == RunStatus::Parked)
+        else {
+            return Err(RuntimeError::WrongRunState {
+                run,
+                state: status_name(facts.status),
+                needed: "only a parked run can be resumed".into(),
+            });
+        };
+        let checkpoint = self.inner.store.checkpoint(&session, &key).await?;
+        let req = StartRun {
+            session: Some(session),
+            worker: None,
+            component: None,
+            prompt: String::new(),
+            liveness: liveness.unwrap_or(Liveness {
+                policy: LivenessPolicy::Continue,
+                grace_ms: 0,
+            }),
+            timeout_ms: None,
+            continues: None,
+        };
+        self.start_inner(req, Some((run, checkpoint))).await
+    }
+
+    /// The session and facts of an ended run, from memory or the journal.
+    pub async fn find_run(&self, run: RunId) -> Result<(SessionId, RunFacts), RuntimeError> {
+        let live = {
+            let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
+            runs.get(&run)
+                .map(|r| (r.ctx.session.clone(), r.done.borrow().clone()))
+        };
+        if let Some((session, done)) = live {
+            return match done {
+                Some(Ok(facts)) => Ok((session, facts)),
+                _ => Err(RuntimeError::WrongRunState {
+                    run,
+                    state: "live".into(),
+                    needed: "it has not ended".into(),
+                }),
+            };
+        }
+        for summary in self.list_sessions().await? {
+            if let Some(facts) = self.inner.store.run_facts(&summary, run).await? {
+                return Ok((summary, facts));
+            }
+        }
+        Err(RuntimeError::UnknownRun(run))
+    }
+
+    /// Every persisted session id in this home.
+    pub async fn list_sessions(&self) -> Result<Vec<SessionId>, RuntimeError> {
+        let mut out = Vec::new();
+        for id in self.inner.home.list_workers()? {
+            if let Ok(w) = self.inner.home.open_worker(id) {
+                out.push(w.session_id().clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Follow a session from after `after`, without attaching as an observer.
     pub async fn subscribe(
         &self,
         session: &SessionId,
         after: Seq,
     ) -> Result<Subscription, RuntimeError> {
-        Ok(self.inner.journals.open(session).await?.subscribe(after))
+        match self.inner.journals.open(session).await {
+            Ok(j) => Ok(j.subscribe(after)),
+            Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The session's last seq.
+    pub async fn last_seq(&self, session: &SessionId) -> Result<Seq, RuntimeError> {
+        match self.inner.journals.open(session).await {
+            Ok(j) => Ok(j.last_seq().await),
+            Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The session a worker holds.
+    pub fn session_of_worker(&self, worker: WorkerId) -> Result<SessionId, RuntimeError> {
+        Ok(self.inner.home.open_worker(worker)?.session_id().clone())
     }
 
     /// Read a session's stored entries after `after`.
@@ -477,7 +820,10 @@ impl Runtime {
         session: &SessionId,
         after: Seq,
     ) -> Result<Vec<JournalItem>, RuntimeError> {
-        Ok(self.inner.store.read(session, after, usize::MAX).await?)
+        match self.inner.store.read(session, after, usize::MAX).await {
+            Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
+            other => Ok(other?),
+        }
     }
 
     /// Answer a decision (journaled before the controller sees it).
@@ -511,7 +857,7 @@ impl Runtime {
         Ok(())
     }
 
-    /// Wait for a run started by this runtime to end; its facts.
+    /// Wait for a run hosted by this runtime to end; its facts.
     pub async fn wait(&self, run: RunId) -> Result<RunFacts, RuntimeError> {
         let mut done = {
             let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
@@ -529,16 +875,82 @@ impl Runtime {
         result.map_err(RuntimeError::RunLost)
     }
 
-    /// Whether `payload` ends a run.
-    pub fn is_terminal(payload: &Payload) -> bool {
-        matches!(payload, Payload::Lifecycle(l) if l.is_terminal())
+    /// The live runs, by session.
+    pub fn live_runs(&self) -> Vec<(SessionId, RunId)> {
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        sessions
+            .iter()
+            .filter_map(|(s, l)| l.run.as_ref().map(|r| (s.clone(), r.run_id)))
+            .collect()
     }
+
+    /// Drain: refuse new starts, cancel live runs (or park those whose policy
+    /// is `park` and whose controller can), wait for every controller, and
+    /// remove their sockets.
+    pub async fn shutdown(&self, wait: Duration) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+        let live: Vec<Arc<RunCtx>> = {
+            let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
+            runs.values().map(|r| r.ctx.clone()).collect()
+        };
+        for ctx in &live {
+            if ctx.liveness.policy == LivenessPolicy::Park {
+                ctx.request_park("the host is shutting down");
+            } else {
+                ctx.cancel(CancelReason::Shutdown, "the host is shutting down");
+            }
+        }
+        let waits = live.iter().map(|ctx| {
+            let rt = self.clone();
+            let run = ctx.run_id;
+            async move {
+                let _ = rt.wait(run).await;
+            }
+        });
+        let all = futures_join_all(waits);
+        if tokio::time::timeout(wait, all).await.is_err() {
+            for ctx in &live {
+                ctx.cancel(CancelReason::Shutdown, "the host is shutting down");
+            }
+        }
+    }
+}
+
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
+    let mut set = Vec::new();
+    for f in futs {
+        set.push(Box::pin(f));
+    }
+    for f in set {
+        f.await;
+    }
+}
+
+fn status_name(s: RunStatus) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Whether `payload` ends a run.
+pub fn is_terminal(payload: &Payload) -> bool {
+    matches!(payload, Payload::Lifecycle(l) if l.is_terminal())
 }
 
 /// The terminal lifecycle event's one-line reason, for people.
 pub fn describe_terminal(event: &LifecycleEvent) -> String {
     match event {
-        LifecycleEvent::Finished { text, .. } => format!("finished: {text}"),
+        LifecycleEvent::Finished { text, outcome, .. } => match outcome {
+            crate::journal::event::FinishOutcome::Answer => format!("finished: {text}"),
+            crate::journal::event::FinishOutcome::Question => {
+                format!("finished with a question: {text}")
+            }
+        },
         LifecycleEvent::Cancelled { reason, message } => {
             format!(
                 "cancelled ({}): {message}",

@@ -1,20 +1,24 @@
 //! One run: its context (the instance's side of every import) and its task,
-//! from Preparing to the one terminal write.
+//! from Preparing to the one terminal write. In replay mode the context
+//! feeds the journaled answers back and compares every emit with the
+//! journal, then goes on live where the journal ends.
 
+use super::RunLimits;
+use super::Runtime;
 use super::decisions::Broker;
-use super::{Inner, RunLimits};
 use crate::component::{
-    Answer, DecisionRequest, HostFailure, JournalClock, Outcome, Prepared, RunHost, RunStart,
-    RunTrap, Sandbox, Turn,
+    Answer, DecisionRequest, EmitRefusal, HostFailure, JournalClock, Outcome, Prepared, RunHost,
+    RunStart, RunTrap, Sandbox, Turn,
 };
 use crate::ids::{DecisionId, Generation, RunId, Seq, SessionId, WorkerId};
 use crate::journal::SessionJournal;
 use crate::journal::event::{
     AgentEvent, ApprovalRoute, CancelReason, DecidedBy, ErrorInfo, FinishOutcome, LifecycleEvent,
-    Liveness, Payload, RunFacts, RunStatus, Usage,
+    Liveness, LivenessPolicy, Payload, RunFacts, RunStatus, SessionEvent, Usage,
 };
 use crate::worker::WorkerDir;
 use async_trait::async_trait;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,30 +37,69 @@ pub struct Cancel {
     at: Instant,
 }
 
+/// The journaled entries a replay feeds back and checks, in order.
+pub(crate) struct Script {
+    entries: VecDeque<SessionEvent>,
+    /// Offline replays never write: going past the journal is a divergence.
+    offline: bool,
+}
+
+impl Script {
+    /// The guest-visible entries of `run` after its `Started`.
+    pub(crate) fn of_run(events: &[SessionEvent], run: RunId, offline: bool) -> Script {
+        let entries = events
+            .iter()
+            .filter(|e| e.run_id == Some(run))
+            .filter(|e| match &e.payload {
+                Payload::Agent(_) => true,
+                Payload::Lifecycle(l) => matches!(
+                    l,
+                    LifecycleEvent::DecisionRequested { .. }
+                        | LifecycleEvent::ApprovalRouted { .. }
+                        | LifecycleEvent::DecisionRecorded { .. }
+                        | LifecycleEvent::DecisionTimedOut { .. }
+                ),
+            })
+            .cloned()
+            .collect();
+        Script { entries, offline }
+    }
+
+    /// Take the next entry (for counting).
+    pub(crate) fn pop(&mut self) -> Option<SessionEvent> {
+        self.entries.pop_front()
+    }
+}
+
 /// The live side of one run. Never serialized.
 pub struct RunCtx {
-    pub(super) run_id: RunId,
-    pub(super) session: SessionId,
-    pub(super) journal: Arc<SessionJournal>,
-    pub(super) store: Arc<dyn crate::store::Store>,
-    pub(super) broker: Arc<Broker>,
-    pub(super) cancel: watch::Sender<Option<Cancel>>,
-    pub(super) present: AtomicBool,
-    pub(super) limits: RunLimits,
-    pub(super) clock: Mutex<Option<JournalClock>>,
+    pub(crate) run_id: RunId,
+    pub(crate) session: SessionId,
+    pub(crate) journal: Arc<SessionJournal>,
+    pub(crate) store: Arc<dyn crate::store::Store>,
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) cancel: watch::Sender<Option<Cancel>>,
+    pub(crate) park: watch::Sender<Option<String>>,
+    pub(crate) liveness: Liveness,
+    present: AtomicBool,
+    pub(crate) limits: RunLimits,
+    pub(crate) clock: Mutex<Option<JournalClock>>,
+    pub(crate) running: AtomicBool,
+    pub(crate) retrying: AtomicBool,
     events: AtomicU64,
     event_bytes: AtomicU64,
     broken: Mutex<Option<ErrorInfo>>,
+    script: Mutex<Option<Script>>,
 }
 
 impl RunCtx {
-    pub(super) fn new(
+    pub(crate) fn new(
         run_id: RunId,
         session: SessionId,
         journal: Arc<SessionJournal>,
         store: Arc<dyn crate::store::Store>,
         broker: Arc<Broker>,
-        present: bool,
+        liveness: Liveness,
         limits: RunLimits,
     ) -> Self {
         RunCtx {
@@ -66,13 +109,26 @@ impl RunCtx {
             store,
             broker,
             cancel: watch::channel(None).0,
-            present: AtomicBool::new(present),
+            park: watch::channel(None).0,
+            liveness,
+            present: AtomicBool::new(false),
             limits,
             clock: Mutex::new(None),
+            running: AtomicBool::new(false),
+            retrying: AtomicBool::new(false),
             events: AtomicU64::new(0),
             event_bytes: AtomicU64::new(0),
             broken: Mutex::new(None),
+            script: Mutex::new(None),
         }
+    }
+
+    pub(crate) fn set_present(&self, present: bool) {
+        self.present.store(present, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_script(&self, script: Script) {
+        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = Some(script);
     }
 
     /// Ask the run to stop. The first reason wins.
@@ -90,21 +146,61 @@ impl RunCtx {
         });
     }
 
+    /// Ask the run to park at its next (or current) decision wait.
+    pub fn request_park(&self, because: &str) {
+        self.park.send_if_modified(|p| {
+            if p.is_some() {
+                return false;
+            }
+            *p = Some(because.to_string());
+            true
+        });
+    }
+
     fn cancelled(&self) -> Option<Cancel> {
         self.cancel.borrow().clone()
     }
 
-    fn break_limit(&self, limit: &str, value: u64, max: u64) -> String {
-        let what = format!("{limit}: {value} (at most {max})");
+    fn fail(&self, error: ErrorInfo) {
         let mut broken = self.broken.lock().unwrap_or_else(|p| p.into_inner());
         if broken.is_none() {
-            *broken = Some(ErrorInfo {
-                code: "limit_exceeded".into(),
-                message: format!("the run exceeded a limit: {what}"),
-                details: Some(serde_json::json!({ "limit": limit, "value": value, "max": max })),
-            });
+            *broken = Some(error);
         }
+    }
+
+    fn break_limit(&self, limit: &str, value: u64, max: u64) -> String {
+        let what = format!("{limit}: {value} (at most {max})");
+        self.fail(ErrorInfo {
+            code: "limit_exceeded".into(),
+            message: format!("the run exceeded a limit: {what}"),
+            details: Some(serde_json::json!({ "limit": limit, "value": value, "max": max })),
+        });
         what
+    }
+
+    fn diverge(
+        &self,
+        seq: Seq,
+        expected: serde_json::Value,
+        got: serde_json::Value,
+    ) -> HostFailure {
+        let message = format!(
+            "replay diverged at seq {seq}: the journal has {expected}, the controller did {got}"
+        );
+        self.fail(ErrorInfo {
+            code: "replay_diverged".into(),
+            message: message.clone(),
+            details: Some(serde_json::json!({ "seq": seq, "expected": expected, "got": got })),
+        });
+        HostFailure(message)
+    }
+
+    /// The broken limit or divergence, if any.
+    pub(crate) fn failure(&self) -> Option<ErrorInfo> {
+        self.broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn usage(&self, started: Instant) -> Usage {
@@ -115,7 +211,7 @@ impl RunCtx {
         }
     }
 
-    async fn lifecycle(&self, event: LifecycleEvent) -> Result<crate::SessionEvent, HostFailure> {
+    async fn lifecycle(&self, event: LifecycleEvent) -> Result<SessionEvent, HostFailure> {
         self.journal
             .append(Some(self.run_id), Payload::Lifecycle(event))
             .await
@@ -127,105 +223,52 @@ impl RunCtx {
             clock.advance_to(at_ms);
         }
     }
-}
 
-#[async_trait]
-impl RunHost for RunCtx {
-    async fn emit(
-        &self,
-        event: AgentEvent,
-    ) -> Result<Result<u64, crate::component::EmitRefusal>, HostFailure> {
-        use crate::component::EmitRefusal;
-        if self.cancelled().is_some() {
-            return Ok(Err(EmitRefusal::Cancelled));
+    /// The next scripted entry, if replaying and the script is not done.
+    fn script_next(&self) -> ScriptStep {
+        let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        match script.as_mut() {
+            None => ScriptStep::Live,
+            Some(s) => match s.entries.pop_front() {
+                Some(e) => ScriptStep::Entry(Box::new(e)),
+                None if s.offline => ScriptStep::PastEnd,
+                None => {
+                    *script = None;
+                    ScriptStep::Live
+                }
+            },
         }
-        if self
-            .broken
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Ok(Err(EmitRefusal::LimitExceeded(
-                "a limit of this run was exceeded".into(),
-            )));
-        }
-        let payload = Payload::Agent(event);
-        let size = serde_json::to_vec(&payload)
-            .map(|v| v.len() as u64)
-            .unwrap_or(u64::MAX);
-        if size > self.limits.max_event_bytes {
-            let what = self.break_limit("event_bytes", size, self.limits.max_event_bytes);
-            return Ok(Err(EmitRefusal::LimitExceeded(what)));
-        }
-        let count = self.events.load(Ordering::Relaxed) + 1;
-        if count > self.limits.max_events {
-            let what = self.break_limit("events_per_run", count, self.limits.max_events);
-            return Ok(Err(EmitRefusal::LimitExceeded(what)));
-        }
-        let event = self
-            .journal
-            .append(Some(self.run_id), payload)
-            .await
-            .map_err(|e| HostFailure(format!("the journal refused an event: {e}")))?;
-        self.events.fetch_add(1, Ordering::Relaxed);
-        self.event_bytes.fetch_add(size, Ordering::Relaxed);
-        Ok(Ok(event.seq.0))
     }
 
-    async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {
-        if self.cancelled().is_some() {
-            return Ok(Answer::Cancelled);
-        }
-        // The request and its route are one batch, written before anyone can
-        // see the request, and the id is registered before anyone can answer.
-        let present = self.present.load(Ordering::Relaxed);
-        let mut registered = None;
-        let requested = self
-            .journal
-            .append_with(Some(self.run_id), |seq| {
-                let decision_id = DecisionId::derive(&self.session, seq);
-                registered = Some((
-                    decision_id.clone(),
-                    self.broker.register(
-                        decision_id.clone(),
-                        self.session.clone(),
-                        self.run_id,
-                        self.journal.clone(),
-                    ),
-                ));
-                vec![
-                    Payload::Lifecycle(LifecycleEvent::DecisionRequested {
-                        decision_id: decision_id.clone(),
-                        request_kind: request.kind,
-                        prompt: request.prompt.clone(),
-                        details: request.details.clone(),
-                        timeout_ms: request.timeout_ms,
-                        default_value: request.default_value.clone(),
-                    }),
-                    Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
-                        decision_id,
-                        route: if present {
-                            ApprovalRoute::Conversational
-                        } else {
-                            ApprovalRoute::Poll
-                        },
-                        because: if present {
-                            "a present observer is attached".into()
-                        } else {
-                            "nobody is present; any seam may answer".into()
-                        },
-                    }),
-                ]
-            })
-            .await;
-        let (id, mut rx) = registered.expect("append_with runs its builder");
-        if let Err(e) = requested {
-            self.broker.withdraw(&id);
-            return Err(HostFailure(format!(
-                "the journal refused a decision request: {e}"
-            )));
-        }
+    fn script_peek(&self) -> Option<SessionEvent> {
+        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script.as_ref().and_then(|s| s.entries.front().cloned())
+    }
 
+    fn script_done_offline(&self) -> bool {
+        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script
+            .as_ref()
+            .is_some_and(|s| s.offline && s.entries.is_empty())
+    }
+
+    /// Whether an offline replay consumed its whole script.
+    pub(crate) fn script_remaining(&self) -> usize {
+        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script.as_ref().map_or(0, |s| s.entries.len())
+    }
+
+    fn count(&self, size: u64) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+        self.event_bytes.fetch_add(size, Ordering::Relaxed);
+    }
+
+    async fn wait_live(
+        &self,
+        id: DecisionId,
+        mut rx: tokio::sync::oneshot::Receiver<super::decisions::Delivered>,
+        request: &DecisionRequest,
+    ) -> Result<Answer, HostFailure> {
         let timeout = request.timeout_ms.map(Duration::from_millis);
         let sleep = async {
             match timeout {
@@ -234,6 +277,7 @@ impl RunHost for RunCtx {
             }
         };
         let mut cancel = self.cancel.subscribe();
+        let mut park = self.park.subscribe();
         tokio::select! {
             answer = &mut rx => {
                 return match answer {
@@ -245,15 +289,27 @@ impl RunHost for RunCtx {
                 };
             }
             _ = sleep => {}
-            _ = cancel.wait_for(|c| c.is_some()) => {
+            _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => {
                 if self.broker.withdraw(&id) {
                     return Ok(Answer::Cancelled);
                 }
             }
+            _ = async { let _ = park.wait_for(|p| p.is_some()).await; } => {
+                if self.broker.withdraw(&id) {
+                    let because = self.park.borrow().clone().unwrap_or_default();
+                    self.lifecycle(LifecycleEvent::ApprovalRouted {
+                        decision_id: id,
+                        route: ApprovalRoute::Parked,
+                        because,
+                    })
+                    .await?;
+                    return Ok(Answer::Park);
+                }
+            }
         }
-        // The timeout fired (or a cancel lost the race to an answer).
+        // The timeout fired (or a cancel or park lost the race to an answer).
         if self.broker.withdraw(&id) {
-            let event = match request.default_value {
+            let event = match &request.default_value {
                 Some(value) => {
                     let e = self
                         .lifecycle(LifecycleEvent::DecisionRecorded {
@@ -263,7 +319,7 @@ impl RunHost for RunCtx {
                         })
                         .await?;
                     self.advance_clock(e.at_ms);
-                    return Ok(Answer::Decided(value));
+                    return Ok(Answer::Decided(value.clone()));
                 }
                 None => {
                     self.lifecycle(LifecycleEvent::DecisionTimedOut { decision_id: id })
@@ -283,6 +339,248 @@ impl RunHost for RunCtx {
         }
     }
 
+    /// Replay a decision wait from the script; `None` when the script ends
+    /// before the request, so the caller goes live.
+    async fn wait_replayed(
+        &self,
+        request: &DecisionRequest,
+    ) -> Result<Option<Answer>, HostFailure> {
+        let entry = match self.script_next() {
+            ScriptStep::Live => return Ok(None),
+            ScriptStep::PastEnd => {
+                return Err(self.diverge(
+                    Seq(0),
+                    serde_json::json!("the end of the journal"),
+                    request_json(request),
+                ));
+            }
+            ScriptStep::Entry(e) => e,
+        };
+        let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+            decision_id,
+            request_kind,
+            prompt,
+            details,
+            timeout_ms,
+            default_value,
+        }) = &entry.payload
+        else {
+            return Err(self.diverge(
+                entry.seq,
+                serde_json::to_value(&entry.payload).unwrap_or_default(),
+                request_json(request),
+            ));
+        };
+        if *request_kind != request.kind
+            || *prompt != request.prompt
+            || *details != request.details
+            || *timeout_ms != request.timeout_ms
+            || *default_value != request.default_value
+        {
+            return Err(self.diverge(
+                entry.seq,
+                serde_json::to_value(&entry.payload).unwrap_or_default(),
+                request_json(request),
+            ));
+        }
+        let id = decision_id.clone();
+        // What answered it, if the journal says.
+        loop {
+            let Some(next) = self.script_peek() else {
+                break;
+            };
+            match &next.payload {
+                Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
+                    decision_id, route, ..
+                }) if *decision_id == id => {
+                    self.script_next();
+                    if *route == ApprovalRoute::Parked {
+                        return Ok(Some(Answer::Park));
+                    }
+                }
+                Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
+                    decision_id, value, ..
+                }) if *decision_id == id => {
+                    self.script_next();
+                    self.advance_clock(next.at_ms);
+                    return Ok(Some(Answer::Decided(value.clone())));
+                }
+                Payload::Lifecycle(LifecycleEvent::DecisionTimedOut { decision_id })
+                    if *decision_id == id =>
+                {
+                    self.script_next();
+                    self.advance_clock(next.at_ms);
+                    return Ok(Some(Answer::TimedOut));
+                }
+                _ => break,
+            }
+        }
+        if self.script_done_offline() || self.script_peek().is_some() {
+            // Offline, or the journal goes on without an answer: it diverged.
+            return Err(self.diverge(
+                entry.seq,
+                serde_json::json!("an answer to this request"),
+                serde_json::json!("none in the journal"),
+            ));
+        }
+        // The journal ends while it waits: re-register the same request and
+        // wait live (nothing new is journaled for the request itself).
+        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let rx = self.broker.register(
+            id.clone(),
+            self.session.clone(),
+            self.run_id,
+            self.journal.clone(),
+        );
+        Ok(Some(self.wait_live(id, rx, request).await?))
+    }
+}
+
+enum ScriptStep {
+    Live,
+    Entry(Box<SessionEvent>),
+    PastEnd,
+}
+
+fn request_json(r: &DecisionRequest) -> serde_json::Value {
+    serde_json::json!({
+        "type": "decision_requested",
+        "request_kind": r.kind,
+        "prompt": r.prompt,
+        "details": r.details,
+        "timeout_ms": r.timeout_ms,
+        "default_value": r.default_value,
+    })
+}
+
+#[async_trait]
+impl RunHost for RunCtx {
+    async fn emit(&self, event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure> {
+        if self.cancelled().is_some() {
+            return Ok(Err(EmitRefusal::Cancelled));
+        }
+        if self.failure().is_some() {
+            return Ok(Err(EmitRefusal::LimitExceeded(
+                "a limit of this run was exceeded".into(),
+            )));
+        }
+        let payload = Payload::Agent(event);
+        let size = serde_json::to_vec(&payload)
+            .map(|v| v.len() as u64)
+            .unwrap_or(u64::MAX);
+        if size > self.limits.max_event_bytes {
+            let what = self.break_limit("event_bytes", size, self.limits.max_event_bytes);
+            return Ok(Err(EmitRefusal::LimitExceeded(what)));
+        }
+        let count = self.events.load(Ordering::Relaxed) + 1;
+        if count > self.limits.max_events {
+            let what = self.break_limit("events_per_run", count, self.limits.max_events);
+            return Ok(Err(EmitRefusal::LimitExceeded(what)));
+        }
+        self.retrying.store(
+            matches!(payload, Payload::Agent(AgentEvent::Retrying { .. })),
+            Ordering::Relaxed,
+        );
+        match self.script_next() {
+            ScriptStep::Entry(expected) => {
+                if expected.payload != payload {
+                    return Err(self.diverge(
+                        expected.seq,
+                        serde_json::to_value(&expected.payload).unwrap_or_default(),
+                        serde_json::to_value(&payload).unwrap_or_default(),
+                    ));
+                }
+                self.count(size);
+                return Ok(Ok(expected.seq.0));
+            }
+            ScriptStep::PastEnd => {
+                return Err(self.diverge(
+                    Seq(0),
+                    serde_json::json!("the end of the journal"),
+                    serde_json::to_value(&payload).unwrap_or_default(),
+                ));
+            }
+            ScriptStep::Live => {}
+        }
+        let event = self
+            .journal
+            .append(Some(self.run_id), payload)
+            .await
+            .map_err(|e| HostFailure(format!("the journal refused an event: {e}")))?;
+        self.count(size);
+        Ok(Ok(event.seq.0))
+    }
+
+    async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {
+        if self.cancelled().is_some() {
+            return Ok(Answer::Cancelled);
+        }
+        if let Some(answer) = self.wait_replayed(&request).await? {
+            return Ok(answer);
+        }
+        // The request and its route are one batch, written before anyone can
+        // see the request, and the id is registered before anyone can answer.
+        let present = self.present.load(Ordering::Relaxed);
+        let park = self.park.borrow().clone().or_else(|| {
+            (!present && self.liveness.policy == LivenessPolicy::Park)
+                .then(|| "nobody is present and the liveness policy is park".to_string())
+        });
+        let (route, because) = match (&park, present) {
+            (Some(why), _) => (ApprovalRoute::Parked, why.clone()),
+            (None, true) => (
+                ApprovalRoute::Conversational,
+                "a present observer is attached".to_string(),
+            ),
+            (None, false) => (
+                ApprovalRoute::Poll,
+                "nobody is present; any seam may answer".to_string(),
+            ),
+        };
+        let mut registered = None;
+        let requested = self
+            .journal
+            .append_with(Some(self.run_id), |seq| {
+                let decision_id = DecisionId::derive(&self.session, seq);
+                if park.is_none() {
+                    let rx = self.broker.register(
+                        decision_id.clone(),
+                        self.session.clone(),
+                        self.run_id,
+                        self.journal.clone(),
+                    );
+                    registered = Some((decision_id.clone(), rx));
+                }
+                vec![
+                    Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+                        decision_id: decision_id.clone(),
+                        request_kind: request.kind,
+                        prompt: request.prompt.clone(),
+                        details: request.details.clone(),
+                        timeout_ms: request.timeout_ms,
+                        default_value: request.default_value.clone(),
+                    }),
+                    Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
+                        decision_id,
+                        route,
+                        because,
+                    }),
+                ]
+            })
+            .await;
+        if let Err(e) = requested {
+            if let Some((id, _)) = &registered {
+                self.broker.withdraw(id);
+            }
+            return Err(HostFailure(format!(
+                "the journal refused a decision request: {e}"
+            )));
+        }
+        match registered {
+            None => Ok(Answer::Park),
+            Some((id, rx)) => self.wait_live(id, rx, &request).await,
+        }
+    }
+
     async fn history(&self, limit: u32) -> Result<Vec<Turn>, HostFailure> {
         if !self.store.is_complete() {
             return Err(HostFailure(
@@ -295,12 +593,7 @@ impl RunHost for RunCtx {
     }
 
     fn should_trap(&self) -> bool {
-        if self
-            .broken
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
+        if self.failure().is_some() {
             return true;
         }
         self.cancel
@@ -310,8 +603,15 @@ impl RunHost for RunCtx {
     }
 }
 
+/// A restore: the interrupted run's `Started` entry and its script.
+pub(crate) struct ReplayPlan {
+    pub started: SessionEvent,
+    pub seed: u64,
+    pub first_seq: Seq,
+}
+
 /// What a run task is given.
-pub(super) struct RunPlan {
+pub(crate) struct RunPlan {
     pub ctx: Arc<RunCtx>,
     pub worker: WorkerDir,
     pub worker_id: WorkerId,
@@ -323,15 +623,18 @@ pub(super) struct RunPlan {
     pub resumes: Option<RunId>,
     pub checkpoint: Option<Vec<u8>>,
     pub previous_generation: Option<Generation>,
+    pub replay: Option<ReplayPlan>,
 }
 
 /// Run to the end and make the terminal write. Returns the run's facts.
-pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFacts, String> {
+pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, String> {
+    let inner = rt.inner.clone();
     let ctx = plan.ctx.clone();
     let started = Instant::now();
     let started_at_ms = crate::fsutil::now_ms();
-    let mut first_seq: Option<Seq> = None;
+    let mut first_seq: Option<Seq> = plan.replay.as_ref().map(|r| r.first_seq);
     let mut generation = Generation(0);
+    let mut socket = None;
 
     let result: Result<Outcome, ErrorOrCancel> = async {
         let worker = &plan.worker;
@@ -346,7 +649,10 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
             })
             .await
             .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
-        first_seq = Some(reserved.seq);
+        first_seq.get_or_insert(reserved.seq);
+        if inner.config.sockets {
+            socket = super::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
+        }
         let log = |name: &str| {
             gen_dir
                 .dir
@@ -356,21 +662,36 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
         };
         let stdout = log("worker.out.log")?;
         let stderr = log("worker.err.log")?;
-        let seed: u64 = rand_seed();
-        let started_event = ctx
-            .lifecycle(LifecycleEvent::Started {
-                component: plan.prepared.digest().to_string(),
-                prompt: plan.prompt.clone(),
-                timeout_ms: plan.timeout_ms,
-                liveness: plan.liveness,
-                generation,
-                continues: plan.continues,
-                resumes: plan.resumes,
-                seed,
-            })
-            .await
-            .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
-        let clock = JournalClock::new(started_event.at_ms);
+        let (seed, clock_start) = match &plan.replay {
+            Some(replay) => {
+                ctx.lifecycle(LifecycleEvent::ResumedByReplay {
+                    generation,
+                    through_seq: reserved.seq.0.checked_sub(1).map(Seq).unwrap_or(Seq(0)),
+                })
+                .await
+                .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
+                (replay.seed, replay.started.at_ms)
+            }
+            None => {
+                let seed: u64 = rand_seed();
+                let started_event = ctx
+                    .lifecycle(LifecycleEvent::Started {
+                        component: plan.prepared.digest().to_string(),
+                        prompt: plan.prompt.clone(),
+                        timeout_ms: plan.timeout_ms,
+                        liveness: plan.liveness,
+                        generation,
+                        continues: plan.continues,
+                        resumes: plan.resumes,
+                        seed,
+                    })
+                    .await
+                    .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
+                (seed, started_event.at_ms)
+            }
+        };
+        ctx.running.store(true, Ordering::Relaxed);
+        let clock = JournalClock::new(clock_start);
         *ctx.clock.lock().unwrap_or_else(|p| p.into_inner()) = Some(clock.clone());
         if let Some(ms) = plan.timeout_ms {
             let deadline_ctx = ctx.clone();
@@ -380,7 +701,7 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
                     _ = tokio::time::sleep(Duration::from_millis(ms)) => {
                         deadline_ctx.cancel(CancelReason::Deadline, format!("the run's timeout of {ms} ms ran out"));
                     }
-                    _ = rx.wait_for(|c| c.is_some()) => {}
+                    _ = async { let _ = rx.wait_for(|c| c.is_some()).await; } => {}
                 }
             });
         }
@@ -402,116 +723,19 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
             checkpoint: plan.checkpoint.clone(),
             seed,
         };
-        let run = inner.components.run(&plan.prepared, sandbox, start);
-        let mut cancel_rx = ctx.cancel.subscribe();
-        // The instance runs until it returns or traps; a cancel is noticed by
-        // its next host call, and by the epoch callback after the grace.
-        let outcome = tokio::select! {
-            outcome = run => outcome,
-            _ = async {
-                let _ = cancel_rx.wait_for(|c| c.is_some()).await;
-                tokio::time::sleep(CANCEL_GRACE * 4).await;
-            } => Err(RunTrap::Trap("the controller did not stop after cancel".into())),
-        };
-        match outcome {
-            Ok(o) => Ok(o),
-            Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error("setup", m)),
-            Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error("trap", m)),
-        }
+        execute(&inner.components, &ctx, &plan.prepared, sandbox, start).await
     }
     .await;
+    if let Some(socket) = socket {
+        socket.stop();
+    }
+    if ctx.failure().is_some_and(|f| f.code == "replay_diverged")
+        && let Err(e) = plan.worker.mark_stale()
+    {
+        eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
+    }
 
-    let broken = ctx.broken.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let cancelled = ctx.cancelled();
-    let (terminal, status, outcome, checkpoint) = match (broken, cancelled, result) {
-        (Some(error), _, _) => (
-            LifecycleEvent::Failed { error },
-            RunStatus::Failed,
-            None,
-            None,
-        ),
-        (None, Some(c), _) => (
-            LifecycleEvent::Cancelled {
-                reason: c.reason,
-                message: c.message,
-            },
-            RunStatus::Cancelled,
-            None,
-            None,
-        ),
-        (None, None, Ok(Outcome::Finished(text))) => (
-            LifecycleEvent::Finished {
-                usage: ctx.usage(started),
-                outcome: FinishOutcome::Answer,
-                text,
-            },
-            RunStatus::Finished,
-            Some(FinishOutcome::Answer),
-            None,
-        ),
-        (None, None, Ok(Outcome::Question(text))) => (
-            LifecycleEvent::Finished {
-                usage: ctx.usage(started),
-                outcome: FinishOutcome::Question,
-                text,
-            },
-            RunStatus::Finished,
-            Some(FinishOutcome::Question),
-            None,
-        ),
-        (None, None, Ok(Outcome::Parked(bytes))) => {
-            match inner
-                .store
-                .put_checkpoint(&ctx.session, ctx.run_id, &bytes)
-                .await
-            {
-                Ok(key) => (
-                    LifecycleEvent::Parked {
-                        checkpoint: key.clone(),
-                    },
-                    RunStatus::Parked,
-                    None,
-                    Some(key),
-                ),
-                Err(e) => (
-                    LifecycleEvent::Failed {
-                        error: ErrorInfo {
-                            code: "checkpoint".into(),
-                            message: format!("cannot store the park checkpoint: {e}"),
-                            details: None,
-                        },
-                    },
-                    RunStatus::Failed,
-                    None,
-                    None,
-                ),
-            }
-        }
-        (None, None, Ok(Outcome::Failed { code, message })) => (
-            LifecycleEvent::Failed {
-                error: ErrorInfo {
-                    code: "controller_error".into(),
-                    message: format!("{code}: {message}"),
-                    details: Some(serde_json::json!({ "controller_code": code })),
-                },
-            },
-            RunStatus::Failed,
-            None,
-            None,
-        ),
-        (None, None, Err(ErrorOrCancel { code, message })) => (
-            LifecycleEvent::Failed {
-                error: ErrorInfo {
-                    code,
-                    message,
-                    details: None,
-                },
-            },
-            RunStatus::Failed,
-            None,
-            None,
-        ),
-    };
+    let (terminal, status, outcome, checkpoint) = terminal_of(&rt, &ctx, started, result).await;
     let usage = ctx.usage(started);
     let pending: Vec<DecisionId> = inner
         .broker
@@ -549,13 +773,121 @@ pub(super) async fn run_task(inner: Arc<Inner>, plan: RunPlan) -> Result<RunFact
         .map_err(|e| format!("cannot journal the end of run {run_id}: {e}"))
 }
 
-struct ErrorOrCancel {
-    code: String,
-    message: String,
+/// Run the instance until it returns or traps; a cancel is noticed by its
+/// next host call, and by the epoch callback after the grace.
+pub(crate) async fn execute(
+    components: &crate::component::Components,
+    ctx: &Arc<RunCtx>,
+    prepared: &Prepared,
+    sandbox: Sandbox,
+    start: RunStart,
+) -> Result<Outcome, ErrorOrCancel> {
+    let run = components.run(prepared, sandbox, start);
+    let mut cancel_rx = ctx.cancel.subscribe();
+    let outcome = tokio::select! {
+        outcome = run => outcome,
+        _ = async {
+            let _ = cancel_rx.wait_for(|c| c.is_some()).await;
+            tokio::time::sleep(CANCEL_GRACE * 4).await;
+        } => Err(RunTrap::Trap("the controller did not stop after cancel".into())),
+    };
+    match outcome {
+        Ok(o) => Ok(o),
+        Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error("setup", m)),
+        Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error("trap", m)),
+    }
+}
+
+type Terminal = (
+    LifecycleEvent,
+    RunStatus,
+    Option<FinishOutcome>,
+    Option<String>,
+);
+
+async fn terminal_of(
+    rt: &Runtime,
+    ctx: &RunCtx,
+    started: Instant,
+    result: Result<Outcome, ErrorOrCancel>,
+) -> Terminal {
+    let failed = |error: ErrorInfo| {
+        (
+            LifecycleEvent::Failed { error },
+            RunStatus::Failed,
+            None,
+            None,
+        )
+    };
+    if let Some(error) = ctx.failure() {
+        return failed(error);
+    }
+    if let Some(c) = ctx.cancelled() {
+        return (
+            LifecycleEvent::Cancelled {
+                reason: c.reason,
+                message: c.message,
+            },
+            RunStatus::Cancelled,
+            None,
+            None,
+        );
+    }
+    let finished = |outcome, text| {
+        (
+            LifecycleEvent::Finished {
+                usage: ctx.usage(started),
+                outcome,
+                text,
+            },
+            RunStatus::Finished,
+            Some(outcome),
+            None,
+        )
+    };
+    match result {
+        Ok(Outcome::Finished(text)) => finished(FinishOutcome::Answer, text),
+        Ok(Outcome::Question(text)) => finished(FinishOutcome::Question, text),
+        Ok(Outcome::Parked(bytes)) => match rt
+            .inner
+            .store
+            .put_checkpoint(&ctx.session, ctx.run_id, &bytes)
+            .await
+        {
+            Ok(key) => (
+                LifecycleEvent::Parked {
+                    checkpoint: key.clone(),
+                },
+                RunStatus::Parked,
+                None,
+                Some(key),
+            ),
+            Err(e) => failed(ErrorInfo {
+                code: "checkpoint".into(),
+                message: format!("cannot store the park checkpoint: {e}"),
+                details: None,
+            }),
+        },
+        Ok(Outcome::Failed { code, message }) => failed(ErrorInfo {
+            code: "controller_error".into(),
+            message: format!("{code}: {message}"),
+            details: Some(serde_json::json!({ "controller_code": code })),
+        }),
+        Err(ErrorOrCancel { code, message }) => failed(ErrorInfo {
+            code,
+            message,
+            details: None,
+        }),
+    }
+}
+
+pub(crate) struct ErrorOrCancel {
+    pub code: String,
+    pub message: String,
 }
 
 impl ErrorOrCancel {
-    fn error(code: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn error(code: &str, message: impl Into<String>) -> Self {
         ErrorOrCancel {
             code: code.to_string(),
             message: message.into(),

@@ -1,0 +1,322 @@
+//! Observers: collecting or claiming, present or not. At most one claimant
+//! per session; when it leaves while a run is live, `ClaimsExhausted`, then
+//! after the grace window `LivenessDecided`, and the run does that. A claim
+//! is held on the session, so it outlives any one run.
+
+use super::{Runtime, RuntimeError, SessionLive};
+use crate::ids::{Seq, SessionId};
+use crate::journal::event::{
+    CancelReason, DetachCause, LifecycleEvent, LivenessPolicy, Observer, ObserverRole, Payload,
+};
+use crate::journal::{Delivery, Subscription};
+use crate::store::StoreError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+static NEXT_OBSERVER: AtomicU64 = AtomicU64::new(1);
+
+/// How an observer attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachSpec {
+    /// Collecting or claiming.
+    pub role: ObserverRole,
+    /// Whether a human is attending.
+    pub present: bool,
+    /// Deliver entries after this seq (0: from the start).
+    pub after: Seq,
+    /// When claiming and another claimant holds the session: displace it
+    /// (`true`) or be refused (`false`).
+    pub takeover: bool,
+}
+
+impl AttachSpec {
+    /// A collecting, not-present observer from `after`.
+    pub fn collecting(after: Seq) -> Self {
+        AttachSpec {
+            role: ObserverRole::Collecting,
+            present: false,
+            after,
+            takeover: false,
+        }
+    }
+
+    /// A claiming, present observer from `after` (a CLI, a chat client).
+    pub fn claiming_present(after: Seq) -> Self {
+        AttachSpec {
+            role: ObserverRole::Claiming,
+            present: true,
+            after,
+            takeover: false,
+        }
+    }
+}
+
+/// An attached observer: its subscription and its guard. Dropping it
+/// detaches (`ObserverDetached { released }`).
+pub struct Observation {
+    sub: Subscription,
+    guard: ObserverGuard,
+}
+
+impl std::fmt::Debug for Observation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observation")
+            .field("observer", &self.guard.observer.id)
+            .finish()
+    }
+}
+
+impl Observation {
+    /// The next delivery (see [`Subscription::next`]).
+    pub async fn next(&mut self) -> Option<Result<Delivery, StoreError>> {
+        self.sub.next().await
+    }
+
+    /// The observer as journaled.
+    pub fn observer(&self) -> &Observer {
+        &self.guard.observer
+    }
+
+    /// The last seq delivered.
+    pub fn cursor(&self) -> Seq {
+        self.sub.cursor()
+    }
+
+    /// Detach now and wait until the detach is journaled.
+    pub async fn detach(mut self) {
+        if let Some(inner) = self.guard.runtime.upgrade() {
+            let rt = Runtime { inner };
+            self.guard.done = true;
+            rt.detach(&self.guard.session, self.guard.id, DetachCause::Released)
+                .await;
+        }
+    }
+}
+
+struct ObserverGuard {
+    runtime: Weak<super::Inner>,
+    session: SessionId,
+    id: u64,
+    observer: Observer,
+    done: bool,
+}
+
+impl Drop for ObserverGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let Some(inner) = self.runtime.upgrade() else {
+            return;
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (session, id) = (self.session.clone(), self.id);
+        handle.spawn(async move {
+            Runtime { inner }
+                .detach(&session, id, DetachCause::Released)
+                .await;
+        });
+    }
+}
+
+impl Runtime {
+    /// Attach an observer to a persisted session.
+    pub async fn attach(
+        &self,
+        session: &SessionId,
+        spec: AttachSpec,
+    ) -> Result<Observation, RuntimeError> {
+        let journal = match self.inner.journals.open(session).await {
+            Ok(j) => j,
+            Err(StoreError::UnknownSession(s)) => return Err(RuntimeError::UnknownSession(s)),
+            Err(e) => return Err(e.into()),
+        };
+        let sub = journal.subscribe(spec.after);
+        let id = NEXT_OBSERVER.fetch_add(1, Ordering::Relaxed);
+        let observer = Observer {
+            id: format!("o{id}"),
+            role: spec.role,
+            present: spec.present,
+        };
+        let displaced = {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let live = sessions.entry(session.clone()).or_default();
+            let mut displaced = None;
+            if spec.role == ObserverRole::Claiming {
+                if let Some(holder) = live.claimant {
+                    if !spec.takeover {
+                        return Err(RuntimeError::ClaimHeld {
+                            session: session.clone(),
+                            holder: format!("o{holder}"),
+                        });
+                    }
+                    displaced = live.observers.remove(&holder);
+                }
+                live.claimant = Some(id);
+                if let Some(grace) = live.grace.take() {
+                    grace.abort();
+                }
+            }
+            live.observers.insert(id, observer.clone());
+            refresh_presence(live);
+            displaced
+        };
+        let mut entries = Vec::new();
+        if let Some(old) = displaced {
+            entries.push(Payload::Lifecycle(LifecycleEvent::ObserverDetached {
+                observer: old,
+                because: DetachCause::Displaced,
+            }));
+        }
+        entries.push(Payload::Lifecycle(LifecycleEvent::ObserverAttached {
+            observer: observer.clone(),
+        }));
+        journal.append_batch(None, entries).await?;
+        Ok(Observation {
+            sub,
+            guard: ObserverGuard {
+                runtime: Arc::downgrade(&self.inner),
+                session: session.clone(),
+                id,
+                observer,
+                done: false,
+            },
+        })
+    }
+
+    pub(crate) async fn detach(&self, session: &SessionId, id: u64, cause: DetachCause) {
+        let (observer, exhausted) = {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let Some(live) = sessions.get_mut(session) else {
+                return;
+            };
+            let Some(observer) = live.observers.remove(&id) else {
+                return;
+            };
+            let was_claimant = live.claimant == Some(id);
+            if was_claimant {
+                live.claimant = None;
+            }
+            refresh_presence(live);
+            (observer, if was_claimant { live.run.clone() } else { None })
+        };
+        let Ok(journal) = self.inner.journals.open(session).await else {
+            return;
+        };
+        let _ = journal
+            .append(
+                None,
+                Payload::Lifecycle(LifecycleEvent::ObserverDetached {
+                    observer,
+                    because: cause,
+                }),
+            )
+            .await;
+        let Some(run) = exhausted else { return };
+        if journal
+            .append(
+                Some(run.run_id),
+                Payload::Lifecycle(LifecycleEvent::ClaimsExhausted),
+            )
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let rt = self.clone();
+        let task_session = session.clone();
+        let grace = Duration::from_millis(run.liveness.grace_ms);
+        // The timer is registered before it can fire, so a claimant that
+        // attaches within the window can abort it.
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            rt.decide_liveness(&task_session, run).await;
+        });
+        if let Some(live) = sessions.get_mut(session) {
+            if live.claimant.is_some() {
+                task.abort();
+            } else if let Some(old) = live.grace.replace(task) {
+                old.abort();
+            }
+        }
+    }
+
+    async fn decide_liveness(&self, session: &SessionId, run: Arc<super::RunCtx>) {
+        {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let Some(live) = sessions.get_mut(session) else {
+                return;
+            };
+            let still_live = live.run.as_ref().is_some_and(|r| r.run_id == run.run_id);
+            if live.claimant.is_some() || !still_live {
+                return;
+            }
+            live.grace = None;
+        }
+        let policy = run.liveness.policy;
+        if run
+            .journal
+            .append(
+                Some(run.run_id),
+                Payload::Lifecycle(LifecycleEvent::LivenessDecided { policy }),
+            )
+            .await
+            .is_err()
+        {
+            return;
+        }
+        match policy {
+            LivenessPolicy::Cancel => {
+                run.cancel(CancelReason::Unclaimed, "its last claimant detached")
+            }
+            LivenessPolicy::Continue => {}
+            LivenessPolicy::Park => {
+                run.request_park("its last claimant detached and the policy is park")
+            }
+        }
+    }
+
+    /// Observer counts of a session: (collecting, claiming, present).
+    pub fn observer_counts(&self, session: &SessionId) -> (usize, usize, usize) {
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        sessions.get(session).map_or((0, 0, 0), |live| {
+            let claiming = live
+                .observers
+                .values()
+                .filter(|o| o.role == ObserverRole::Claiming)
+                .count();
+            let present = live.observers.values().filter(|o| o.present).count();
+            (live.observers.len() - claiming, claiming, present)
+        })
+    }
+}
+
+fn refresh_presence(live: &mut SessionLive) {
+    if let Some(run) = &live.run {
+        run.set_present(live.observers.values().any(|o| o.present));
+    }
+}

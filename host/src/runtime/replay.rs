@@ -1,0 +1,466 @@
+//! Deterministic replay. On open, a run with no terminal entry is restored
+//! into a fresh generation: the same component (by digest) re-runs with the
+//! journaled seed, clock and answers, every emit is checked against the
+//! journal, and where the journal ends the run goes on live
+//! (`ResumedByReplay`). A mismatch ends it `Failed { replay_diverged }` and
+//! marks the worker stale — never continued, never silently restarted.
+//! [`Runtime::replay_offline`] re-runs ended runs without writing anything.
+
+use super::run::{ErrorOrCancel, ReplayPlan, RunCtx, RunPlan, Script, execute};
+use super::state::runs_of;
+use super::{ComponentRef, Runtime, RuntimeError};
+use crate::component::{JournalClock, Outcome, RunStart, Sandbox};
+use crate::ids::{Generation, RunId, Seq, SessionId};
+use crate::journal::event::{
+    ErrorInfo, FinishOutcome, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunStatus,
+    SessionEvent,
+};
+use crate::store::JournalItem;
+use crate::worker::WorkerStatus;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Restore every interrupted run in the home.
+pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
+    for worker_id in rt.inner.home.list_workers()? {
+        let worker = match rt.inner.home.open_worker(worker_id) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("cairn: not restoring worker {worker_id}: {e}");
+                continue;
+            }
+        };
+        let record = worker.record()?;
+        let session = worker.session_id().clone();
+        let Some(component) = record.component.clone() else {
+            continue;
+        };
+        let items = match rt.read(&session, Seq(0)).await {
+            Ok(items) => items,
+            Err(e) => {
+                eprintln!("cairn: not restoring session {session}: {e}");
+                continue;
+            }
+        };
+        let events: Vec<SessionEvent> = items
+            .into_iter()
+            .filter_map(|i| match i {
+                JournalItem::Event(e) => Some(*e),
+                JournalItem::Unknown { .. } => None,
+            })
+            .collect();
+        let runs = runs_of(&events);
+        let Some((run, started, None)) = runs.last().cloned() else {
+            continue;
+        };
+        let journal = rt.inner.journals.open(&session).await?;
+        let Some(started) = started else {
+            // It died between reserving a generation and starting: nothing
+            // ran, and its prompt was never journaled. Close it, visibly.
+            close_unstarted(rt, &journal, run, &component, &events).await?;
+            continue;
+        };
+        if record.status == WorkerStatus::Stale {
+            continue;
+        }
+        let Payload::Lifecycle(LifecycleEvent::Started {
+            prompt,
+            timeout_ms,
+            liveness,
+            generation: _,
+            continues,
+            resumes,
+            seed,
+            ..
+        }) = &started.payload
+        else {
+            unreachable!("runs_of keeps Started entries only")
+        };
+        let prepared = match rt.resolve(&ComponentRef::Digest(component.clone())).await {
+            Ok((p, _)) => p,
+            Err(e) => {
+                eprintln!("cairn: cannot restore run {run}: {e}");
+                continue;
+            }
+        };
+        let checkpoint = match resumes {
+            Some(parked) => rt
+                .inner
+                .store
+                .checkpoint(&session, &parked.to_string())
+                .await
+                .ok(),
+            None => None,
+        };
+        let ctx = Arc::new(RunCtx::new(
+            run,
+            session.clone(),
+            journal.clone(),
+            rt.inner.store.clone(),
+            rt.inner.broker.clone(),
+            *liveness,
+            rt.inner.config.limits,
+        ));
+        ctx.set_script(Script::of_run(&events, run, false));
+        {
+            let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.entry(session.clone()).or_default().run = Some(ctx.clone());
+        }
+        let first_seq = events
+            .iter()
+            .find(|e| e.run_id == Some(run))
+            .map(|e| e.seq)
+            .unwrap_or(started.seq);
+        let previous_generation = generation_before(&events, started.seq);
+        let plan = RunPlan {
+            ctx,
+            worker,
+            worker_id,
+            prepared,
+            prompt: prompt.clone(),
+            liveness: *liveness,
+            timeout_ms: *timeout_ms,
+            continues: *continues,
+            resumes: *resumes,
+            checkpoint,
+            previous_generation,
+            replay: Some(ReplayPlan {
+                seed: *seed,
+                first_seq,
+                started: started.clone(),
+            }),
+        };
+        rt.inner
+            .restored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(run);
+        rt.spawn_run(plan);
+    }
+    Ok(())
+}
+
+/// The generation a run starting at `seq` copied its artifacts from: the
+/// one of the run before it.
+fn generation_before(events: &[SessionEvent], seq: Seq) -> Option<Generation> {
+    events
+        .iter()
+        .rev()
+        .filter(|e| e.seq < seq)
+        .find_map(|e| match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) => Some(*generation),
+            _ => None,
+        })
+}
+
+async fn close_unstarted(
+    rt: &Runtime,
+    journal: &crate::journal::SessionJournal,
+    run: RunId,
+    component: &str,
+    events: &[SessionEvent],
+) -> Result<(), RuntimeError> {
+    let first_seq = events.iter().find(|e| e.run_id == Some(run)).map(|e| e.seq);
+    let generation = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::GenerationReserved { generation, .. })
+                if e.run_id == Some(run) =>
+            {
+                Some(*generation)
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    let session = journal.session().clone();
+    let now = crate::fsutil::now_ms();
+    let component = component.to_string();
+    let _ = rt;
+    journal
+        .finish(
+            run,
+            LifecycleEvent::Failed {
+                error: ErrorInfo {
+                    code: "interrupted".into(),
+                    message: "the host stopped after reserving a generation and before the run started; nothing ran".into(),
+                    details: None,
+                },
+            },
+            |seq, at_ms| crate::journal::event::RunFacts {
+                run_id: run,
+                session_id: session,
+                component,
+                status: RunStatus::Failed,
+                outcome: None,
+                usage: Default::default(),
+                started_at_ms: now,
+                ended_at_ms: at_ms,
+                first_seq: first_seq.unwrap_or(seq),
+                last_seq: seq,
+                generation,
+                checkpoint: None,
+                pending_decisions: vec![],
+                continues: None,
+                resumes: None,
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// How one run replayed offline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum RunReplay {
+    /// Every emit and the outcome matched.
+    Matched {
+        /// The run.
+        run_id: RunId,
+        /// Guest-visible entries checked.
+        entries: usize,
+    },
+    /// They did not.
+    Diverged {
+        /// The run.
+        run_id: RunId,
+        /// What differed.
+        error: ErrorInfo,
+    },
+    /// Not replayable (cancelled, trapped, or still live).
+    Skipped {
+        /// The run.
+        run_id: RunId,
+        /// Why.
+        why: String,
+    },
+}
+
+impl Runtime {
+    /// Restored runs (interrupted runs this runtime found and replayed).
+    pub fn restored(&self) -> Vec<RunId> {
+        self.inner
+            .restored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-run every ended run of `session` offline against its journal and
+    /// report, per run, whether the controller did exactly what the journal
+    /// says. Writes nothing to the session.
+    pub async fn replay_offline(
+        &self,
+        session: &SessionId,
+    ) -> Result<Vec<RunReplay>, RuntimeError> {
+        let worker = self.open_worker_of(session)?;
+        let events: Vec<SessionEvent> = self
+            .read(session, Seq(0))
+            .await?
+            .into_iter()
+            .filter_map(|i| match i {
+                JournalItem::Event(e) => Some(*e),
+                JournalItem::Unknown { .. } => None,
+            })
+            .collect();
+        let journal = self.inner.journals.open(session).await?;
+        let mut report = Vec::new();
+        for (run, started, terminal) in runs_of(&events) {
+            let (Some(started), Some(terminal)) = (started, terminal) else {
+                report.push(RunReplay::Skipped {
+                    run_id: run,
+                    why: "it has not ended".into(),
+                });
+                continue;
+            };
+            let Payload::Lifecycle(LifecycleEvent::Started {
+                component,
+                prompt,
+                continues,
+                resumes,
+                seed,
+                generation,
+                ..
+            }) = &started.payload
+            else {
+                unreachable!()
+            };
+            let Payload::Lifecycle(end) = &terminal.payload else {
+                unreachable!()
+            };
+            match end {
+                LifecycleEvent::Cancelled { .. } => {
+                    report.push(RunReplay::Skipped {
+                        run_id: run,
+                        why: "it was cancelled".into(),
+                    });
+                    continue;
+                }
+                LifecycleEvent::Failed { error } if error.code != "controller_error" => {
+                    report.push(RunReplay::Skipped {
+                        run_id: run,
+                        why: format!("it failed with {}", error.code),
+                    });
+                    continue;
+                }
+                _ => {}
+            }
+            let prepared = self
+                .resolve(&ComponentRef::Digest(component.clone()))
+                .await?
+                .0;
+            let checkpoint = match resumes {
+                Some(parked) => self
+                    .inner
+                    .store
+                    .checkpoint(session, &parked.to_string())
+                    .await
+                    .ok(),
+                None => None,
+            };
+            let ctx = Arc::new(RunCtx::new(
+                run,
+                session.clone(),
+                journal.clone(),
+                self.inner.store.clone(),
+                self.inner.broker.clone(),
+                Liveness {
+                    policy: LivenessPolicy::Continue,
+                    grace_ms: 0,
+                },
+                self.inner.config.limits,
+            ));
+            let script = Script::of_run(&events, run, true);
+            let entries = script_len(&events, run);
+            ctx.set_script(script);
+            let scratch = tempfile::tempdir().map_err(|e| {
+                RuntimeError::RunLost(format!(
+                    "cannot make a scratch directory for the replay: {e}"
+                ))
+            })?;
+            let artifacts = scratch.path().join("artifacts");
+            std::fs::create_dir(&artifacts).map_err(|e| {
+                RuntimeError::RunLost(format!("cannot make a scratch directory: {e}"))
+            })?;
+            let log = || {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(scratch.path().join("log"))
+            };
+            let (Ok(stdout), Ok(stderr)) = (log(), log()) else {
+                return Err(RuntimeError::RunLost("cannot open a scratch log".into()));
+            };
+            let sandbox = Sandbox {
+                artifacts,
+                stdout,
+                stderr,
+                clock: JournalClock::new(started.at_ms),
+                max_memory_bytes: ctx.limits.max_memory_bytes,
+                host: ctx.clone(),
+            };
+            let start = RunStart {
+                run_id: run,
+                session_id: session.clone(),
+                worker_id: worker.id(),
+                generation: *generation,
+                prompt: prompt.clone(),
+                continues: *continues,
+                checkpoint,
+                seed: *seed,
+            };
+            let outcome = execute(&self.inner.components, &ctx, &prepared, sandbox, start).await;
+            if let Some(error) = ctx.failure() {
+                report.push(RunReplay::Diverged { run_id: run, error });
+                continue;
+            }
+            let mismatch = outcome_mismatch(self, session, end, &outcome).await;
+            let remaining = ctx.script_remaining();
+            let verdict = match (mismatch, remaining) {
+                (Some(error), _) => RunReplay::Diverged { run_id: run, error },
+                (None, 0) => RunReplay::Matched {
+                    run_id: run,
+                    entries,
+                },
+                (None, n) => RunReplay::Diverged {
+                    run_id: run,
+                    error: ErrorInfo {
+                        code: "replay_diverged".into(),
+                        message: format!(
+                            "the controller ended with {n} journaled entries not yet reproduced"
+                        ),
+                        details: Some(
+                            serde_json::json!({ "seq": terminal.seq, "expected": n, "got": 0 }),
+                        ),
+                    },
+                },
+            };
+            report.push(verdict);
+        }
+        Ok(report)
+    }
+}
+
+fn script_len(events: &[SessionEvent], run: RunId) -> usize {
+    let s = Script::of_run(events, run, true);
+    let mut n = 0;
+    let mut s = s;
+    while s.pop().is_some() {
+        n += 1;
+    }
+    n
+}
+
+async fn outcome_mismatch(
+    rt: &Runtime,
+    session: &SessionId,
+    end: &LifecycleEvent,
+    outcome: &Result<Outcome, ErrorOrCancel>,
+) -> Option<ErrorInfo> {
+    let expected = serde_json::to_value(end).unwrap_or_default();
+    let got = match outcome {
+        Ok(Outcome::Finished(text)) => {
+            if matches!(end, LifecycleEvent::Finished { text: t, outcome: FinishOutcome::Answer, .. } if t == text)
+            {
+                return None;
+            }
+            serde_json::json!({ "finished": text })
+        }
+        Ok(Outcome::Question(text)) => {
+            if matches!(end, LifecycleEvent::Finished { text: t, outcome: FinishOutcome::Question, .. } if t == text)
+            {
+                return None;
+            }
+            serde_json::json!({ "question": text })
+        }
+        Ok(Outcome::Parked(bytes)) => {
+            if let LifecycleEvent::Parked { checkpoint } = end
+                && rt
+                    .inner
+                    .store
+                    .checkpoint(session, checkpoint)
+                    .await
+                    .ok()
+                    .as_deref()
+                    == Some(bytes.as_slice())
+            {
+                return None;
+            }
+            serde_json::json!({ "parked": bytes.len() })
+        }
+        Ok(Outcome::Failed { code, message }) => {
+            if matches!(end, LifecycleEvent::Failed { error } if error.details.as_ref().and_then(|d| d.get("controller_code")).and_then(|c| c.as_str()) == Some(code.as_str()))
+            {
+                return None;
+            }
+            serde_json::json!({ "failed": code, "message": message })
+        }
+        Err(e) => serde_json::json!({ "trap": e.message }),
+    };
+    Some(ErrorInfo {
+        code: "replay_diverged".into(),
+        message: format!(
+            "the run ended differently: the journal has {expected}, the replay got {got}"
+        ),
+        details: Some(serde_json::json!({ "seq": 0, "expected": expected, "got": got })),
+    })
+}

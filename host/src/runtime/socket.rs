@@ -1,0 +1,163 @@
+//! `runs/<gen>/worker.sock`: a local control socket while a generation is
+//! live. JSON lines in, JSON lines out:
+//!
+//! - `{"op": "follow", "after": N}` → the session's journal lines after `N`,
+//!   until the run's terminal line;
+//! - `{"op": "cancel"}` → `{"ok": true}`, and the run is cancelled (`external`);
+//! - `{"op": "decide", "decision_id": ID, "value": JSON}` → `{"ok": true}`
+//!   or `{"error": {"code", "message"}}`.
+//!
+//! The socket is removed when the generation stops. A socket left behind by
+//! a killed host is evidence, never taken as live.
+
+use super::Runtime;
+use super::run::RunCtx;
+use crate::ids::{DecisionId, Seq};
+use crate::journal::Delivery;
+use crate::journal::event::CancelReason;
+use crate::worker::GenerationDir;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+/// The longest path a Unix socket can bind.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// A served socket; [`SocketHandle::stop`] closes and removes it.
+pub(crate) struct SocketHandle {
+    task: tokio::task::JoinHandle<()>,
+    dir: cap_std::fs::Dir,
+}
+
+impl SocketHandle {
+    pub(crate) fn stop(self) {
+        self.task.abort();
+        let _ = self.dir.remove_file("worker.sock");
+    }
+}
+
+/// Bind `worker.sock` in the generation directory: by its path when that
+/// fits, else relative to the directory through `/proc/self/fd`.
+fn bind(generation_dir: &GenerationDir) -> std::io::Result<UnixListener> {
+    let path = generation_dir.path.join("worker.sock");
+    if path.as_os_str().len() <= MAX_SOCKET_PATH {
+        return UnixListener::bind(&path);
+    }
+    let via_fd = format!(
+        "/proc/self/fd/{}/worker.sock",
+        generation_dir.dir.as_raw_fd()
+    );
+    UnixListener::bind(&via_fd).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "{} is {} bytes, over the {MAX_SOCKET_PATH}-byte socket limit, and binding relative to its directory failed: {e}",
+                path.display(),
+                path.as_os_str().len()
+            ),
+        )
+    })
+}
+
+pub(crate) fn serve(
+    rt: &Runtime,
+    generation_dir: &GenerationDir,
+    ctx: Arc<RunCtx>,
+) -> std::io::Result<SocketHandle> {
+    let listener = bind(generation_dir)?;
+    let dir = generation_dir.dir.try_clone()?;
+    let rt = rt.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(connection(rt.clone(), ctx.clone(), stream));
+        }
+    });
+    Ok(SocketHandle { task, dir })
+}
+
+fn error_line(code: &str, message: impl std::fmt::Display) -> String {
+    serde_json::json!({ "error": { "code": code, "message": message.to_string() } }).to_string()
+}
+
+async fn connection(rt: Runtime, ctx: Arc<RunCtx>, stream: UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let reply = match serde_json::from_str::<serde_json::Value>(&line) {
+            Err(e) => error_line("invalid_json", format!("the request is not JSON: {e}")),
+            Ok(req) => match req.get("op").and_then(|o| o.as_str()) {
+                Some("cancel") => {
+                    ctx.cancel(CancelReason::External, "cancelled through worker.sock");
+                    serde_json::json!({ "ok": true }).to_string()
+                }
+                Some("decide") => {
+                    let id = req
+                        .get("decision_id")
+                        .and_then(|d| d.as_str())
+                        .map(str::parse::<DecisionId>);
+                    match (id, req.get("value")) {
+                        (Some(Ok(id)), Some(value)) => match rt.decide(&id, value.clone()).await {
+                            Ok(()) => serde_json::json!({ "ok": true }).to_string(),
+                            Err(e) => error_line(e.code(), e),
+                        },
+                        (Some(Err(e)), _) => error_line("invalid_request", e),
+                        _ => error_line(
+                            "invalid_request",
+                            "decide needs \"decision_id\" and \"value\"",
+                        ),
+                    }
+                }
+                Some("follow") => {
+                    let after = Seq(req.get("after").and_then(|a| a.as_u64()).unwrap_or(0));
+                    follow(&rt, &ctx, after, &mut write).await;
+                    return;
+                }
+                Some(other) => error_line(
+                    "invalid_request",
+                    format!("unknown op {other:?}; use follow, cancel or decide"),
+                ),
+                None => error_line("invalid_request", "the request has no \"op\""),
+            },
+        };
+        if write
+            .write_all(format!("{reply}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+async fn follow(
+    rt: &Runtime,
+    ctx: &RunCtx,
+    after: Seq,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) {
+    let Ok(mut sub) = rt.subscribe(&ctx.session, after).await else {
+        return;
+    };
+    while let Some(Ok(delivery)) = sub.next().await {
+        let (line, end) = match &delivery {
+            Delivery::Event(e) => (
+                serde_json::to_string(&**e).expect("events serialize"),
+                e.run_id == Some(ctx.run_id) && e.facts.is_some(),
+            ),
+            Delivery::Unknown { raw, .. } => (raw.clone(), false),
+            Delivery::Gap { resumed_at } => (
+                serde_json::json!({ "gap": { "resumed_at": resumed_at } }).to_string(),
+                false,
+            ),
+        };
+        if write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_err()
+            || end
+        {
+            return;
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! `AgentState` and session summaries: computed from the records on every
+//! read, never stored, never an event.
+
+use super::{Runtime, RuntimeError};
+use crate::ids::{RunId, Seq, SessionId, WorkerId};
+use crate::journal::event::{LifecycleEvent, Payload, RunFacts, RunStatus};
+use crate::store::JournalItem;
+use crate::worker::WorkerStatus;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+
+/// What a session is blocked on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockReason {
+    /// A decision is pending.
+    Approval,
+    /// The controller said it is retrying a provider.
+    ProviderRetry,
+}
+
+/// A session's outward state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum AgentState {
+    /// A run is held but its controller has not started.
+    Preparing,
+    /// A live run waits.
+    Blocked {
+        /// On what.
+        on: BlockReason,
+    },
+    /// A run is live.
+    Running,
+    /// The last run parked.
+    Parked,
+    /// No live run; the last one ended otherwise, or there was none.
+    Done,
+}
+
+/// Observer counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ObserverCounts {
+    /// Collecting observers.
+    pub collecting: usize,
+    /// Claiming observers (0 or 1).
+    pub claiming: usize,
+    /// Observers with a human present.
+    pub present: usize,
+}
+
+/// What `inspect` and `GET /v1/sessions/{id}` report.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SessionSummary {
+    /// The session.
+    pub session_id: SessionId,
+    /// Its worker.
+    pub worker_id: WorkerId,
+    /// Its state, computed now.
+    pub state: AgentState,
+    /// Its observers in this process.
+    pub observers: ObserverCounts,
+    /// The live run, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_run: Option<RunId>,
+    /// The last ended run's facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunFacts>,
+    /// The component it is bound to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+    /// Whether a replay diverged (the worker never runs again).
+    pub stale: bool,
+    /// Its last seq.
+    pub last_seq: Seq,
+    /// Its workspace.
+    pub workspace: String,
+}
+
+impl Runtime {
+    /// The session's summary, computed from the records.
+    pub async fn summary(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
+        let worker = self.open_worker_of(session)?;
+        let record = worker.record()?;
+        let items = self.read(session, Seq(0)).await?;
+        let last_seq = items.last().map(|i| i.seq()).unwrap_or(Seq(0));
+        let last_run = items.iter().rev().find_map(|i| match i {
+            JournalItem::Event(e) => e.facts.clone(),
+            JournalItem::Unknown { .. } => None,
+        });
+        let live = {
+            let sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            sessions.get(session).and_then(|l| l.run.clone())
+        };
+        let state = match &live {
+            Some(run) => {
+                if !run.running.load(Ordering::Relaxed) {
+                    AgentState::Preparing
+                } else if self
+                    .pending_decisions(Some(session))
+                    .iter()
+                    .any(|p| p.run_id == run.run_id)
+                {
+                    AgentState::Blocked {
+                        on: BlockReason::Approval,
+                    }
+                } else if run.retrying.load(Ordering::Relaxed) {
+                    AgentState::Blocked {
+                        on: BlockReason::ProviderRetry,
+                    }
+                } else {
+                    AgentState::Running
+                }
+            }
+            None => match &last_run {
+                Some(f) if f.status == RunStatus::Parked => AgentState::Parked,
+                _ => AgentState::Done,
+            },
+        };
+        let (collecting, claiming, present) = self.observer_counts(session);
+        Ok(SessionSummary {
+            session_id: session.clone(),
+            worker_id: worker.id(),
+            state,
+            observers: ObserverCounts {
+                collecting,
+                claiming,
+                present,
+            },
+            live_run: live.map(|r| r.run_id),
+            last_run,
+            component: record.component,
+            stale: record.status == WorkerStatus::Stale,
+            last_seq,
+            workspace: record.workspace,
+        })
+    }
+}
+
+/// The runs of a journal, in order: (run, its `Started`, its terminal).
+pub(crate) fn runs_of(
+    events: &[crate::SessionEvent],
+) -> Vec<(
+    RunId,
+    Option<crate::SessionEvent>,
+    Option<crate::SessionEvent>,
+)> {
+    let mut runs: Vec<(
+        RunId,
+        Option<crate::SessionEvent>,
+        Option<crate::SessionEvent>,
+    )> = Vec::new();
+    for e in events {
+        let Some(run) = e.run_id else { continue };
+        let index = match runs.iter().position(|(r, _, _)| *r == run) {
+            Some(i) => i,
+            None => {
+                runs.push((run, None, None));
+                runs.len() - 1
+            }
+        };
+        match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::Started { .. }) => runs[index].1 = Some(e.clone()),
+            Payload::Lifecycle(l) if l.is_terminal() => runs[index].2 = Some(e.clone()),
+            _ => {}
+        }
+    }
+    runs
+}
