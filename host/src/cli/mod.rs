@@ -1,8 +1,10 @@
 //! The `cairn` command line.
 
+mod attach;
 mod debug;
 mod demo;
 mod output;
+mod replay;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +25,10 @@ enum Command {
     Run(run::RunArgs),
     /// Run the `echo` and `approval` examples end to end and say where the journal is.
     Demo(HomeArg),
+    /// Re-run a session's ended runs offline against its journal; exit 1 on divergence.
+    Replay(replay::ReplayArgs),
+    /// Follow a live generation through its control socket.
+    Attach(attach::AttachArgs),
     /// Measure performance beside baselines from the same run; prints a table.
     Bench(crate::bench::BenchArgs),
     /// Helpers for crash tests.
@@ -71,6 +77,8 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Demo(home) => demo::demo(home.path()).await,
             Command::Debug(cmd) => debug::debug(cmd).await,
+            Command::Replay(args) => replay::replay(args).await,
+            Command::Attach(args) => attach::attach(args).await,
             Command::Bench(args) => crate::bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Schema { .. } => {
                 print!("{}", crate::journal::schema::journal_line());
