@@ -2,6 +2,7 @@
 //! wasmtime engine, real components and real files.
 
 mod common;
+mod restore;
 mod runtime;
 mod skeleton;
 mod store;

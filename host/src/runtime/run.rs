@@ -385,10 +385,7 @@ impl RunCtx {
         }
         let id = decision_id.clone();
         // What answered it, if the journal says.
-        loop {
-            let Some(next) = self.script_peek() else {
-                break;
-            };
+        while let Some(next) = self.script_peek() {
             match &next.payload {
                 Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
                     decision_id, route, ..

@@ -1,0 +1,297 @@
+//! Crash restore by deterministic replay, divergence, and offline replay.
+
+use crate::common::*;
+use cairn::journal::event::{LifecycleEvent, RunStatus};
+use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn::{AgentEvent, Payload, RunId, Seq, SessionEvent, SessionId};
+use std::io::BufRead;
+use std::path::Path;
+use std::time::Duration;
+
+/// Start `cairn run counter` as a child, kill it with SIGKILL after `after`
+/// once it has printed `first_kind`; the journal lines it printed (each one
+/// acknowledged: durable before it is broadcast).
+fn run_and_kill(
+    home: &Path,
+    prompt: &str,
+    first_kind: &str,
+    after: Duration,
+) -> Vec<serde_json::Value> {
+    let mut child = cairn_bin()
+        .args([
+            "run", "--json", "--decide", "approve", "--prompt", prompt, "--home",
+        ])
+        .arg(home)
+        .arg(fixture("counter"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut printed = Vec::new();
+    loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the child runs");
+        let hit = v["payload"]["event"]["type"] == first_kind;
+        printed.push(v);
+        if hit {
+            break;
+        }
+    }
+    std::thread::sleep(after);
+    let _ = child.kill();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    printed.extend(rx.try_iter());
+    printed
+}
+
+fn events(items: Vec<cairn::store::JournalItem>) -> Vec<SessionEvent> {
+    items
+        .into_iter()
+        .filter_map(|i| i.event().cloned())
+        .collect()
+}
+
+fn texts_of(events: &[SessionEvent], run: RunId) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.run_id == Some(run))
+        .filter_map(|e| match &e.payload {
+            Payload::Agent(AgentEvent::TextDelta { text }) => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn finish_answering(rt: &Runtime, session: &SessionId, run: RunId) -> cairn::RunFacts {
+    let wait = rt.wait(run);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            facts = &mut wait => return facts.expect("the restored run ends"),
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                for p in rt.pending_decisions(Some(session)) {
+                    let _ = rt.decide(&p.decision_id, serde_json::json!({"approved": true})).await;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_at_random_moments_completes_by_replay() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut restored_rounds = 0;
+    for round in 0..20 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let printed = run_and_kill(&home, "400 8", "started", Duration::from_millis(rng % 80));
+        let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+        let sessions = rt.list_sessions().await.unwrap();
+        assert_eq!(sessions.len(), 1);
+        let session = &sessions[0];
+        let before = events(rt.read(session, Seq(0)).await.unwrap());
+        let run = before
+            .iter()
+            .find(|e| {
+                matches!(
+                    e.payload,
+                    Payload::Lifecycle(LifecycleEvent::Started { .. })
+                )
+            })
+            .and_then(|e| e.run_id)
+            .expect("the run started");
+        let restored = rt.restored();
+        let facts = if restored.is_empty() {
+            // It finished before the kill.
+            before
+                .iter()
+                .rev()
+                .find_map(|e| e.facts.clone())
+                .expect("a finished run has facts")
+        } else {
+            assert_eq!(restored, vec![run], "round {round}");
+            restored_rounds += 1;
+            finish_answering(&rt, session, run).await
+        };
+        assert_eq!(
+            facts.status,
+            RunStatus::Finished,
+            "round {round}: {facts:?}"
+        );
+        let after = events(rt.read(session, Seq(0)).await.unwrap());
+        // Every acknowledged line the child printed is in the journal, unchanged.
+        for line in &printed {
+            let seq = line["seq"].as_u64().unwrap();
+            let stored = serde_json::to_value(&after[(seq - 1) as usize]).unwrap();
+            assert_eq!(&stored, line, "round {round}: seq {seq}");
+        }
+        // No duplicated and no lost event: the run counted once, in order.
+        let expected: Vec<String> = (1..=400).map(|i| i.to_string()).collect();
+        assert_eq!(texts_of(&after, run), expected, "round {round}");
+        let seqs: Vec<u64> = after.iter().map(|e| e.seq.0).collect();
+        assert_eq!(seqs, (1..=after.len() as u64).collect::<Vec<_>>());
+        if !restored.is_empty() {
+            let resumed = after
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e.payload,
+                        Payload::Lifecycle(LifecycleEvent::ResumedByReplay { .. })
+                    )
+                })
+                .count();
+            assert_eq!(resumed, 1, "round {round}");
+            // The dead generation is evidence; the restore ran in a new one.
+            let worker = rt.summary(session).await.unwrap().worker_id;
+            let runs = home.join("workers").join(worker.to_string()).join("runs");
+            assert!(runs.join("1/worker.out.log").exists());
+            assert!(runs.join("2").is_dir(), "round {round}");
+            assert_eq!(facts.generation.0, 2);
+            assert!(
+                !runs.join("2/worker.sock").exists(),
+                "the live socket went with its generation"
+            );
+            // The clock and randomness replayed: one environment event, as journaled.
+            let envs = after
+                .iter()
+                .filter(|e| matches!(&e.payload, Payload::Agent(AgentEvent::Custom { name, .. }) if name == "environment"))
+                .count();
+            assert_eq!(envs, 1, "round {round}");
+        }
+    }
+    eprintln!("{restored_rounds} of 20 rounds were restored by replay");
+    assert!(
+        restored_rounds >= 10,
+        "most rounds must kill the run mid-way"
+    );
+}
+
+#[tokio::test]
+async fn a_replay_with_another_component_diverges_and_marks_the_worker_stale() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    run_and_kill(&home, "100000 0", "text_delta", Duration::from_millis(20));
+    // Swap the worker's binding for another component.
+    let workers: Vec<_> = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let record_path = workers[0].join("worker.json");
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
+    let echo = cairn::component::digest_of(cairn::examples::built_in("echo").unwrap());
+    record["component"] = serde_json::Value::String(echo);
+    std::fs::write(&record_path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+    // The killed generation's socket is left behind, and never taken as live.
+    assert!(workers[0].join("runs/1/worker.sock").exists());
+
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let run = rt.restored()[0];
+    let facts = rt.wait(run).await.unwrap();
+    assert_eq!(facts.status, RunStatus::Failed);
+    let session = &rt.list_sessions().await.unwrap()[0];
+    let all = events(rt.read(session, Seq(0)).await.unwrap());
+    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &all.last().unwrap().payload else {
+        panic!()
+    };
+    assert_eq!(error.code, "replay_diverged");
+    let details = error.details.clone().unwrap();
+    assert!(details["seq"].as_u64().unwrap() > 0, "{details}");
+    assert_eq!(details["expected"]["event"]["type"], "custom", "{details}");
+    assert_eq!(details["got"]["event"]["type"], "progress", "{details}");
+    let summary = rt.summary(session).await.unwrap();
+    assert!(summary.stale);
+    // Never continued, never silently restarted.
+    let mut req = start_req("echo", "again");
+    req.session = Some(session.clone());
+    let err = rt.start(req).await.unwrap_err();
+    assert!(err.to_string().contains("stale"), "{err}");
+    drop(rt);
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    assert!(rt.restored().is_empty());
+    assert!(
+        workers[0].join("runs/1/worker.sock").exists(),
+        "evidence is kept"
+    );
+}
+
+#[test]
+fn cairn_replay_reports_matches_and_divergence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = cairn_bin()
+        .args([
+            "run", "--json", "--decide", "approve", "--prompt", "6 2", "--home",
+        ])
+        .arg(&home)
+        .arg(fixture("counter"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let first: serde_json::Value = serde_json::from_str(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let session = first["session_id"].as_str().unwrap().to_string();
+    // A second run in the same session, continuing the worker.
+    let replay = |json: bool| {
+        let mut cmd = cairn_bin();
+        cmd.args(["replay", &session, "--home"]).arg(&home);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let out = replay(false);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 of 1 runs matched"), "{text}");
+    // Tamper with one journaled text: the replay must notice.
+    let worker = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let segments = worker.join("session/segments");
+    let seg = std::fs::read_dir(&segments)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.to_string_lossy().ends_with(".trace.jsonl"))
+        .unwrap();
+    let body = std::fs::read_to_string(&seg).unwrap();
+    assert!(body.contains(r#""text":"4""#));
+    std::fs::write(&seg, body.replace(r#""text":"4""#, r#""text":"four""#)).unwrap();
+    let out = replay(true);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &report["runs"][0];
+    assert_eq!(run["result"], "diverged", "{report}");
+    assert_eq!(
+        run["error"]["details"]["expected"]["event"]["text"], "four",
+        "{report}"
+    );
+    assert_eq!(
+        run["error"]["details"]["got"]["event"]["text"], "4",
+        "{report}"
+    );
+}
