@@ -1,6 +1,7 @@
 //! cairn: a host runtime for agent controllers shipped as WebAssembly
 //! components. See the README for the picture; `DESIGN.md` for the rules.
 
+pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod component;

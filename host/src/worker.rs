@@ -246,6 +246,26 @@ impl Home {
             .map_err(io_err(format!("cannot store component {digest}")))
     }
 
+    /// The digests of every stored component.
+    pub fn component_digests(&self) -> Vec<String> {
+        let Ok(dir) = self.inner.root.open_dir("components") else {
+            return vec![];
+        };
+        let Ok(entries) = dir.entries() else {
+            return vec![];
+        };
+        let mut out: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let hex = name.strip_prefix("sha256-")?.strip_suffix(".wasm")?;
+                Some(format!("sha256:{hex}"))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// A stored component's bytes, by digest.
     pub fn component(&self, digest: &str) -> Option<Vec<u8>> {
         let name = Self::component_name(digest)?;
@@ -263,7 +283,13 @@ impl Home {
             &Self::index_name(session),
             DOC_VERSION,
         ) {
-            Ok(entry) if entry.session_id == *session => Ok(Some(entry.worker_id)),
+            Ok(entry) if entry.session_id == *session => Ok(self
+                .inner
+                .workers
+                .open_dir(entry.worker_id.to_string())
+                .ok()
+                .filter(|d| !d.exists(DELETING))
+                .map(|_| entry.worker_id)),
             Ok(entry) => Err(WorkerError::Document {
                 worker: "index".into(),
                 source: DocumentError::Invalid {
@@ -283,7 +309,8 @@ impl Home {
         }
     }
 
-    /// Every worker in this home, by id (UUIDv7: oldest first).
+    /// Every worker in this home, by id (UUIDv7: oldest first); workers being
+    /// deleted are not listed.
     pub fn list_workers(&self) -> Result<Vec<WorkerId>, WorkerError> {
         let mut ids = Vec::new();
         for entry in self
@@ -293,7 +320,9 @@ impl Home {
             .map_err(io_err("cannot list workers/"))?
         {
             let entry = entry.map_err(io_err("cannot list workers/"))?;
-            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok())
+                && !entry.open_dir().is_ok_and(|d| d.exists(DELETING))
+            {
                 ids.push(id);
             }
         }
@@ -376,6 +405,7 @@ impl Home {
     }
 
     /// Open an existing worker aggregate, checking that its documents agree.
+    /// A worker being deleted is not there.
     pub fn open_worker(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
         let dir = match self.inner.workers.open_dir(worker_id.to_string()) {
             Ok(d) => d,
@@ -384,6 +414,9 @@ impl Home {
             }
             Err(e) => return Err(io_err(format!("cannot open worker {worker_id}"))(e)),
         };
+        if dir.exists(DELETING) {
+            return Err(WorkerError::NoSuchWorker(worker_id));
+        }
         let session_dir = dir
             .open_dir("session")
             .map_err(io_err(format!("worker {worker_id}: cannot open session/")))?;
@@ -589,6 +622,96 @@ impl WorkerDir {
         let mut record = self.record()?;
         record.status = WorkerStatus::Stale;
         self.write_record(&record)
+    }
+}
+
+/// The marker a delete leaves first in `workers/<id>/`: from then on the
+/// worker is gone for every reader, and a retried delete (or the next open)
+/// finishes the removal.
+const DELETING: &str = "deleting";
+
+impl Home {
+    /// Delete a worker in seed 003's order, after its runs were stopped: the
+    /// durable `deleting` marker, then the index entry, then the directory.
+    /// A crash at any step leaves a state the next call (or
+    /// [`Home::finish_deletes`]) completes; nothing half-deleted is served.
+    pub fn delete_worker(
+        &self,
+        worker_id: WorkerId,
+        session: &SessionId,
+    ) -> Result<(), WorkerError> {
+        let name = worker_id.to_string();
+        let ctx = format!("cannot delete worker {worker_id}");
+        match self.inner.workers.open_dir(&name) {
+            Ok(dir) => {
+                if !dir.exists(DELETING) {
+                    fsutil::write_document(&dir, DELETING, b"{\"version\": 1}\n")
+                        .map_err(io_err(ctx.clone()))?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(ctx)(e)),
+        }
+        let index = Self::index_name(session);
+        if let Ok(entry) =
+            fsutil::read_document::<IndexEntry>(&self.inner.index, &index, DOC_VERSION)
+            && entry.worker_id == worker_id
+        {
+            self.inner
+                .index
+                .remove_file(&index)
+                .map_err(io_err(ctx.clone()))?;
+            fsutil::sync_dir(&self.inner.index).map_err(io_err(ctx.clone()))?;
+        }
+        match self.inner.workers.remove_dir_all(&name) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(ctx)(e)),
+        }
+        fsutil::sync_dir(&self.inner.workers)
+            .map_err(io_err(format!("cannot delete worker {worker_id}")))
+    }
+
+    /// Finish deletes a crash interrupted (workers with the marker).
+    pub fn finish_deletes(&self) -> Result<Vec<WorkerId>, WorkerError> {
+        let mut done = Vec::new();
+        for entry in self
+            .inner
+            .workers
+            .entries()
+            .map_err(io_err("cannot list workers/"))?
+        {
+            let entry = entry.map_err(io_err("cannot list workers/"))?;
+            let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<WorkerId>().ok())
+            else {
+                continue;
+            };
+            let Ok(dir) = entry.open_dir() else { continue };
+            if !dir.exists(DELETING) {
+                continue;
+            }
+            let session = dir
+                .open_dir("session")
+                .ok()
+                .and_then(|d| {
+                    fsutil::read_document::<SessionDoc>(&d, "session.json", DOC_VERSION).ok()
+                })
+                .map(|d| d.session_id);
+            match session {
+                Some(s) => self.delete_worker(id, &s)?,
+                None => {
+                    self.inner
+                        .workers
+                        .remove_dir_all(id.to_string())
+                        .map_err(io_err(format!("cannot delete worker {id}")))?;
+                }
+            }
+            done.push(id);
+        }
+        Ok(done)
     }
 }
 

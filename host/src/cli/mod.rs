@@ -6,6 +6,7 @@ mod demo;
 mod output;
 mod replay;
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -21,6 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the HTTP API (default 127.0.0.1:7777).
+    Serve(serve::ServeArgs),
     /// Run one run of a controller in-process and print its events.
     Run(run::RunArgs),
     /// Run the `echo` and `approval` examples end to end and say where the journal is.
@@ -75,6 +78,7 @@ pub fn main() -> ExitCode {
     let result = rt.block_on(async move {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Serve(args) => serve::serve(args).await,
             Command::Demo(home) => demo::demo(home.path()).await,
             Command::Debug(cmd) => debug::debug(cmd).await,
             Command::Replay(args) => replay::replay(args).await,

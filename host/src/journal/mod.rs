@@ -17,6 +17,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
+static APPENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Entries appended by this process, across sessions.
+pub fn appended_total() -> u64 {
+    APPENDED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The default number of live events buffered per session for subscribers.
 pub const DEFAULT_LIVE_WINDOW: usize = 4096;
 /// How many entries a subscriber reads from the store at once.
@@ -111,6 +118,12 @@ impl Journals {
         Ok(journal.clone())
     }
 
+    /// Subscribers of every open session.
+    pub fn subscriber_total(&self) -> usize {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.values().map(|j| j.subscriber_count()).sum()
+    }
+
     /// Drop the in-memory handle of a session (its subscribers end).
     pub fn close(&self, session: &SessionId) {
         self.open
@@ -194,6 +207,7 @@ impl SessionJournal {
             })
             .collect();
         self.store.append(&self.session, &events).await?;
+        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
         state.last_seq = seq;
         for event in &events {
             let _ = self.tx.send(Arc::new(event.clone()));
@@ -235,6 +249,7 @@ impl SessionJournal {
             facts: Some(facts.clone()),
         };
         self.store.finish(&event, &facts).await?;
+        APPENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         state.last_seq = seq;
         let _ = self.tx.send(Arc::new(event.clone()));
         Ok(event)

@@ -46,7 +46,7 @@ pub enum DecideError {
 }
 
 /// A pending decision, as listed to clients.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct PendingDecision {
     /// The decision.
     pub decision_id: DecisionId,

@@ -3,6 +3,7 @@
 //! journal subscriptions out; nothing outside holds a component, a store
 //! handle or a cancel token.
 
+mod catalog;
 pub mod decisions;
 mod history;
 mod observers;
@@ -21,6 +22,7 @@ use crate::store::file::FileStore;
 use crate::store::memory::MemoryStore;
 use crate::store::{JournalItem, Store, StoreError};
 use crate::worker::{Home, WorkerDir, WorkerError, WorkerStatus};
+pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
 pub use observers::{AttachSpec, Observation};
 use run::{RunCtx, RunPlan};
@@ -332,6 +334,7 @@ pub(crate) struct SessionLive {
     claimant: Option<u64>,
     run: Option<Arc<RunCtx>>,
     grace: Option<tokio::task::JoinHandle<()>>,
+    deleting: bool,
 }
 
 pub(crate) struct Inner {
@@ -345,6 +348,8 @@ pub(crate) struct Inner {
     runs: Mutex<HashMap<RunId, LiveRecord>>,
     draining: AtomicBool,
     restored: Mutex<Vec<RunId>>,
+    /// Ended runs since start: finished, failed, cancelled, parked.
+    ended: [std::sync::atomic::AtomicU64; 4],
     config: RuntimeConfig,
 }
 
@@ -393,9 +398,11 @@ impl Runtime {
                 runs: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
                 restored: Mutex::new(Vec::new()),
+                ended: Default::default(),
                 config,
             }),
         };
+        rt.inner.home.finish_deletes()?;
         if restore {
             replay::restore_all(&rt).await?;
         }
@@ -601,6 +608,9 @@ impl Runtime {
         {
             let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
             let live = sessions.entry(session.clone()).or_default();
+            if live.deleting {
+                return Err(RuntimeError::UnknownSession(session));
+            }
             if let Some(run) = &live.run {
                 return Err(RuntimeError::LiveRun {
                     session,
@@ -660,6 +670,15 @@ impl Runtime {
         let rt = self.clone();
         tokio::spawn(async move {
             let facts = run::run_task(rt.clone(), plan).await;
+            if let Ok(f) = &facts {
+                let i = match f.status {
+                    RunStatus::Finished => 0,
+                    RunStatus::Failed => 1,
+                    RunStatus::Cancelled => 2,
+                    RunStatus::Parked => 3,
+                };
+                rt.inner.ended[i].fetch_add(1, Ordering::Relaxed);
+            }
             {
                 let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(live) = sessions.get_mut(&session) {

@@ -1,0 +1,133 @@
+//! Server-Sent Events: one SessionEvent JSON per `data:` line, SSE `id` =
+//! seq, `Last-Event-ID` honoured, keep-alives, a Gap as `event: gap`. The
+//! connection is the observer: dropping it detaches.
+
+use super::AppState;
+use super::error::ApiError;
+use super::runs::run_id;
+use super::wire::EventsQuery;
+use crate::ids::{Seq, SessionId};
+use crate::journal::Delivery;
+use crate::journal::event::ObserverRole;
+use crate::runtime::{AttachSpec, Observation};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::stream::{self, Stream};
+use std::convert::Infallible;
+use std::time::Duration;
+
+/// The keep-alive interval of every stream.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    match headers.get("last-event-id") {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid("Last-Event-ID must be a journal seq (an integer)")),
+    }
+}
+
+/// One delivery as an SSE event.
+pub fn sse_event(d: &Delivery) -> Event {
+    match d {
+        Delivery::Event(e) => Event::default()
+            .id(e.seq.to_string())
+            .data(serde_json::to_string(&**e).expect("events serialize")),
+        Delivery::Unknown { seq, raw } => Event::default().id(seq.to_string()).data(raw.clone()),
+        Delivery::Gap { resumed_at } => Event::default()
+            .event("gap")
+            .data(serde_json::json!({ "resumed_at": resumed_at }).to_string()),
+    }
+}
+
+/// A stream of an observation's deliveries; `stop` ends it after an event.
+fn stream_of(
+    obs: Observation,
+    keep: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
+    stop: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    let keep = std::sync::Arc::new(keep);
+    let stop = std::sync::Arc::new(stop);
+    stream::unfold(Some(obs), move |obs| {
+        let keep = keep.clone();
+        let stop = stop.clone();
+        async move {
+            let mut obs = obs?;
+            loop {
+                match obs.next().await {
+                    Some(Ok(d)) => {
+                        if !keep(&d) {
+                            continue;
+                        }
+                        let event = sse_event(&d);
+                        let next = if stop(&d) { None } else { Some(obs) };
+                        return Some((Ok(event), next));
+                    }
+                    Some(Err(e)) => {
+                        let event = Event::default()
+                            .event("error")
+                            .data(serde_json::json!({ "error": { "code": "internal", "message": e.to_string() } }).to_string());
+                        return Some((Ok(event), None));
+                    }
+                    None => return None,
+                }
+            }
+        }
+    })
+}
+
+pub async fn session_events(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let session = SessionId::parse(&id)?;
+    let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
+    let spec = AttachSpec {
+        role: if q.claim.unwrap_or(false) {
+            ObserverRole::Claiming
+        } else {
+            ObserverRole::Collecting
+        },
+        present: q.presence.unwrap_or(false),
+        after: Seq(after),
+        takeover: false,
+    };
+    let obs = s.rt.attach(&session, spec).await?;
+    Ok(Sse::new(stream_of(obs, |_| true, |_| false))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+pub async fn run_events(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let run = run_id(&id)?;
+    let session = s.rt.session_of_run(run).await?;
+    let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
+    let spec = AttachSpec {
+        role: if q.claim.unwrap_or(false) {
+            ObserverRole::Claiming
+        } else {
+            ObserverRole::Collecting
+        },
+        present: q.presence.unwrap_or(false),
+        after: Seq(after),
+        takeover: false,
+    };
+    let obs = s.rt.attach(&session, spec).await?;
+    let mine = move |d: &Delivery| match d {
+        Delivery::Event(e) => e.run_id == Some(run),
+        _ => true,
+    };
+    let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
+    Ok(Sse::new(stream_of(obs, mine, end)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}

@@ -1,0 +1,47 @@
+//! `GET /metrics`: Prometheus text.
+
+use super::AppState;
+use crate::runtime::RunState;
+use std::fmt::Write;
+
+pub async fn metrics(
+    axum::extract::State(s): axum::extract::State<AppState>,
+) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    let m = s.rt.metrics();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP cairn_runs Runs hosted by this process, by state (ended runs since start)."
+    );
+    let _ = writeln!(out, "# TYPE cairn_runs gauge");
+    for (state, n) in &m.runs {
+        let name = serde_json::to_value(state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(out, "cairn_runs{{state=\"{name}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP cairn_events_appended_total Journal entries appended by this process."
+    );
+    let _ = writeln!(out, "# TYPE cairn_events_appended_total counter");
+    let _ = writeln!(out, "cairn_events_appended_total {}", m.events_appended);
+    let _ = writeln!(out, "# HELP cairn_subscribers Journal subscribers now.");
+    let _ = writeln!(out, "# TYPE cairn_subscribers gauge");
+    let _ = writeln!(out, "cairn_subscribers {}", m.subscribers);
+    let _ = writeln!(
+        out,
+        "# HELP cairn_decisions_pending Decisions waiting for an answer."
+    );
+    let _ = writeln!(out, "# TYPE cairn_decisions_pending gauge");
+    let _ = writeln!(out, "cairn_decisions_pending {}", m.decisions_pending);
+    let _ = RunState::Running;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        out,
+    )
+}

@@ -1,0 +1,79 @@
+//! The HTTP seam (axum). Every handler calls the runtime and reads journal
+//! subscriptions; none holds a component, a store or a cancel token.
+
+pub mod body;
+mod chat;
+mod components;
+mod decisions;
+pub mod error;
+mod events;
+mod metrics;
+pub mod openapi;
+mod runs;
+mod sessions;
+pub mod wire;
+
+use crate::runtime::Runtime;
+use axum::Router;
+use axum::routing::{get, post};
+use std::net::SocketAddr;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The runtime.
+    pub rt: Runtime,
+}
+
+/// The largest component upload accepted.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// The router: a function of the state.
+pub fn router(rt: Runtime) -> Router {
+    let state = AppState { rt };
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics::metrics))
+        .route("/openapi.json", get(openapi::serve))
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get).delete(sessions::delete),
+        )
+        .route("/v1/sessions/{id}/events", get(events::session_events))
+        .route("/v1/runs", post(runs::start).get(runs::list))
+        .route("/v1/runs/{id}", get(runs::get))
+        .route("/v1/runs/{id}/cancel", post(runs::cancel))
+        .route("/v1/runs/{id}/resume", post(runs::resume))
+        .route("/v1/runs/{id}/events", get(events::run_events))
+        .route("/v1/decisions", get(decisions::list))
+        .route("/v1/decisions/{id}", post(decisions::decide))
+        .route("/v1/approvals/{id}", post(decisions::decide))
+        .route("/v1/chat/completions", post(chat::completions))
+        .route(
+            "/v1/components",
+            post(components::upload)
+                .get(components::list)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_COMPONENT_BYTES)),
+        )
+        .fallback(|| async { error::ApiError::not_found("no such route") })
+        .layer(axum::extract::DefaultBodyLimit::max(body::MAX_JSON_BYTES))
+        .with_state(state)
+}
+
+/// Serve until `shutdown` resolves; then drain the runtime.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    rt: Runtime,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(rt.clone());
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
+    rt.shutdown(std::time::Duration::from_secs(10)).await;
+    Ok(())
+}

@@ -1,0 +1,356 @@
+//! `GET /openapi.json`: OpenAPI 3.1, built from the handlers' own request
+//! and response types (their JSON Schemas come from the types, never by
+//! hand). A test checks every operation here is routed.
+
+use super::chat::ChatRequest;
+use super::error::ErrorBody;
+use super::wire::*;
+use crate::runtime::{PendingDecision, RunSummary, SessionSummary};
+use axum::Json;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Value, json};
+
+struct Doc {
+    generator: SchemaGenerator,
+    paths: serde_json::Map<String, Value>,
+}
+
+enum Body {
+    None,
+    Json(Value, bool),
+    Wasm,
+}
+
+enum Reply {
+    Json(Value),
+    Text,
+    Stream,
+    Empty,
+    JsonOrStream(Value),
+}
+
+struct Op<'a> {
+    method: &'a str,
+    path: &'a str,
+    summary: &'a str,
+    query: Vec<(&'a str, Value, &'a str)>,
+    body: Body,
+    ok: (u16, Reply),
+    errors: &'a [u16],
+}
+
+impl Doc {
+    fn schema<T: JsonSchema>(&mut self) -> Value {
+        serde_json::to_value(self.generator.subschema_for::<T>()).expect("schemas serialize")
+    }
+
+    fn add(&mut self, op: Op<'_>) {
+        let mut params: Vec<Value> = Vec::new();
+        for segment in op.path.split('/') {
+            if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                params.push(json!({
+                    "name": name, "in": "path", "required": true,
+                    "description": "an id: a session id (printable text), or a run or decision UUID",
+                    "schema": { "type": "string", "minLength": 1, "maxLength": 200 }
+                }));
+            }
+        }
+        for (name, schema, description) in op.query {
+            params.push(json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description }));
+        }
+        if matches!(op.ok.1, Reply::Stream) {
+            params.push(json!({
+                "name": "Last-Event-ID", "in": "header", "required": false,
+                "description": "resume after this seq (wins over `after`)",
+                "schema": { "type": "string", "pattern": "^[0-9]+$" }
+            }));
+        }
+        let mut operation = json!({ "summary": op.summary, "parameters": params });
+        match op.body {
+            Body::None => {}
+            Body::Json(schema, required) => {
+                operation["requestBody"] = json!({ "required": required, "content": { "application/json": { "schema": schema } } });
+            }
+            Body::Wasm => {
+                operation["requestBody"] = json!({ "required": true, "content": { "application/wasm": { "schema": { "type": "string", "format": "binary" } } } });
+            }
+        }
+        let mut responses = serde_json::Map::new();
+        let ok = match op.ok.1 {
+            Reply::Json(schema) => {
+                json!({ "description": "success", "content": { "application/json": { "schema": schema } } })
+            }
+            Reply::Text => {
+                json!({ "description": "success", "content": { "text/plain": { "schema": { "type": "string" } } } })
+            }
+            Reply::Stream => {
+                json!({ "description": "Server-Sent Events: one SessionEvent JSON per data line, id = seq; `event: gap` with {\"resumed_at\"}", "content": { "text/event-stream": { "schema": { "type": "string" } } } })
+            }
+            Reply::Empty => json!({ "description": "done" }),
+            Reply::JsonOrStream(schema) => {
+                json!({ "description": "a chat.completion, or with stream=true chat.completion.chunk events then [DONE]", "content": { "application/json": { "schema": schema }, "text/event-stream": { "schema": { "type": "string" } } } })
+            }
+        };
+        responses.insert(op.ok.0.to_string(), ok);
+        let error = self.schema::<ErrorBody>();
+        for status in op.errors {
+            responses.insert(
+                status.to_string(),
+                json!({ "description": "an error with a stable code", "content": { "application/json": { "schema": error } } }),
+            );
+        }
+        operation["responses"] = Value::Object(responses);
+        let entry = self
+            .paths
+            .entry(op.path.to_string())
+            .or_insert_with(|| json!({}));
+        entry[op.method] = operation;
+    }
+}
+
+/// The OpenAPI document.
+pub fn document() -> Value {
+    let settings = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "#/components/schemas/".into());
+    let mut d = Doc {
+        generator: settings.into_generator(),
+        paths: serde_json::Map::new(),
+    };
+    let uint = json!({ "type": "integer", "minimum": 0 });
+    let boolean = json!({ "type": "boolean" });
+    let string = json!({ "type": "string" });
+    d.add(Op {
+        method: "get",
+        path: "/healthz",
+        summary: "liveness probe",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Text),
+        errors: &[],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/metrics",
+        summary: "Prometheus metrics",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Text),
+        errors: &[],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/openapi.json",
+        summary: "this document",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[],
+    });
+    let s = d.schema::<CreateSession>();
+    let r = d.schema::<CreatedSession>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/sessions",
+        summary: "persist a new session now",
+        query: vec![],
+        body: Body::Json(s, false),
+        ok: (201, Reply::Json(r)),
+        errors: &[400, 409, 413],
+    });
+    let r = d.schema::<Vec<SessionSummary>>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/sessions",
+        summary: "list sessions",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[],
+    });
+    let r = d.schema::<SessionSummary>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/sessions/{id}",
+        summary: "a session's summary (state, observers, last run)",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[400, 404],
+    });
+    d.add(Op {
+        method: "delete",
+        path: "/v1/sessions/{id}",
+        summary: "delete a session: stop its run, remove it",
+        query: vec![],
+        body: Body::None,
+        ok: (204, Reply::Empty),
+        errors: &[400, 404],
+    });
+    let events_query = || {
+        vec![
+            (
+                "after",
+                json!({ "type": "integer", "minimum": 0 }),
+                "deliver entries after this seq",
+            ),
+            (
+                "claim",
+                json!({ "type": "boolean" }),
+                "attach as the claimant",
+            ),
+            (
+                "presence",
+                json!({ "type": "boolean" }),
+                "a human is present",
+            ),
+        ]
+    };
+    d.add(Op {
+        method: "get",
+        path: "/v1/sessions/{id}/events",
+        summary: "follow a session (SSE); the connection is the observer",
+        query: events_query(),
+        body: Body::None,
+        ok: (200, Reply::Stream),
+        errors: &[400, 404, 409],
+    });
+    let b = d.schema::<StartRunRequest>();
+    let r = d.schema::<StartedRun>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/runs",
+        summary: "start a run (headless: liveness continue)",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (202, Reply::Json(r)),
+        errors: &[400, 404, 409, 413],
+    });
+    let r = d.schema::<Vec<RunSummary>>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/runs",
+        summary: "list runs, newest first",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[],
+    });
+    let r = d.schema::<RunSummary>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/runs/{id}",
+        summary: "a run's summary and facts",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[400, 404],
+    });
+    let r = d.schema::<CancelAccepted>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/runs/{id}/cancel",
+        summary: "cancel a live run",
+        query: vec![],
+        body: Body::None,
+        ok: (202, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
+    let b = d.schema::<ResumeRequest>();
+    let r = d.schema::<StartedRun>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/runs/{id}/resume",
+        summary: "start a new run from a parked run's checkpoint",
+        query: vec![],
+        body: Body::Json(b, false),
+        ok: (202, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/runs/{id}/events",
+        summary: "follow one run (SSE); ends after its terminal event",
+        query: events_query(),
+        body: Body::None,
+        ok: (200, Reply::Stream),
+        errors: &[400, 404, 409],
+    });
+    let r = d.schema::<Vec<PendingDecision>>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/decisions",
+        summary: "pending decisions",
+        query: vec![("session", string.clone(), "only this session's")],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[400],
+    });
+    for path in ["/v1/decisions/{id}", "/v1/approvals/{id}"] {
+        let b = d.schema::<DecideRequest>();
+        let r = d.schema::<Decided>();
+        d.add(Op {
+            method: "post",
+            path,
+            summary: "answer a decision (journaled before the controller sees it)",
+            query: vec![],
+            body: Body::Json(b, true),
+            ok: (200, Reply::Json(r)),
+            errors: &[400, 404, 409, 413],
+        });
+    }
+    let b = d.schema::<ChatRequest>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/chat/completions",
+        summary: "OpenAI-compatible chat: a run of the component `model` names",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (200, Reply::JsonOrStream(json!({ "type": "object" }))),
+        errors: &[400, 404, 409, 413, 502],
+    });
+    let r = d.schema::<ComponentInfo>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/components",
+        summary: "upload a component (stored by digest, validated against the world)",
+        query: vec![],
+        body: Body::Wasm,
+        ok: (201, Reply::Json(r)),
+        errors: &[400, 413],
+    });
+    let r = d.schema::<Vec<ComponentInfo>>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/components",
+        summary: "components this server can run",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[],
+    });
+    let _ = (uint, boolean);
+    let schemas = d.generator.take_definitions(true);
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "cairn", "version": env!("CARGO_PKG_VERSION"), "description": "A host runtime for agent controllers shipped as WebAssembly components." },
+        "paths": Value::Object(d.paths),
+        "components": { "schemas": Value::Object(schemas) },
+    })
+}
+
+/// The operations, as (method, path), for tests.
+pub fn operations() -> Vec<(String, String)> {
+    let doc = document();
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            out.push((method.to_uppercase(), path.clone()));
+        }
+    }
+    out
+}
+
+pub async fn serve() -> Json<Value> {
+    Json(document())
+}

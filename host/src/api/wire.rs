@@ -1,0 +1,155 @@
+//! Request and response bodies of the HTTP API. Requests reject unknown
+//! fields; every type has a JSON Schema in `/openapi.json`.
+
+use crate::ids::{RunId, SessionId, WorkerId};
+use crate::journal::event::{Liveness, LivenessPolicy};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// A session id of the client's choosing (any printable text up to 200 bytes).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// A persisted session.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CreatedSession {
+    /// The session.
+    pub session_id: SessionId,
+    /// Its worker.
+    pub worker_id: WorkerId,
+}
+
+/// A liveness policy: a name, or the policy with its grace window.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum LivenessSpec {
+    /// `"cancel" | "continue" | "park"`, no grace.
+    Policy(LivenessPolicy),
+    /// `{"policy", "grace_ms"}`.
+    Full(Liveness),
+}
+
+impl LivenessSpec {
+    /// As the runtime takes it.
+    pub fn resolve(self) -> Liveness {
+        match self {
+            LivenessSpec::Policy(policy) => Liveness {
+                policy,
+                grace_ms: 0,
+            },
+            LivenessSpec::Full(l) => l,
+        }
+    }
+}
+
+/// `POST /v1/runs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRunRequest {
+    /// The session (absent: a new one).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// A built-in example name or `sha256:<hex>` of an uploaded component
+    /// (absent: the session's own).
+    #[serde(default)]
+    pub component: Option<String>,
+    /// The user's turn.
+    #[serde(default)]
+    pub prompt: String,
+    /// What happens when the last claimant leaves (default: `continue`).
+    #[serde(default)]
+    pub liveness: Option<LivenessSpec>,
+    /// The run's deadline.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// The finished run this one continues.
+    #[serde(default)]
+    pub continues: Option<RunId>,
+}
+
+/// A run that was started.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct StartedRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Its session.
+    pub session_id: SessionId,
+}
+
+/// `POST /v1/runs/{id}/resume` (the body may be empty).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// The new run's liveness (default: `continue`).
+    #[serde(default)]
+    pub liveness: Option<LivenessSpec>,
+}
+
+/// `POST /v1/runs/{id}/cancel` answers this.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CancelAccepted {
+    /// The run asked to stop.
+    pub run_id: RunId,
+}
+
+/// `POST /v1/decisions/{id}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideRequest {
+    /// The answer, any JSON; an approval is `{"approved": bool, "reason"?: string}`.
+    pub value: serde_json::Value,
+}
+
+/// A recorded decision.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Decided {
+    /// The decision.
+    pub decision_id: String,
+    /// Always true: the answer is journaled.
+    pub recorded: bool,
+}
+
+/// A component this server can run.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ComponentInfo {
+    /// `sha256:<hex>`.
+    pub digest: String,
+    /// Its name, from `describe()`.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Whether it can park.
+    pub can_park: bool,
+    /// The built-in example name, when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built_in: Option<String>,
+}
+
+/// `?after=&claim=&presence=` of an event stream.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Deliver entries after this seq (a `Last-Event-ID` header wins).
+    #[serde(default)]
+    pub after: Option<u64>,
+    /// Attach as the claimant (default: collect).
+    #[serde(default)]
+    pub claim: Option<bool>,
+    /// A human is present (routes decisions conversationally).
+    #[serde(default)]
+    pub presence: Option<bool>,
+}
+
+/// `?session=` of the pending decisions.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionsQuery {
+    /// Only this session's.
+    #[serde(default)]
+    pub session: Option<String>,
+}

@@ -1,0 +1,60 @@
+//! `cairn serve`: the HTTP API on loopback.
+
+use super::HomeArg;
+use crate::runtime::{Runtime, RuntimeConfig};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+/// `cairn serve` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    home: HomeArg,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7777", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Serve without authentication. Only on a loopback address.
+    #[arg(long)]
+    insecure_local: bool,
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if !args.insecure_local {
+        anyhow::bail!(
+            "no API tokens are configured: start with --insecure-local to serve without authentication on a loopback address"
+        );
+    }
+    if !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--insecure-local serves only on a loopback address, not {}",
+            args.listen
+        );
+    }
+    let rt = Runtime::open(RuntimeConfig::new(args.home.path())).await?;
+    for note in rt.recovery_notes() {
+        eprintln!("cairn: note: {note}");
+    }
+    let restored = rt.restored();
+    if !restored.is_empty() {
+        eprintln!(
+            "cairn: restored {} interrupted run(s) by replay",
+            restored.len()
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener.local_addr()?;
+    println!(
+        "cairn: listening on http://{addr} (home {})",
+        rt.home().path().display()
+    );
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("cairn: shutting down: draining live runs");
+    };
+    crate::api::serve(listener, rt, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}

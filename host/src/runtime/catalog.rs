@@ -1,0 +1,257 @@
+//! Listing runs, one run's summary, and deleting a session.
+
+use super::state::{ObserverCounts, runs_of};
+use super::{Runtime, RuntimeError};
+use crate::ids::{RunId, Seq, SessionId};
+use crate::journal::event::{CancelReason, RunFacts, RunStatus};
+use crate::store::JournalItem;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Held, its controller not yet started.
+    Preparing,
+    /// Live.
+    Running,
+    /// Finished (an answer or a question).
+    Finished,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// Parked.
+    Parked,
+}
+
+impl From<RunStatus> for RunState {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Finished => RunState::Finished,
+            RunStatus::Failed => RunState::Failed,
+            RunStatus::Cancelled => RunState::Cancelled,
+            RunStatus::Parked => RunState::Parked,
+        }
+    }
+}
+
+/// What `GET /v1/runs/{id}` reports: the run's facts (once ended) and this
+/// instance's observer counts of its session.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct RunSummary {
+    /// The run.
+    pub run_id: RunId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// Where it stands.
+    pub state: RunState,
+    /// Its facts, once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<RunFacts>,
+    /// Observers of its session here.
+    pub observers: ObserverCounts,
+}
+
+impl Runtime {
+    fn counts(&self, session: &SessionId) -> ObserverCounts {
+        let (collecting, claiming, present) = self.observer_counts(session);
+        ObserverCounts {
+            collecting,
+            claiming,
+            present,
+        }
+    }
+
+    /// The runs of one session, oldest first.
+    pub async fn session_runs(&self, session: &SessionId) -> Result<Vec<RunSummary>, RuntimeError> {
+        let events: Vec<crate::SessionEvent> = self
+            .read(session, Seq(0))
+            .await?
+            .into_iter()
+            .filter_map(|i| match i {
+                JournalItem::Event(e) => Some(*e),
+                JournalItem::Unknown { .. } => None,
+            })
+            .collect();
+        let live = {
+            let sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            sessions.get(session).and_then(|l| l.run.clone())
+        };
+        let observers = self.counts(session);
+        let mut out = Vec::new();
+        for (run, _, terminal) in runs_of(&events) {
+            let facts = terminal.and_then(|t| t.facts);
+            let state = match (&facts, &live) {
+                (Some(f), _) => f.status.into(),
+                (None, Some(ctx)) if ctx.run_id == run => {
+                    if ctx.running.load(Ordering::Relaxed) {
+                        RunState::Running
+                    } else {
+                        RunState::Preparing
+                    }
+                }
+                // No terminal and not live here: interrupted, awaiting restore.
+                (None, _) => RunState::Running,
+            };
+            out.push(RunSummary {
+                run_id: run,
+                session_id: session.clone(),
+                state,
+                facts,
+                observers,
+            });
+        }
+        if let Some(ctx) = live
+            && !out.iter().any(|r| r.run_id == ctx.run_id)
+        {
+            out.push(RunSummary {
+                run_id: ctx.run_id,
+                session_id: session.clone(),
+                state: RunState::Preparing,
+                facts: None,
+                observers,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every run in the home, newest first (by RunId, a UUIDv7).
+    pub async fn list_runs(&self) -> Result<Vec<RunSummary>, RuntimeError> {
+        let mut all = Vec::new();
+        for session in self.list_sessions().await? {
+            all.extend(self.session_runs(&session).await?);
+        }
+        all.sort_by(|a, b| b.run_id.cmp(&a.run_id));
+        Ok(all)
+    }
+
+    /// The session a run belongs to.
+    pub async fn session_of_run(&self, run: RunId) -> Result<SessionId, RuntimeError> {
+        if let Some(r) = self
+            .inner
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&run)
+        {
+            return Ok(r.ctx.session.clone());
+        }
+        for session in self.list_sessions().await? {
+            let items = self.read(&session, Seq(0)).await?;
+            if items
+                .iter()
+                .any(|i| i.event().is_some_and(|e| e.run_id == Some(run)))
+            {
+                return Ok(session);
+            }
+        }
+        Err(RuntimeError::UnknownRun(run))
+    }
+
+    /// One run's summary.
+    pub async fn run_summary(&self, run: RunId) -> Result<RunSummary, RuntimeError> {
+        let session = self.session_of_run(run).await?;
+        self.session_runs(&session)
+            .await?
+            .into_iter()
+            .find(|r| r.run_id == run)
+            .ok_or(RuntimeError::UnknownRun(run))
+    }
+
+    /// Delete a session (seed 003's order): it stops accepting starts, its
+    /// live run is stopped and awaited, then its index entry and directory
+    /// go. A retried delete finishes an interrupted one.
+    pub async fn delete_session(&self, session: &SessionId) -> Result<(), RuntimeError> {
+        let worker = self
+            .inner
+            .home
+            .lookup(session)?
+            .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
+        let live = {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let entry = sessions.entry(session.clone()).or_default();
+            entry.deleting = true;
+            entry.run.clone()
+        };
+        if let Some(ctx) = live {
+            ctx.cancel(CancelReason::External, "the session is being deleted");
+            let _ = tokio::time::timeout(Duration::from_secs(30), self.wait(ctx.run_id)).await;
+        }
+        for pending in self.pending_decisions(Some(session)) {
+            self.inner.broker.withdraw(&pending.decision_id);
+        }
+        self.inner.home.delete_worker(worker, session)?;
+        self.inner.journals.close(session);
+        if let Some(fs) = &self.inner.file_store {
+            fs.forget(session);
+        }
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session);
+        Ok(())
+    }
+}
+
+/// Process metrics, for `GET /metrics`.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Runs by state: live ones now, ended ones since the process started.
+    pub runs: Vec<(RunState, u64)>,
+    /// Journal entries this process appended.
+    pub events_appended: u64,
+    /// Journal subscribers now.
+    pub subscribers: usize,
+    /// Decisions waiting for an answer.
+    pub decisions_pending: usize,
+}
+
+impl Runtime {
+    /// The process's metrics now.
+    pub fn metrics(&self) -> Metrics {
+        let (mut preparing, mut running) = (0, 0);
+        {
+            let sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for live in sessions.values() {
+                if let Some(run) = &live.run {
+                    if run.running.load(Ordering::Relaxed) {
+                        running += 1;
+                    } else {
+                        preparing += 1;
+                    }
+                }
+            }
+        }
+        let ended = |i: usize| self.inner.ended[i].load(Ordering::Relaxed);
+        Metrics {
+            runs: vec![
+                (RunState::Preparing, preparing),
+                (RunState::Running, running),
+                (RunState::Finished, ended(0)),
+                (RunState::Failed, ended(1)),
+                (RunState::Cancelled, ended(2)),
+                (RunState::Parked, ended(3)),
+            ],
+            events_appended: crate::journal::appended_total(),
+            subscribers: self.inner.journals.subscriber_total(),
+            decisions_pending: self.pending_decisions(None).len(),
+        }
+    }
+}
