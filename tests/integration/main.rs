@@ -1,6 +1,7 @@
 //! Integration tests: one binary, a module per topic. They use the real
 //! wasmtime engine, real components and real files.
 
+mod api;
 mod common;
 mod restore;
 mod runtime;
