@@ -14,7 +14,9 @@ pub struct Server {
 
 pub async fn server() -> Server {
     let tmp = tempfile::tempdir().unwrap();
-    let rt = Runtime::open(RuntimeConfig::new(tmp.path().join("home"))).await.unwrap();
+    let rt = Runtime::open(RuntimeConfig::new(tmp.path().join("home")))
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = rt.clone();
@@ -70,7 +72,9 @@ impl SseReader {
                 ev.data = data.join("\n");
                 return Some(ev);
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.body.next()).await.expect("SSE in time")?;
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.body.next())
+                .await
+                .expect("SSE in time")?;
             self.buf.push_str(&String::from_utf8_lossy(&chunk.ok()?));
         }
     }
@@ -91,7 +95,15 @@ impl SseReader {
 }
 
 fn types(events: &[Value]) -> Vec<String> {
-    events.iter().map(|e| e["payload"]["event"]["type"].as_str().unwrap_or("?").to_string()).collect()
+    events
+        .iter()
+        .map(|e| {
+            e["payload"]["event"]["type"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -106,8 +118,16 @@ async fn a_streamed_chat_completion_is_openai_chunks() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let session = resp.headers()["x-cairn-session"].to_str().unwrap().to_string();
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let session = resp.headers()["x-cairn-session"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let mut sse = SseReader::new(resp);
     let mut content = String::new();
     let mut finish = None;
@@ -143,9 +163,22 @@ async fn a_streamed_chat_completion_is_openai_chunks() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["choices"][0]["message"]["content"], "once");
-    let runs: Value = s.http.get(format!("{}/v1/runs", s.base)).send().await.unwrap().json().await.unwrap();
+    let runs: Value = s
+        .http
+        .get(format!("{}/v1/runs", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 2);
-    assert!(runs.as_array().unwrap().iter().all(|r| r["session_id"] == session.as_str()));
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["session_id"] == session.as_str())
+    );
 }
 
 #[tokio::test]
@@ -160,7 +193,10 @@ async fn a_headless_run_is_followed_by_a_later_claimant_and_unblocked_over_http(
         .unwrap();
     assert_eq!(resp.status(), 202);
     let started: Value = resp.json().await.unwrap();
-    let (run, session) = (started["run_id"].as_str().unwrap().to_string(), started["session_id"].as_str().unwrap().to_string());
+    let (run, session) = (
+        started["run_id"].as_str().unwrap().to_string(),
+        started["session_id"].as_str().unwrap().to_string(),
+    );
     // The starter is gone; the run waits. A second start is refused.
     let again = s
         .http
@@ -176,19 +212,49 @@ async fn a_headless_run_is_followed_by_a_later_claimant_and_unblocked_over_http(
 
     let resp = s
         .http
-        .get(format!("{}/v1/sessions/{session}/events?after=0&claim=true&presence=true", s.base))
+        .get(format!(
+            "{}/v1/sessions/{session}/events?after=0&claim=true&presence=true",
+            s.base
+        ))
         .send()
         .await
         .unwrap();
     let mut sse = SseReader::new(resp);
     let replayed = sse.until("approval_routed").await;
-    assert_eq!(types(&replayed)[..3], ["segment_created", "generation_reserved", "started"]);
-    let requested = replayed.iter().find(|e| e["payload"]["event"]["type"] == "decision_requested").unwrap();
-    let id = requested["payload"]["event"]["decision_id"].as_str().unwrap();
-    let summary: Value = s.http.get(format!("{}/v1/sessions/{session}", s.base)).send().await.unwrap().json().await.unwrap();
-    assert_eq!(summary["state"], json!({"state": "blocked", "on": "approval"}));
+    assert_eq!(
+        types(&replayed)[..3],
+        ["segment_created", "generation_reserved", "started"]
+    );
+    let requested = replayed
+        .iter()
+        .find(|e| e["payload"]["event"]["type"] == "decision_requested")
+        .unwrap();
+    let id = requested["payload"]["event"]["decision_id"]
+        .as_str()
+        .unwrap();
+    let summary: Value = s
+        .http
+        .get(format!("{}/v1/sessions/{session}", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        summary["state"],
+        json!({"state": "blocked", "on": "approval"})
+    );
     assert_eq!(summary["observers"]["claiming"], 1);
-    let pending: Value = s.http.get(format!("{}/v1/decisions?session={session}", s.base)).send().await.unwrap().json().await.unwrap();
+    let pending: Value = s
+        .http
+        .get(format!("{}/v1/decisions?session={session}", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(pending[0]["decision_id"], id);
     let decided = s
         .http
@@ -202,17 +268,57 @@ async fn a_headless_run_is_followed_by_a_later_claimant_and_unblocked_over_http(
     let mut all = types(&replayed);
     all.extend(types(&live));
     all.retain(|k| k != "observer_attached");
-    let tail: Vec<&str> = all.iter().map(String::as_str).skip_while(|k| *k != "decision_requested").collect();
-    assert_eq!(tail, ["decision_requested", "approval_routed", "decision_recorded", "text_delta", "finished"]);
-    let attached = types(&replayed).iter().chain(types(&live).iter()).filter(|k| *k == "observer_attached").count();
+    let tail: Vec<&str> = all
+        .iter()
+        .map(String::as_str)
+        .skip_while(|k| *k != "decision_requested")
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "decision_requested",
+            "approval_routed",
+            "decision_recorded",
+            "text_delta",
+            "finished"
+        ]
+    );
+    let attached = types(&replayed)
+        .iter()
+        .chain(types(&live).iter())
+        .filter(|k| *k == "observer_attached")
+        .count();
     assert_eq!(attached, 1, "replay then live, each event once");
-    assert_eq!(live.last().unwrap()["payload"]["event"]["text"], "approved: looks fine");
+    assert_eq!(
+        live.last().unwrap()["payload"]["event"]["text"],
+        "approved: looks fine"
+    );
     // The same answer again is fine; another is a conflict, through the alias too.
-    let same = s.http.post(format!("{}/v1/approvals/{id}", s.base)).json(&json!({"value": {"approved": true, "reason": "looks fine"}})).send().await.unwrap();
+    let same = s
+        .http
+        .post(format!("{}/v1/approvals/{id}", s.base))
+        .json(&json!({"value": {"approved": true, "reason": "looks fine"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(same.status(), 200);
-    let other = s.http.post(format!("{}/v1/decisions/{id}", s.base)).json(&json!({"value": {"approved": false}})).send().await.unwrap();
+    let other = s
+        .http
+        .post(format!("{}/v1/decisions/{id}", s.base))
+        .json(&json!({"value": {"approved": false}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(other.status(), 409);
-    let run_info: Value = s.http.get(format!("{}/v1/runs/{run}", s.base)).send().await.unwrap().json().await.unwrap();
+    let run_info: Value = s
+        .http
+        .get(format!("{}/v1/runs/{run}", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(run_info["state"], "finished");
     assert_eq!(run_info["facts"]["status"], "finished");
 }
@@ -233,10 +339,25 @@ async fn a_reconnect_with_last_event_id_has_no_duplicate_and_no_hole() {
     let session = started["session_id"].as_str().unwrap();
     let run = started["run_id"].as_str().unwrap();
     // Wait for the end through the run's own stream.
-    let mut all = SseReader::new(s.http.get(format!("{}/v1/runs/{run}/events", s.base)).send().await.unwrap());
+    let mut all = SseReader::new(
+        s.http
+            .get(format!("{}/v1/runs/{run}/events", s.base))
+            .send()
+            .await
+            .unwrap(),
+    );
     let whole = all.until("finished").await;
-    assert!(all.next().await.is_none(), "the run stream ends after its terminal event");
-    let mut first = SseReader::new(s.http.get(format!("{}/v1/sessions/{session}/events", s.base)).send().await.unwrap());
+    assert!(
+        all.next().await.is_none(),
+        "the run stream ends after its terminal event"
+    );
+    let mut first = SseReader::new(
+        s.http
+            .get(format!("{}/v1/sessions/{session}/events", s.base))
+            .send()
+            .await
+            .unwrap(),
+    );
     let mut seen = Vec::new();
     for _ in 0..5 {
         let ev = first.next().await.unwrap();
@@ -253,13 +374,27 @@ async fn a_reconnect_with_last_event_id_has_no_duplicate_and_no_hole() {
     let mut second = SseReader::new(resp);
     let rest = second.until("finished").await;
     let resumed: Vec<u64> = rest.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(resumed[0], seen.last().unwrap() + 1, "Last-Event-ID wins over ?after");
+    assert_eq!(
+        resumed[0],
+        seen.last().unwrap() + 1,
+        "Last-Event-ID wins over ?after"
+    );
     let mut joined = seen.clone();
     joined.extend(&resumed);
     let dense: Vec<u64> = (1..=*joined.last().unwrap()).collect();
     let without_observers: Vec<u64> = joined.clone();
-    assert_eq!(without_observers.len(), without_observers.iter().collect::<std::collections::BTreeSet<_>>().len(), "no duplicate");
-    assert!(dense.iter().all(|s| joined.contains(s)), "no hole: {joined:?}");
+    assert_eq!(
+        without_observers.len(),
+        without_observers
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        "no duplicate"
+    );
+    assert!(
+        dense.iter().all(|s| joined.contains(s)),
+        "no hole: {joined:?}"
+    );
     assert!(whole.len() >= 8);
 }
 
@@ -273,7 +408,10 @@ async fn a_chat_client_disconnect_cancels_the_run_in_order() {
         .send()
         .await
         .unwrap();
-    let session = resp.headers()["x-cairn-session"].to_str().unwrap().to_string();
+    let session = resp.headers()["x-cairn-session"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let run = resp.headers()["x-cairn-run"].to_str().unwrap().to_string();
     let mut sse = SseReader::new(resp);
     loop {
@@ -286,69 +424,197 @@ async fn a_chat_client_disconnect_cancels_the_run_in_order() {
     }
     drop(sse); // the client goes away
     let run_id: cairn::RunId = run.parse().unwrap();
-    let facts = tokio::time::timeout(Duration::from_secs(20), s.rt.wait(run_id)).await.unwrap().unwrap();
-    assert_eq!(facts.status, cairn::RunStatus::Cancelled);
-    let session_id = cairn::SessionId::parse(&session).unwrap();
-    let events: Vec<Value> = s
-        .rt
-        .read(&session_id, cairn::Seq(0))
+    let facts = tokio::time::timeout(Duration::from_secs(20), s.rt.wait(run_id))
         .await
         .unwrap()
-        .iter()
-        .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
-        .collect();
+        .unwrap();
+    assert_eq!(facts.status, cairn::RunStatus::Cancelled);
+    let session_id = cairn::SessionId::parse(&session).unwrap();
+    let events: Vec<Value> =
+        s.rt.read(&session_id, cairn::Seq(0))
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
+            .collect();
     let kinds = types(&events);
     let at = kinds.iter().position(|k| k == "observer_detached").unwrap();
-    assert_eq!(kinds[at..], ["observer_detached", "claims_exhausted", "liveness_decided", "cancelled"]);
-    assert_eq!(events.last().unwrap()["payload"]["event"]["reason"], "unclaimed");
+    assert_eq!(
+        kinds[at..],
+        [
+            "observer_detached",
+            "claims_exhausted",
+            "liveness_decided",
+            "cancelled"
+        ]
+    );
+    assert_eq!(
+        events.last().unwrap()["payload"]["event"]["reason"],
+        "unclaimed"
+    );
     assert_eq!(events[at + 2]["payload"]["event"]["policy"], "cancel");
 }
 
 async fn status_and_code(resp: reqwest::Response) -> (u16, String) {
     let status = resp.status().as_u16();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
-    (status, body["error"]["code"].as_str().unwrap_or("").to_string())
+    (
+        status,
+        body["error"]["code"].as_str().unwrap_or("").to_string(),
+    )
 }
 
 #[tokio::test]
 async fn bad_requests_get_the_right_status_and_code() {
     let s = server().await;
-    let post = |path: &str, body: &'static [u8]| s.http.post(format!("{}{path}", s.base)).body(body).send();
-    assert_eq!(status_and_code(post("/v1/runs", b"{nope").await.unwrap()).await, (400, "invalid_json".into()));
-    assert_eq!(status_and_code(post("/v1/runs", br#"{"component":"echo","extra":1}"#).await.unwrap()).await, (400, "unknown_field".into()));
-    assert_eq!(status_and_code(post("/v1/runs", br#"{"component":5}"#).await.unwrap()).await, (400, "invalid_request".into()));
-    assert_eq!(status_and_code(post("/v1/runs", br#"{"component":"/etc/passwd"}"#).await.unwrap()).await, (404, "not_found".into()));
-    assert_eq!(status_and_code(post("/v1/runs", br#"{"component":"echo","liveness":"park"}"#).await.unwrap()).await, (400, "unsupported_policy".into()));
-    let huge = format!(r#"{{"component":"echo","prompt":"{}"}}"#, "x".repeat(3 << 20));
-    let resp = s.http.post(format!("{}/v1/runs", s.base)).body(huge).send().await.unwrap();
+    let post = |path: &str, body: &'static [u8]| {
+        s.http.post(format!("{}{path}", s.base)).body(body).send()
+    };
+    assert_eq!(
+        status_and_code(post("/v1/runs", b"{nope").await.unwrap()).await,
+        (400, "invalid_json".into())
+    );
+    assert_eq!(
+        status_and_code(
+            post("/v1/runs", br#"{"component":"echo","extra":1}"#)
+                .await
+                .unwrap()
+        )
+        .await,
+        (400, "unknown_field".into())
+    );
+    assert_eq!(
+        status_and_code(post("/v1/runs", br#"{"component":5}"#).await.unwrap()).await,
+        (400, "invalid_request".into())
+    );
+    assert_eq!(
+        status_and_code(
+            post("/v1/runs", br#"{"component":"/etc/passwd"}"#)
+                .await
+                .unwrap()
+        )
+        .await,
+        (404, "not_found".into())
+    );
+    assert_eq!(
+        status_and_code(
+            post("/v1/runs", br#"{"component":"echo","liveness":"park"}"#)
+                .await
+                .unwrap()
+        )
+        .await,
+        (400, "unsupported_policy".into())
+    );
+    let huge = format!(
+        r#"{{"component":"echo","prompt":"{}"}}"#,
+        "x".repeat(3 << 20)
+    );
+    let resp = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (413, "too_large".into()));
-    for path in ["/v1/sessions/nope", "/v1/sessions/..%2F..%2Fetc%2Fpasswd", "/v1/sessions/%2Fetc%2Fpasswd/events"] {
-        let resp = s.http.get(format!("{}{path}", s.base)).send().await.unwrap();
-        assert_eq!(status_and_code(resp).await, (404, "not_found".into()), "{path}");
+    for path in [
+        "/v1/sessions/nope",
+        "/v1/sessions/..%2F..%2Fetc%2Fpasswd",
+        "/v1/sessions/%2Fetc%2Fpasswd/events",
+    ] {
+        let resp = s
+            .http
+            .get(format!("{}{path}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            status_and_code(resp).await,
+            (404, "not_found".into()),
+            "{path}"
+        );
     }
     for path in ["/v1/runs/..%2Fx", "/v1/runs/not-a-uuid/events"] {
-        let resp = s.http.get(format!("{}{path}", s.base)).send().await.unwrap();
-        assert_eq!(status_and_code(resp).await, (400, "invalid_id".into()), "{path}");
+        let resp = s
+            .http
+            .get(format!("{}{path}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            status_and_code(resp).await,
+            (400, "invalid_id".into()),
+            "{path}"
+        );
     }
     let unknown_run = cairn::RunId::new();
-    let resp = s.http.get(format!("{}/v1/runs/{unknown_run}", s.base)).send().await.unwrap();
+    let resp = s
+        .http
+        .get(format!("{}/v1/runs/{unknown_run}", s.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
-    let resp = s.http.post(format!("{}/v1/decisions/{}", s.base, uuid_like())).json(&json!({"value": 1})).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/decisions/{}", s.base, uuid_like()))
+        .json(&json!({"value": 1}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
-    let resp = s.http.post(format!("{}/v1/decisions/x", s.base)).json(&json!({"value": 1})).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/decisions/x", s.base))
+        .json(&json!({"value": 1}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (400, "invalid_id".into()));
-    let resp = s.http.delete(format!("{}/v1/sessions/ghost", s.base)).send().await.unwrap();
+    let resp = s
+        .http
+        .delete(format!("{}/v1/sessions/ghost", s.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
-    let resp = s.http.get(format!("{}/v1/nowhere", s.base)).send().await.unwrap();
+    let resp = s
+        .http
+        .get(format!("{}/v1/nowhere", s.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
     // Sessions: create with an id, twice; delete.
-    let resp = s.http.post(format!("{}/v1/sessions", s.base)).json(&json!({"id": "../mine"})).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/sessions", s.base))
+        .json(&json!({"id": "../mine"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 201);
-    let resp = s.http.post(format!("{}/v1/sessions", s.base)).json(&json!({"id": "../mine"})).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/sessions", s.base))
+        .json(&json!({"id": "../mine"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_and_code(resp).await, (409, "conflict".into()));
-    let resp = s.http.delete(format!("{}/v1/sessions/..%2Fmine", s.base)).send().await.unwrap();
+    let resp = s
+        .http
+        .delete(format!("{}/v1/sessions/..%2Fmine", s.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 204);
-    let resp = s.http.get(format!("{}/v1/sessions/..%2Fmine", s.base)).send().await.unwrap();
+    let resp = s
+        .http
+        .get(format!("{}/v1/sessions/..%2Fmine", s.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
 }
 
@@ -360,37 +626,109 @@ fn uuid_like() -> String {
 async fn components_upload_by_digest_and_the_openapi_document_covers_every_route() {
     let s = server().await;
     let bytes = std::fs::read(crate::common::fixture("counter")).unwrap();
-    let resp = s.http.post(format!("{}/v1/components", s.base)).body(bytes).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/components", s.base))
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 201);
     let info: Value = resp.json().await.unwrap();
     assert_eq!(info["name"], "counter");
     assert_eq!(info["can_park"], true);
     let digest = info["digest"].as_str().unwrap().to_string();
-    let resp = s.http.post(format!("{}/v1/runs", s.base)).json(&json!({"component": digest, "prompt": "3"})).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .json(&json!({"component": digest, "prompt": "3"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 202);
-    let list: Value = s.http.get(format!("{}/v1/components", s.base)).send().await.unwrap().json().await.unwrap();
-    assert!(list.as_array().unwrap().iter().any(|c| c["digest"] == digest.as_str()));
-    assert!(list.as_array().unwrap().iter().any(|c| c["built_in"] == "echo"));
+    let list: Value = s
+        .http
+        .get(format!("{}/v1/components", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["digest"] == digest.as_str())
+    );
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["built_in"] == "echo")
+    );
     let other = std::fs::read(crate::common::fixture("wrong-world")).unwrap();
-    let resp = s.http.post(format!("{}/v1/components", s.base)).body(other).send().await.unwrap();
+    let resp = s
+        .http
+        .post(format!("{}/v1/components", s.base))
+        .body(other)
+        .send()
+        .await
+        .unwrap();
     let status = resp.status();
     let body: Value = resp.json().await.unwrap();
     assert_eq!(status, 400);
     assert_eq!(body["error"]["code"], "invalid_component");
-    assert!(body["error"]["message"].as_str().unwrap().contains("missing export `run`"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing export `run`"),
+        "{body}"
+    );
 
-    let doc: Value = s.http.get(format!("{}/openapi.json", s.base)).send().await.unwrap().json().await.unwrap();
+    let doc: Value = s
+        .http
+        .get(format!("{}/openapi.json", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["components"]["schemas"]["SessionSummary"].is_object());
     for (method, path) in cairn::api::openapi::operations() {
-        let url = format!("{}{}", s.base, path.replace("{id}", "00000000-0000-0000-0000-000000000000"));
+        let url = format!(
+            "{}{}",
+            s.base,
+            path.replace("{id}", "00000000-0000-0000-0000-000000000000")
+        );
         let req = s.http.request(method.parse().unwrap(), &url).body("{}");
-        let resp = tokio::time::timeout(Duration::from_secs(10), req.send()).await.unwrap().unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), req.send())
+            .await
+            .unwrap()
+            .unwrap();
         if resp.status() == 404 {
             let body: Value = resp.json().await.unwrap_or(Value::Null);
-            assert_ne!(body["error"]["message"], "no such route", "{method} {path} is in the document but not routed");
+            assert_ne!(
+                body["error"]["message"], "no such route",
+                "{method} {path} is in the document but not routed"
+            );
         }
     }
-    let metrics = s.http.get(format!("{}/metrics", s.base)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("cairn_events_appended_total") && metrics.contains("cairn_runs{state=\"running\"}"), "{metrics}");
+    let metrics = s
+        .http
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("cairn_events_appended_total")
+            && metrics.contains("cairn_runs{state=\"running\"}"),
+        "{metrics}"
+    );
 }

@@ -2,6 +2,7 @@
 //! wasmtime engine, real components and real files.
 
 mod api;
+mod cli;
 mod common;
 mod restore;
 mod runtime;

@@ -1,8 +1,10 @@
 //! The `cairn` command line.
 
 mod attach;
+mod client;
 mod debug;
 mod demo;
+mod manage;
 mod output;
 mod replay;
 mod run;
@@ -28,6 +30,22 @@ enum Command {
     Run(run::RunArgs),
     /// Run the `echo` and `approval` examples end to end and say where the journal is.
     Demo(HomeArg),
+    /// List sessions.
+    Ls(manage::LsArgs),
+    /// A session's state, observers and runs.
+    Inspect(manage::InspectArgs),
+    /// A session's journal events (`--follow` for live ones).
+    Events(manage::EventsArgs),
+    /// Answer a pending decision.
+    Decide(manage::DecideArgs),
+    /// Cancel a live run.
+    Cancel(manage::RunArg),
+    /// Start a new run from a parked run's checkpoint.
+    Resume(manage::RunArg),
+    /// Delete a session: stop its run, remove its worker.
+    Rm(manage::SessionArg),
+    /// Write a session's journal as JSONL to stdout.
+    Export(manage::SessionArg),
     /// Re-run a session's ended runs offline against its journal; exit 1 on divergence.
     Replay(replay::ReplayArgs),
     /// Follow a live generation through its control socket.
@@ -82,6 +100,14 @@ pub fn main() -> ExitCode {
             Command::Demo(home) => demo::demo(home.path()).await,
             Command::Debug(cmd) => debug::debug(cmd).await,
             Command::Replay(args) => replay::replay(args).await,
+            Command::Ls(args) => manage::ls(args).await,
+            Command::Inspect(args) => manage::inspect(args).await,
+            Command::Events(args) => manage::events(args).await,
+            Command::Decide(args) => manage::decide(args).await,
+            Command::Cancel(args) => manage::cancel(args).await,
+            Command::Resume(args) => manage::resume(args).await,
+            Command::Rm(args) => manage::rm(args).await,
+            Command::Export(args) => manage::export(args).await,
             Command::Attach(args) => attach::attach(args).await,
             Command::Bench(args) => crate::bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Schema { .. } => {

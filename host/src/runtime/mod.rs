@@ -872,6 +872,13 @@ impl Runtime {
     ) -> Result<(), RuntimeError> {
         let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
         let record = runs.get(&run).ok_or(RuntimeError::UnknownRun(run))?;
+        if let Some(Ok(facts)) = &*record.done.borrow() {
+            return Err(RuntimeError::WrongRunState {
+                run,
+                state: status_name(facts.status),
+                needed: "only a live run can be cancelled".into(),
+            });
+        }
         record.ctx.cancel(reason, message);
         Ok(())
     }

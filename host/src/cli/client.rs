@@ -1,0 +1,322 @@
+//! The CLI's view of a cairn: in-process on a home, or a server over HTTP.
+//! Both answer with the same JSON the API serves.
+
+use crate::ids::{DecisionId, RunId, Seq, SessionId};
+use crate::journal::Delivery;
+use crate::runtime::{Runtime, RuntimeConfig};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// `--server URL` or `--home DIR`.
+#[derive(Debug, clap::Args)]
+pub struct TargetArgs {
+    /// A cairn server, such as http://127.0.0.1:7777.
+    #[arg(long, value_name = "URL", conflicts_with = "home")]
+    server: Option<String>,
+    /// The cairn home, in-process (default: $CAIRN_HOME, or ./.cairn).
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Print JSON for programs.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where commands go.
+pub enum Client {
+    /// An in-process runtime.
+    Local(Runtime),
+    /// A server.
+    Remote {
+        /// Its base URL.
+        base: String,
+        /// The HTTP client.
+        http: reqwest::Client,
+    },
+}
+
+impl TargetArgs {
+    /// Connect (or open the home).
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        match &self.server {
+            Some(url) => Ok(Client::Remote {
+                base: url.trim_end_matches('/').to_string(),
+                http: reqwest::Client::new(),
+            }),
+            None => {
+                let home = self
+                    .home
+                    .clone()
+                    .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
+                    .unwrap_or_else(|| PathBuf::from(".cairn"));
+                let mut config = RuntimeConfig::new(home);
+                // A management command never restores or serves sockets;
+                // `cairn serve` and `cairn run` own live work.
+                config.restore = false;
+                config.sockets = false;
+                Ok(Client::Local(Runtime::open(config).await?))
+            }
+        }
+    }
+}
+
+async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    let code = body["error"]["code"].as_str().unwrap_or("error");
+    let message = body["error"]["message"].as_str().unwrap_or("(no message)");
+    anyhow::bail!("{code} ({status}): {message}")
+}
+
+impl Client {
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let Client::Remote { base, http } = self else {
+            unreachable!()
+        };
+        let resp = http
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
+        Ok(check(resp).await?.json().await?)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let Client::Remote { base, http } = self else {
+            unreachable!()
+        };
+        let resp = http
+            .post(format!("{base}{path}"))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
+        let resp = check(resp).await?;
+        Ok(resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Every session's summary.
+    pub async fn sessions(&self) -> anyhow::Result<Value> {
+        match self {
+            Client::Local(rt) => {
+                let mut out = Vec::new();
+                for s in rt.list_sessions().await? {
+                    out.push(serde_json::to_value(rt.summary(&s).await?)?);
+                }
+                Ok(Value::Array(out))
+            }
+            Client::Remote { .. } => self.get("/v1/sessions").await,
+        }
+    }
+
+    /// One session's summary and runs.
+    pub async fn inspect(&self, session: &SessionId) -> anyhow::Result<(Value, Value)> {
+        match self {
+            Client::Local(rt) => Ok((
+                serde_json::to_value(rt.summary(session).await?)?,
+                serde_json::to_value(rt.session_runs(session).await?)?,
+            )),
+            Client::Remote { .. } => {
+                let summary = self
+                    .get(&format!("/v1/sessions/{}", enc(session.as_str())))
+                    .await?;
+                let runs = self.get("/v1/runs").await?;
+                let mine: Vec<Value> = runs
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter(|r| r["session_id"] == session.as_str())
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok((summary, Value::Array(mine)))
+            }
+        }
+    }
+
+    /// Print a session's events after `after` with `print`; with `follow`,
+    /// keep going until interrupted.
+    pub async fn events(
+        &self,
+        session: &SessionId,
+        after: u64,
+        follow: bool,
+        mut print: impl FnMut(&Value) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        match self {
+            Client::Local(rt) => {
+                if !follow {
+                    for item in rt.read(session, Seq(after)).await? {
+                        print(&item_json(&item))?;
+                    }
+                    return Ok(());
+                }
+                let mut sub = rt.subscribe(session, Seq(after)).await?;
+                loop {
+                    tokio::select! {
+                        d = sub.next() => match d {
+                            Some(d) => print(&delivery_json(&d?))?,
+                            None => return Ok(()),
+                        },
+                        _ = tokio::signal::ctrl_c() => return Ok(()),
+                    }
+                }
+            }
+            Client::Remote { base, http } => {
+                let last = if follow {
+                    u64::MAX
+                } else {
+                    self.get(&format!("/v1/sessions/{}", enc(session.as_str())))
+                        .await?["last_seq"]
+                        .as_u64()
+                        .unwrap_or(0)
+                };
+                if last <= after {
+                    return Ok(());
+                }
+                let resp = http
+                    .get(format!(
+                        "{base}/v1/sessions/{}/events?after={after}",
+                        enc(session.as_str())
+                    ))
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
+                let mut body = check(resp).await?.bytes_stream();
+                let mut buf = String::new();
+                loop {
+                    let chunk = tokio::select! {
+                        c = body.next() => c,
+                        _ = tokio::signal::ctrl_c() => return Ok(()),
+                    };
+                    let Some(chunk) = chunk else { return Ok(()) };
+                    buf.push_str(&String::from_utf8_lossy(&chunk?));
+                    while let Some(end) = buf.find("\n\n") {
+                        let block: String = buf.drain(..end + 2).collect();
+                        let mut event = None;
+                        let mut data = String::new();
+                        for line in block.lines() {
+                            if let Some(v) = line.strip_prefix("event:") {
+                                event = Some(v.trim().to_string());
+                            } else if let Some(v) = line.strip_prefix("data:") {
+                                data.push_str(v.trim_start());
+                            }
+                        }
+                        if data.is_empty() {
+                            continue;
+                        }
+                        let mut value: Value =
+                            serde_json::from_str(&data).unwrap_or(Value::String(data));
+                        if event.as_deref() == Some("gap") {
+                            value = serde_json::json!({ "gap": value });
+                        }
+                        print(&value)?;
+                        if value["seq"].as_u64().is_some_and(|s| s >= last) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answer a decision.
+    pub async fn decide(&self, id: &DecisionId, value: Value) -> anyhow::Result<()> {
+        match self {
+            Client::Local(rt) => Ok(rt.decide(id, value).await?),
+            Client::Remote { .. } => self
+                .post(
+                    &format!("/v1/decisions/{id}"),
+                    serde_json::json!({ "value": value }),
+                )
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// Cancel a live run.
+    pub async fn cancel(&self, run: RunId) -> anyhow::Result<()> {
+        match self {
+            Client::Local(rt) => Ok(rt.cancel(
+                run,
+                crate::journal::event::CancelReason::External,
+                "cancelled from the CLI",
+            )?),
+            Client::Remote { .. } => self
+                .post(&format!("/v1/runs/{run}/cancel"), serde_json::json!({}))
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// Resume a parked run; the new run's ids.
+    pub async fn resume(&self, run: RunId) -> anyhow::Result<Value> {
+        match self {
+            Client::Local(rt) => {
+                let started = rt.resume(run, None).await?;
+                // In-process, the new run lives as long as this command: see it through.
+                let facts = rt.wait(started.run_id).await?;
+                Ok(
+                    serde_json::json!({ "run_id": started.run_id, "session_id": started.session_id, "status": facts.status }),
+                )
+            }
+            Client::Remote { .. } => {
+                self.post(&format!("/v1/runs/{run}/resume"), serde_json::json!({}))
+                    .await
+            }
+        }
+    }
+
+    /// Delete a session.
+    pub async fn rm(&self, session: &SessionId) -> anyhow::Result<()> {
+        match self {
+            Client::Local(rt) => Ok(rt.delete_session(session).await?),
+            Client::Remote { base, http } => {
+                let resp = http
+                    .delete(format!("{base}/v1/sessions/{}", enc(session.as_str())))
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
+                check(resp).await.map(|_| ())
+            }
+        }
+    }
+}
+
+/// Percent-encode a path segment.
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn item_json(item: &crate::store::JournalItem) -> Value {
+    match item {
+        crate::store::JournalItem::Event(e) => {
+            serde_json::to_value(&**e).expect("events serialize")
+        }
+        crate::store::JournalItem::Unknown { raw, .. } => {
+            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone()))
+        }
+    }
+}
+
+fn delivery_json(d: &Delivery) -> Value {
+    match d {
+        Delivery::Event(e) => serde_json::to_value(&**e).expect("events serialize"),
+        Delivery::Unknown { raw, .. } => {
+            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone()))
+        }
+        Delivery::Gap { resumed_at } => serde_json::json!({ "gap": { "resumed_at": resumed_at } }),
+    }
+}

@@ -1,0 +1,274 @@
+//! `ls`, `inspect`, `events`, `decide`, `cancel`, `resume`, `rm`, `export`:
+//! in-process on a home, or against a server with `--server URL`.
+
+use super::client::TargetArgs;
+use crate::ids::{DecisionId, RunId, SessionId};
+use serde_json::Value;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// `cairn ls`.
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn inspect SESSION`.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The session.
+    session: String,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn events SESSION`.
+#[derive(Debug, clap::Args)]
+pub struct EventsArgs {
+    /// The session.
+    session: String,
+    /// Keep following live events (until Ctrl-C).
+    #[arg(long)]
+    follow: bool,
+    /// Start after this seq.
+    #[arg(long, default_value_t = 0, value_name = "SEQ")]
+    after: u64,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn decide DECISION_ID approve|deny|--value JSON`.
+#[derive(Debug, clap::Args)]
+pub struct DecideArgs {
+    /// The decision.
+    decision: String,
+    /// `approve` or `deny` (an approval), unless --value is given.
+    #[arg(value_parser = ["approve", "deny"], required_unless_present = "value")]
+    verdict: Option<String>,
+    /// Any JSON answer.
+    #[arg(long, value_name = "JSON", conflicts_with = "verdict")]
+    value: Option<String>,
+    /// A reason, with approve or deny.
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn cancel RUN` / `cairn resume RUN`.
+#[derive(Debug, clap::Args)]
+pub struct RunArg {
+    /// The run.
+    run: String,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn rm SESSION` / `cairn export SESSION`.
+#[derive(Debug, clap::Args)]
+pub struct SessionArg {
+    /// The session.
+    session: String,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+fn state_name(v: &Value) -> String {
+    match v["state"]["state"].as_str() {
+        Some("blocked") => format!("blocked ({})", v["state"]["on"].as_str().unwrap_or("?")),
+        Some(s) => s.to_string(),
+        None => "?".into(),
+    }
+}
+
+pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let sessions = args.target.client().await?.sessions().await?;
+    if args.target.json {
+        println!("{sessions}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = sessions.as_array().cloned().unwrap_or_default();
+    if rows.is_empty() {
+        println!("no sessions");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = rows
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap_or("").len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    println!(
+        "{:<width$}  {:<20}  {:>6}  {:<10}  LAST RUN",
+        "SESSION", "STATE", "EVENTS", "STATUS"
+    );
+    for r in rows {
+        println!(
+            "{:<width$}  {:<20}  {:>6}  {:<10}  {}",
+            r["session_id"].as_str().unwrap_or(""),
+            state_name(&r),
+            r["last_seq"],
+            r["last_run"]["status"].as_str().unwrap_or("-"),
+            r["last_run"]["run_id"].as_str().unwrap_or("-"),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let session = SessionId::parse(&args.session)?;
+    let (summary, runs) = args.target.client().await?.inspect(&session).await?;
+    if args.target.json {
+        println!(
+            "{}",
+            serde_json::json!({ "session": summary, "runs": runs })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "session    {}",
+        summary["session_id"].as_str().unwrap_or("")
+    );
+    println!("worker     {}", summary["worker_id"].as_str().unwrap_or(""));
+    println!("state      {}", state_name(&summary));
+    println!(
+        "component  {}",
+        summary["component"].as_str().unwrap_or("(none yet)")
+    );
+    println!("events     {}", summary["last_seq"]);
+    println!(
+        "observers  {} collecting, {} claiming, {} present",
+        summary["observers"]["collecting"],
+        summary["observers"]["claiming"],
+        summary["observers"]["present"]
+    );
+    if summary["stale"] == true {
+        println!("STALE      a replay diverged; this worker never runs again");
+    }
+    println!("runs:");
+    for r in runs.as_array().cloned().unwrap_or_default() {
+        println!(
+            "  {}  {:<9}  generation {}  seq {}..{}",
+            r["run_id"].as_str().unwrap_or(""),
+            r["state"].as_str().unwrap_or(""),
+            r["facts"]["generation"],
+            r["facts"]["first_seq"],
+            r["facts"]["last_seq"],
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn events(args: EventsArgs) -> anyhow::Result<ExitCode> {
+    let session = SessionId::parse(&args.session)?;
+    let client = args.target.client().await?;
+    let json = args.target.json;
+    let mut out = std::io::stdout();
+    client
+        .events(&session, args.after, args.follow, |v| {
+            if json {
+                writeln!(out, "{v}")?;
+            } else if let Ok(e) = serde_json::from_value::<crate::SessionEvent>(v.clone()) {
+                writeln!(out, "{}", super::output::line(&e))?;
+            } else if let Some(at) = v["gap"]["resumed_at"].as_u64() {
+                writeln!(out, "…     missed events; resuming at #{at}")?;
+            } else {
+                writeln!(out, "{v}")?;
+            }
+            out.flush()?;
+            Ok(())
+        })
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn export(args: SessionArg) -> anyhow::Result<ExitCode> {
+    let session = SessionId::parse(&args.session)?;
+    let client = args.target.client().await?;
+    let mut out = std::io::stdout().lock();
+    let mut n = 0u64;
+    client
+        .events(&session, 0, false, |v| {
+            writeln!(out, "{v}")?;
+            n += 1;
+            Ok(())
+        })
+        .await?;
+    out.flush()?;
+    eprintln!("cairn: exported {n} journal lines of session {session}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn decide(args: DecideArgs) -> anyhow::Result<ExitCode> {
+    let id: DecisionId = args.decision.parse()?;
+    let value = match (&args.value, args.verdict.as_deref()) {
+        (Some(v), _) => {
+            serde_json::from_str(v).map_err(|e| anyhow::anyhow!("--value is not JSON: {e}"))?
+        }
+        (None, Some(verdict)) => {
+            let mut v = serde_json::json!({ "approved": verdict == "approve" });
+            if let Some(reason) = &args.reason {
+                v["reason"] = Value::String(reason.clone());
+            }
+            v
+        }
+        (None, None) => unreachable!("clap requires one"),
+    };
+    args.target
+        .client()
+        .await?
+        .decide(&id, value.clone())
+        .await?;
+    if args.target.json {
+        println!(
+            "{}",
+            serde_json::json!({ "decision_id": id, "recorded": true, "value": value })
+        );
+    } else {
+        println!("decision {id} recorded: {value}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn cancel(args: RunArg) -> anyhow::Result<ExitCode> {
+    let run: RunId = args.run.parse()?;
+    args.target.client().await?.cancel(run).await?;
+    if args.target.json {
+        println!(
+            "{}",
+            serde_json::json!({ "run_id": run, "cancel": "requested" })
+        );
+    } else {
+        println!("run {run}: cancel requested");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn resume(args: RunArg) -> anyhow::Result<ExitCode> {
+    let run: RunId = args.run.parse()?;
+    let started = args.target.client().await?.resume(run).await?;
+    if args.target.json {
+        println!("{started}");
+    } else {
+        println!(
+            "run {run} resumed as run {}",
+            started["run_id"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn rm(args: SessionArg) -> anyhow::Result<ExitCode> {
+    let session = SessionId::parse(&args.session)?;
+    args.target.client().await?.rm(&session).await?;
+    if args.target.json {
+        println!(
+            "{}",
+            serde_json::json!({ "session_id": session, "deleted": true })
+        );
+    } else {
+        println!("session {session} deleted");
+    }
+    Ok(ExitCode::SUCCESS)
+}

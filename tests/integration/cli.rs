@@ -1,0 +1,196 @@
+//! The management CLI, in-process (`--home`) and against a server (`--server`).
+
+use crate::common::cairn_bin;
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::Path;
+
+fn cairn(args: &[&str]) -> (bool, String, String) {
+    let out = cairn_bin().args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+struct Served {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(home: &Path) -> Served {
+    let mut child = cairn_bin()
+        .args([
+            "serve",
+            "--insecure-local",
+            "--listen",
+            "127.0.0.1:0",
+            "--home",
+        ])
+        .arg(home)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the server says where")
+        .to_string();
+    Served { child, url }
+}
+
+#[test]
+fn serve_refuses_without_insecure_local_or_off_loopback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().to_str().unwrap();
+    let (ok, _, err) = cairn(&["serve", "--home", home, "--listen", "127.0.0.1:0"]);
+    assert!(!ok && err.contains("--insecure-local"), "{err}");
+    let (ok, _, err) = cairn(&[
+        "serve",
+        "--home",
+        home,
+        "--insecure-local",
+        "--listen",
+        "0.0.0.0:0",
+    ]);
+    assert!(!ok && err.contains("loopback"), "{err}");
+}
+
+#[test]
+fn the_management_commands_work_against_a_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = serve(&tmp.path().join("home"));
+    let url = server.url.as_str();
+    let http = reqwest::blocking::Client::new();
+    let started: Value = http
+        .post(format!("{url}/v1/runs"))
+        .json(
+            &serde_json::json!({"component": "approval", "prompt": "ship", "liveness": "continue"}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    // Wait for the decision request.
+    let id = loop {
+        let pending: Value = http
+            .get(format!("{url}/v1/decisions?session={session}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if let Some(id) = pending[0]["decision_id"].as_str() {
+            break id.to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (ok, out, err) = cairn(&["ls", "--server", url]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&session) && out.contains("blocked (approval)"),
+        "{out}"
+    );
+    let (ok, out, _) = cairn(&["inspect", &session, "--server", url, "--json"]);
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["session"]["state"]["state"], "blocked");
+    let (ok, out, err) = cairn(&[
+        "decide", &id, "approve", "--reason", "fine", "--server", url,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("recorded"), "{out}");
+    let run = started["run_id"].as_str().unwrap();
+    loop {
+        let r: Value = http
+            .get(format!("{url}/v1/runs/{run}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if r["state"] == "finished" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (ok, out, _) = cairn(&["events", &session, "--server", url]);
+    assert!(ok);
+    assert!(
+        out.contains("decided") && out.contains("finished: approved: fine"),
+        "{out}"
+    );
+    let (ok, out, _) = cairn(&["export", &session, "--server", url]);
+    assert!(ok);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+    let (ok, _, err) = cairn(&["decide", &id, "deny", "--server", url]);
+    assert!(!ok && err.contains("conflict"), "{err}");
+    let (ok, _, err) = cairn(&["cancel", run, "--server", url]);
+    assert!(
+        !ok && err.contains("only a live run can be cancelled"),
+        "{err}"
+    );
+    let (ok, out, _) = cairn(&["rm", &session, "--server", url]);
+    assert!(ok, "{out}");
+    let (ok, _, err) = cairn(&["inspect", &session, "--server", url]);
+    assert!(!ok && err.contains("not_found"), "{err}");
+}
+
+#[test]
+fn the_management_commands_work_in_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().to_str().unwrap();
+    let (ok, out, _) = cairn(&[
+        "run",
+        "echo",
+        "--prompt",
+        "in process",
+        "--json",
+        "--home",
+        home,
+    ]);
+    assert!(ok);
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let session = first["session_id"].as_str().unwrap().to_string();
+    let (ok, out, _) = cairn(&["ls", "--home", home, "--json"]);
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["session_id"], session.as_str());
+    assert_eq!(v[0]["state"]["state"], "done");
+    let (ok, out, _) = cairn(&["inspect", &session, "--home", home]);
+    assert!(
+        ok && out.contains("state      done") && out.contains("finished"),
+        "{out}"
+    );
+    let (ok, out, _) = cairn(&["events", &session, "--after", "3", "--home", home]);
+    assert!(ok);
+    assert!(out.lines().next().unwrap().starts_with("#4"), "{out}");
+    let (ok, out, _) = cairn(&["export", &session, "--home", home]);
+    assert!(ok);
+    assert!(
+        out.lines()
+            .all(|l| serde_json::from_str::<cairn::SessionEvent>(l).is_ok())
+    );
+    let (ok, _, _) = cairn(&["rm", &session, "--home", home]);
+    assert!(ok);
+    let (ok, out, _) = cairn(&["ls", "--home", home]);
+    assert!(ok && out.contains("no sessions"), "{out}");
+    let (ok, _, err) = cairn(&["inspect", "../../etc", "--home", home]);
+    assert!(!ok && err.contains("no session"), "{err}");
+}
