@@ -4,6 +4,7 @@
 mod api;
 mod cli;
 mod common;
+mod fuzz_api;
 mod restore;
 mod runtime;
 mod skeleton;

@@ -73,7 +73,7 @@ impl Doc {
                 operation["requestBody"] = json!({ "required": required, "content": { "application/json": { "schema": schema } } });
             }
             Body::Wasm => {
-                operation["requestBody"] = json!({ "required": true, "content": { "application/wasm": { "schema": { "type": "string", "format": "binary" } } } });
+                operation["requestBody"] = json!({ "required": true, "description": "the component bytes (any content type; application/wasm or application/octet-stream)", "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } });
             }
         }
         let mut responses = serde_json::Map::new();
