@@ -339,7 +339,8 @@ async fn once_response(
             "choices": [{
                 "index": 0,
                 "message": { "role": "assistant", "content": text },
-                "finish_reason": if outcome == FinishOutcome::Question { "stop" } else { "stop" },
+                "finish_reason": "stop",
+                "cairn_outcome": outcome,
             }],
             "usage": { "prompt_tokens": 0, "completion_tokens": usage.events, "total_tokens": usage.events },
         })));

@@ -129,7 +129,7 @@ impl Runtime {
         for session in self.list_sessions().await? {
             all.extend(self.session_runs(&session).await?);
         }
-        all.sort_by(|a, b| b.run_id.cmp(&a.run_id));
+        all.sort_by_key(|r| std::cmp::Reverse(r.run_id));
         Ok(all)
     }
 
