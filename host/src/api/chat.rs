@@ -182,6 +182,8 @@ pub async fn completions(
             },
             timeout_ms: None,
             continues: None,
+            workspace: None,
+            limits: Default::default(),
         })
         .await?;
     let run = started.run_id;

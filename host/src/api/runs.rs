@@ -57,6 +57,8 @@ pub async fn start(
                 liveness,
                 timeout_ms: req.timeout_ms,
                 continues: Some(run),
+                workspace: None,
+                limits: req.limits.unwrap_or_default(),
             };
             let (_, facts) = s.rt.find_run(run).await?;
             if facts.status != crate::journal::event::RunStatus::Finished {
@@ -79,6 +81,8 @@ pub async fn start(
                 liveness,
                 timeout_ms: req.timeout_ms,
                 continues: None,
+                workspace: None,
+                limits: req.limits.unwrap_or_default(),
             })
             .await?
         }

@@ -70,6 +70,9 @@ pub struct StartRunRequest {
     /// The finished run this one continues.
     #[serde(default)]
     pub continues: Option<RunId>,
+    /// Limits for this run, each at most the workspace's ceiling.
+    #[serde(default)]
+    pub limits: Option<crate::limits::LimitsOverride>,
 }
 
 /// A run that was started.

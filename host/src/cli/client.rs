@@ -49,7 +49,7 @@ impl TargetArgs {
                     .clone()
                     .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
                     .unwrap_or_else(|| PathBuf::from(".cairn"));
-                let mut config = RuntimeConfig::new(home);
+                let mut config = RuntimeConfig::load(home, None)?;
                 // A management command never restores or serves sockets;
                 // `cairn serve` and `cairn run` own live work.
                 config.restore = false;

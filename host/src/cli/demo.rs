@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(RuntimeConfig::new(&home)).await?;
+    let rt = Runtime::open(RuntimeConfig::load(&home, None)?).await?;
     let mut out = std::io::stdout();
     let mut ok = true;
     for (example, prompt, decide) in [

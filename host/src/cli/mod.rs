@@ -63,15 +63,26 @@ enum Command {
     },
 }
 
-/// `--home DIR`, defaulting to `$CAIRN_HOME`, then `./.cairn`.
+/// `--home DIR`, defaulting to `$CAIRN_HOME`, then `./.cairn`; `--config FILE`.
 #[derive(Debug, clap::Args)]
 pub struct HomeArg {
     /// The cairn home (default: $CAIRN_HOME, or ./.cairn).
     #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// The host config (default: cairn.toml in the home).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 impl HomeArg {
+    /// The runtime config of this home.
+    pub fn runtime_config(&self) -> anyhow::Result<crate::runtime::RuntimeConfig> {
+        Ok(crate::runtime::RuntimeConfig::load(
+            self.path(),
+            self.config.as_deref(),
+        )?)
+    }
+
     fn path(&self) -> PathBuf {
         self.home
             .clone()

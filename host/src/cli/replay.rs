@@ -3,8 +3,8 @@
 
 use super::HomeArg;
 use crate::ids::SessionId;
+use crate::runtime::Runtime;
 use crate::runtime::replay::RunReplay;
-use crate::runtime::{Runtime, RuntimeConfig};
 use std::process::ExitCode;
 
 /// `cairn replay` arguments.
@@ -21,7 +21,7 @@ pub struct ReplayArgs {
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(&args.session)?;
-    let mut config = RuntimeConfig::new(args.home.path());
+    let mut config = args.home.runtime_config()?;
     config.restore = false;
     config.sockets = false;
     let rt = Runtime::open(config).await?;

@@ -5,7 +5,7 @@ use super::output;
 use crate::ids::WorkerId;
 use crate::journal::Delivery;
 use crate::journal::event::{CancelReason, LifecycleEvent, Payload, RunStatus};
-use crate::runtime::{AttachSpec, ComponentRef, Runtime, RuntimeConfig, StartRun, Started};
+use crate::runtime::{AttachSpec, ComponentRef, Runtime, StartRun, Started};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -53,7 +53,7 @@ pub struct Ran {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(RuntimeConfig::new(args.home.path())).await?;
+    let rt = Runtime::open(args.home.runtime_config()?).await?;
     let mut req = StartRun::new(ComponentRef::parse(&args.component), args.prompt);
     req.worker = args.worker;
     req.timeout_ms = args.timeout_ms;

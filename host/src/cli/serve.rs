@@ -1,7 +1,7 @@
 //! `cairn serve`: the HTTP API on loopback.
 
 use super::HomeArg;
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::Runtime;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -30,7 +30,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             args.listen
         );
     }
-    let rt = Runtime::open(RuntimeConfig::new(args.home.path())).await?;
+    let rt = Runtime::open(args.home.runtime_config()?).await?;
     for note in rt.recovery_notes() {
         eprintln!("cairn: note: {note}");
     }

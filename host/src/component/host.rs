@@ -85,6 +85,8 @@ pub trait RunHost: Send + Sync {
     /// Whether the epoch callback should stop the instance now (cancelled
     /// past its grace, or a limit was broken).
     fn should_trap(&self) -> bool;
+    /// The engine or a host stream saw a limit broken.
+    fn limit_broken(&self, limit: &str, value: u64, max: u64);
 }
 
 fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {

@@ -4,6 +4,7 @@
 mod bindings;
 mod clock;
 mod host;
+mod limiter;
 
 pub use clock::JournalClock;
 pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
@@ -16,7 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// How often the epoch ticks: the granularity of CPU slices and of cancel.
@@ -230,8 +231,17 @@ impl Components {
         let mut wasi = wasmtime_wasi::WasiCtxBuilder::new();
         wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
             .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
-        wasi.stdout(wasmtime_wasi::cli::OutputFile::new(sandbox.stdout));
-        wasi.stderr(wasmtime_wasi::cli::OutputFile::new(sandbox.stderr));
+        let log_bytes = sandbox.limits.log_bytes;
+        wasi.stdout(limiter::CappedLog::new(
+            sandbox.stdout,
+            log_bytes,
+            sandbox.host.clone(),
+        ));
+        wasi.stderr(limiter::CappedLog::new(
+            sandbox.stderr,
+            log_bytes,
+            sandbox.host.clone(),
+        ));
         wasi.insecure_random_seed(u128::from(start.seed));
         wasi.secure_random(clock::seeded_rng(start.seed));
         wasi.wall_clock(sandbox.clock.clone());
@@ -239,12 +249,7 @@ impl Components {
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(sandbox.max_memory_bytes)
-                .instances(64)
-                .tables(64)
-                .table_elements(100_000)
-                .build(),
+            limits: limiter::Limiter::new(sandbox.limits, Some(sandbox.host.clone())),
             host: Some(sandbox.host.clone()),
         };
         let mut store = Store::new(&self.engine, state);
@@ -344,8 +349,8 @@ pub struct Sandbox {
     pub stderr: std::fs::File,
     /// The guest's clocks.
     pub clock: JournalClock,
-    /// Linear memory ceiling.
-    pub max_memory_bytes: usize,
+    /// The run's limits.
+    pub limits: crate::limits::Limits,
     /// The run's side of every import.
     pub host: Arc<dyn RunHost>,
 }
@@ -385,7 +390,7 @@ pub enum RunTrap {
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: limiter::Limiter,
     host: Option<Arc<dyn RunHost>>,
 }
 
@@ -395,7 +400,13 @@ impl HostState {
         HostState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new().memory_size(64 << 20).build(),
+            limits: limiter::Limiter::new(
+                crate::limits::Limits {
+                    memory_bytes: 64 << 20,
+                    ..Default::default()
+                },
+                None,
+            ),
             host: None,
         }
     }

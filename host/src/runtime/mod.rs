@@ -46,30 +46,6 @@ pub enum StoreKind {
     },
 }
 
-/// Limits of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunLimits {
-    /// Linear memory, bytes.
-    pub max_memory_bytes: usize,
-    /// Agent events per run.
-    pub max_events: u64,
-    /// Bytes of one event's payload, as journaled.
-    pub max_event_bytes: u64,
-    /// Bytes of a prompt.
-    pub max_prompt_bytes: usize,
-}
-
-impl Default for RunLimits {
-    fn default() -> Self {
-        RunLimits {
-            max_memory_bytes: 256 << 20,
-            max_events: 100_000,
-            max_event_bytes: 1 << 20,
-            max_prompt_bytes: 1 << 20,
-        }
-    }
-}
-
 /// How a runtime is set up.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -81,8 +57,8 @@ pub struct RuntimeConfig {
     pub workspace: String,
     /// Live events buffered per session for subscribers.
     pub live_window: usize,
-    /// Per-run limits.
-    pub limits: RunLimits,
+    /// Limits and workspaces (`cairn.toml`).
+    pub host: crate::config::HostConfig,
     /// How long ended runs stay in memory (their journals stay on disk).
     pub retention: Duration,
     /// Restore interrupted runs by replay when the runtime opens.
@@ -92,6 +68,19 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// Defaults for a home, with `cairn.toml` from the home (or `config`) read.
+    pub fn load(
+        home: impl Into<PathBuf>,
+        config: Option<&std::path::Path>,
+    ) -> Result<Self, crate::config::ConfigError> {
+        let mut c = RuntimeConfig::new(home);
+        let path = config
+            .map(PathBuf::from)
+            .unwrap_or_else(|| c.home.join("cairn.toml"));
+        c.host = crate::config::HostConfig::load(&path)?;
+        Ok(c)
+    }
+
     /// Defaults for a home: the file store, workspace `local`.
     pub fn new(home: impl Into<PathBuf>) -> Self {
         RuntimeConfig {
@@ -99,7 +88,7 @@ impl RuntimeConfig {
             store: StoreKind::File,
             workspace: "local".into(),
             live_window: crate::journal::DEFAULT_LIVE_WINDOW,
-            limits: RunLimits::default(),
+            host: crate::config::HostConfig::default(),
             retention: Duration::from_secs(600),
             restore: true,
             sockets: true,
@@ -150,6 +139,10 @@ pub struct StartRun {
     pub timeout_ms: Option<u64>,
     /// The run this continues.
     pub continues: Option<RunId>,
+    /// The workspace a new session is attributed to (default: the config's).
+    pub workspace: Option<String>,
+    /// Limits under the workspace's ceilings.
+    pub limits: crate::limits::LimitsOverride,
 }
 
 impl StartRun {
@@ -166,6 +159,8 @@ impl StartRun {
             },
             timeout_ms: None,
             continues: None,
+            workspace: None,
+            limits: Default::default(),
         }
     }
 }
@@ -261,6 +256,9 @@ pub enum RuntimeError {
         /// The controller's name.
         name: String,
     },
+    /// A requested limit is above the workspace's ceiling.
+    #[error(transparent)]
+    AboveCeiling(#[from] crate::limits::AboveCeiling),
     /// The request is too large.
     #[error("the prompt is {size} bytes; at most {max} are accepted")]
     TooLarge {
@@ -315,6 +313,7 @@ impl RuntimeError {
             RuntimeError::Decide(DecideError::Conflict { .. }) => "conflict",
             RuntimeError::UnsupportedPolicy { .. } => "unsupported_policy",
             RuntimeError::TooLarge { .. } => "too_large",
+            RuntimeError::AboveCeiling(_) => "limit_exceeded",
             RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => "conflict",
             RuntimeError::SessionMismatch { .. } | RuntimeError::NoComponent(_) => {
                 "invalid_request"
@@ -482,19 +481,27 @@ impl Runtime {
         Ok((p.digest().to_string(), p.info().clone()))
     }
 
-    /// Persist a new session (and its worker) now; no component yet.
+    /// Persist a new session (and its worker) now, in the default workspace.
     pub async fn create_session(
         &self,
         id: Option<SessionId>,
+    ) -> Result<(SessionId, WorkerId), RuntimeError> {
+        let workspace = self.inner.config.workspace.clone();
+        self.create_session_in(id, &workspace).await
+    }
+
+    /// Persist a new session (and its worker) now, in `workspace`; no
+    /// component yet.
+    pub async fn create_session_in(
+        &self,
+        id: Option<SessionId>,
+        workspace: &str,
     ) -> Result<(SessionId, WorkerId), RuntimeError> {
         let session = id.unwrap_or_default();
         if self.inner.home.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
         }
-        let worker = self
-            .inner
-            .home
-            .create_worker(&session, None, &self.inner.config.workspace)?;
+        let worker = self.inner.home.create_worker(&session, None, workspace)?;
         let segment = worker.metadata()?.active_segment;
         self.inner.journals.create(&session, segment).await?;
         Ok((session, worker.id()))
@@ -524,10 +531,11 @@ impl Runtime {
         if inner.draining.load(Ordering::SeqCst) {
             return Err(RuntimeError::ShuttingDown);
         }
-        if req.prompt.len() > inner.config.limits.max_prompt_bytes {
+        let max_prompt = inner.config.host.limits.prompt_bytes;
+        if req.prompt.len() as u64 > max_prompt {
             return Err(RuntimeError::TooLarge {
                 size: req.prompt.len(),
-                max: inner.config.limits.max_prompt_bytes,
+                max: max_prompt as usize,
             });
         }
         // A component named by the request is checked before anything is laid out.
@@ -556,13 +564,35 @@ impl Runtime {
                 worker
             }
             None => {
-                let (session, worker) = self.create_session(req.session.clone()).await?;
-                let _ = session;
+                let workspace = req
+                    .workspace
+                    .clone()
+                    .unwrap_or_else(|| inner.config.workspace.clone());
+                let (_, worker) = self
+                    .create_session_in(req.session.clone(), &workspace)
+                    .await?;
                 inner.home.open_worker(worker)?
             }
         };
         let session = worker.session_id().clone();
         let record = worker.record()?;
+        if let Some(ws) = &req.workspace
+            && *ws != record.workspace
+        {
+            // Another workspace's session is not there for this caller.
+            return Err(RuntimeError::UnknownSession(session));
+        }
+        let limits = inner
+            .config
+            .host
+            .ceilings(&record.workspace)
+            .with(&req.limits)?;
+        if req.prompt.len() as u64 > limits.prompt_bytes {
+            return Err(RuntimeError::TooLarge {
+                size: req.prompt.len(),
+                max: limits.prompt_bytes as usize,
+            });
+        }
         if record.status == WorkerStatus::Stale {
             return Err(RuntimeError::Stale(worker.id()));
         }
@@ -602,7 +632,7 @@ impl Runtime {
             inner.store.clone(),
             inner.broker.clone(),
             req.liveness,
-            inner.config.limits,
+            limits,
         ));
         // One live run per session: held from this moment (Preparing).
         {
@@ -730,6 +760,8 @@ impl Runtime {
             liveness,
             timeout_ms: None,
             continues: Some(run),
+            workspace: None,
+            limits: Default::default(),
         };
         req.component = None;
         self.start(req).await
@@ -766,6 +798,8 @@ impl Runtime {
             }),
             timeout_ms: None,
             continues: None,
+            workspace: None,
+            limits: Default::default(),
         };
         self.start_inner(req, Some((run, checkpoint))).await
     }

@@ -99,7 +99,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
             rt.inner.store.clone(),
             rt.inner.broker.clone(),
             *liveness,
-            rt.inner.config.limits,
+            rt.inner.config.host.ceilings(&record.workspace),
         ));
         ctx.set_script(Script::of_run(&events, run, false));
         {
@@ -327,7 +327,7 @@ impl Runtime {
                     policy: LivenessPolicy::Continue,
                     grace_ms: 0,
                 },
-                self.inner.config.limits,
+                self.inner.config.host.ceilings(&worker.record()?.workspace),
             ));
             let script = Script::of_run(&events, run, true);
             let entries = script_len(&events, run);
@@ -355,7 +355,7 @@ impl Runtime {
                 stdout,
                 stderr,
                 clock: JournalClock::new(started.at_ms),
-                max_memory_bytes: ctx.limits.max_memory_bytes,
+                limits: ctx.limits,
                 host: ctx.clone(),
             };
             let start = RunStart {

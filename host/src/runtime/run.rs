@@ -3,7 +3,6 @@
 //! feeds the journaled answers back and compares every emit with the
 //! journal, then goes on live where the journal ends.
 
-use super::RunLimits;
 use super::Runtime;
 use super::decisions::Broker;
 use crate::component::{
@@ -16,6 +15,7 @@ use crate::journal::event::{
     AgentEvent, ApprovalRoute, CancelReason, DecidedBy, ErrorInfo, FinishOutcome, LifecycleEvent,
     Liveness, LivenessPolicy, Payload, RunFacts, RunStatus, SessionEvent, Usage,
 };
+use crate::limits::Limits;
 use crate::worker::WorkerDir;
 use async_trait::async_trait;
 use std::collections::VecDeque;
@@ -82,7 +82,8 @@ pub struct RunCtx {
     pub(crate) park: watch::Sender<Option<String>>,
     pub(crate) liveness: Liveness,
     present: AtomicBool,
-    pub(crate) limits: RunLimits,
+    pub(crate) limits: Limits,
+    pub(crate) journal_bytes: AtomicU64,
     pub(crate) clock: Mutex<Option<JournalClock>>,
     pub(crate) running: AtomicBool,
     pub(crate) retrying: AtomicBool,
@@ -100,7 +101,7 @@ impl RunCtx {
         store: Arc<dyn crate::store::Store>,
         broker: Arc<Broker>,
         liveness: Liveness,
-        limits: RunLimits,
+        limits: Limits,
     ) -> Self {
         RunCtx {
             run_id,
@@ -113,6 +114,7 @@ impl RunCtx {
             liveness,
             present: AtomicBool::new(false),
             limits,
+            journal_bytes: AtomicU64::new(0),
             clock: Mutex::new(None),
             running: AtomicBool::new(false),
             retrying: AtomicBool::new(false),
@@ -168,13 +170,15 @@ impl RunCtx {
         }
     }
 
-    fn break_limit(&self, limit: &str, value: u64, max: u64) -> String {
+    pub(crate) fn break_limit(&self, limit: &str, value: u64, max: u64) -> String {
         let what = format!("{limit}: {value} (at most {max})");
         self.fail(ErrorInfo {
             code: "limit_exceeded".into(),
             message: format!("the run exceeded a limit: {what}"),
             details: Some(serde_json::json!({ "limit": limit, "value": value, "max": max })),
         });
+        // Wake any wait; the terminal still says Failed (a failure wins).
+        self.cancel(CancelReason::External, format!("limit exceeded: {what}"));
         what
     }
 
@@ -261,6 +265,7 @@ impl RunCtx {
     fn count(&self, size: u64) {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.event_bytes.fetch_add(size, Ordering::Relaxed);
+        self.journal_bytes.fetch_add(size, Ordering::Relaxed);
     }
 
     async fn wait_live(
@@ -465,13 +470,18 @@ impl RunHost for RunCtx {
         let size = serde_json::to_vec(&payload)
             .map(|v| v.len() as u64)
             .unwrap_or(u64::MAX);
-        if size > self.limits.max_event_bytes {
-            let what = self.break_limit("event_bytes", size, self.limits.max_event_bytes);
+        if size > self.limits.event_bytes {
+            let what = self.break_limit("event_bytes", size, self.limits.event_bytes);
             return Ok(Err(EmitRefusal::LimitExceeded(what)));
         }
         let count = self.events.load(Ordering::Relaxed) + 1;
-        if count > self.limits.max_events {
-            let what = self.break_limit("events_per_run", count, self.limits.max_events);
+        if count > self.limits.events_per_run {
+            let what = self.break_limit("events_per_run", count, self.limits.events_per_run);
+            return Ok(Err(EmitRefusal::LimitExceeded(what)));
+        }
+        let journal = self.journal_bytes.load(Ordering::Relaxed) + size;
+        if journal > self.limits.journal_bytes {
+            let what = self.break_limit("journal_bytes", journal, self.limits.journal_bytes);
             return Ok(Err(EmitRefusal::LimitExceeded(what)));
         }
         self.retrying.store(
@@ -589,6 +599,10 @@ impl RunHost for RunCtx {
             .map_err(|e| HostFailure(format!("cannot read history: {e}")))
     }
 
+    fn limit_broken(&self, limit: &str, value: u64, max: u64) {
+        self.break_limit(limit, value, max);
+    }
+
     fn should_trap(&self) -> bool {
         if self.failure().is_some() {
             return true;
@@ -702,12 +716,16 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
                 }
             });
         }
+        if let Ok(bytes) = inner.store.bytes(&ctx.session).await {
+            ctx.journal_bytes.store(bytes, Ordering::Relaxed);
+        }
+        watch_limits(ctx.clone(), gen_dir.dir.open_dir("artifacts").ok());
         let sandbox = Sandbox {
             artifacts: gen_dir.artifacts_path.clone(),
             stdout,
             stderr,
             clock,
-            max_memory_bytes: ctx.limits.max_memory_bytes,
+            limits: ctx.limits,
             host: ctx.clone(),
         };
         let start = RunStart {
@@ -768,6 +786,66 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
         .await
         .map(|e| e.facts.expect("a terminal event carries its facts"))
         .map_err(|e| format!("cannot journal the end of run {run_id}: {e}"))
+}
+
+/// Enforce the limits nothing else sees: the wall clock, and the bytes under
+/// `artifacts/` (measured every few ticks; a breach traps the guest at its
+/// next epoch tick). Ends when the run does.
+fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
+    let started = Instant::now();
+    let mut done = ctx.cancel.subscribe();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = async { let _ = done.wait_for(|c| c.is_some()).await; } => return,
+            }
+            if Arc::strong_count(&ctx) == 1 || ctx.failure().is_some() {
+                return;
+            }
+            let elapsed = started.elapsed().as_millis() as u64;
+            if elapsed > ctx.limits.wall_ms {
+                ctx.break_limit("wall_ms", elapsed, ctx.limits.wall_ms);
+                return;
+            }
+            if let Some(dir) = &artifacts {
+                let dir = match dir.try_clone() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                };
+                let used = tokio::task::spawn_blocking(move || tree_bytes(&dir, 0))
+                    .await
+                    .unwrap_or(0);
+                if used > ctx.limits.artifact_bytes {
+                    ctx.break_limit("artifact_bytes", used, ctx.limits.artifact_bytes);
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Bytes of the regular files under `dir` (symlinks are not followed).
+fn tree_bytes(dir: &cap_std::fs::Dir, depth: usize) -> u64 {
+    if depth > 64 {
+        return 0;
+    }
+    let Ok(entries) = dir.entries() else { return 0 };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if let Ok(sub) = entry.open_dir() {
+                total += tree_bytes(&sub, depth + 1);
+            }
+        } else if kind.is_file() {
+            total += entry.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    total
 }
 
 /// Run the instance until it returns or traps; a cancel is noticed by its

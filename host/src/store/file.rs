@@ -404,6 +404,12 @@ impl JournalStore for FileStore {
         blocking(move || Self::read_all(&files, after, limit)).await
     }
 
+    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
+        let files = self.open(session)?;
+        let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(writer.lines.iter().map(|l| u64::from(l.len) + 1).sum())
+    }
+
     fn is_complete(&self) -> bool {
         true
     }

@@ -14,6 +14,7 @@ pub const DEFAULT_WINDOW: usize = 100_000;
 struct Session {
     segment: SegmentId,
     last_seq: Seq,
+    bytes: u64,
     events: VecDeque<SessionEvent>,
     runs: HashMap<RunId, RunFacts>,
     checkpoints: HashMap<String, Vec<u8>>,
@@ -61,6 +62,9 @@ impl MemoryStore {
             });
         }
         s.last_seq = event.seq;
+        s.bytes += serde_json::to_vec(event)
+            .map(|v| v.len() as u64 + 1)
+            .unwrap_or(0);
         s.events.push_back(event.clone());
         while s.events.len() > self.window {
             s.events.pop_front();
@@ -87,6 +91,7 @@ impl JournalStore for MemoryStore {
             Session {
                 segment,
                 last_seq: Seq(0),
+                bytes: 0,
                 events: VecDeque::new(),
                 runs: HashMap::new(),
                 checkpoints: HashMap::new(),
@@ -135,6 +140,10 @@ impl JournalStore for MemoryStore {
                 .map(|e| JournalItem::Event(Box::new(e)))
                 .collect())
         })
+    }
+
+    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
+        self.with(session, |s| Ok(s.bytes))
     }
 
     fn is_complete(&self) -> bool {

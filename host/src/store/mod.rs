@@ -126,6 +126,9 @@ pub trait JournalStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError>;
 
+    /// Bytes the session's journal holds.
+    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError>;
+
     /// Whether this store holds every event ever appended (replay, restore
     /// and history need that; a bounded memory window does not).
     fn is_complete(&self) -> bool;

@@ -1,0 +1,116 @@
+//! The host config, `cairn.toml` in the home (or `--config FILE`):
+//!
+//! ```toml
+//! [limits]                 # host defaults and ceilings for every workspace
+//! memory_bytes = 268435456
+//!
+//! [workspaces.acme]
+//! tokens = ["a-long-random-secret"]
+//! [workspaces.acme.limits] # this workspace's ceilings, under the host's
+//! events_per_run = 10000
+//! ```
+//!
+//! A missing file is the defaults with no workspaces (and so no tokens).
+
+use crate::limits::Limits;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The parsed config.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Host-wide limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Workspaces by name.
+    #[serde(default)]
+    pub workspaces: BTreeMap<String, WorkspaceConfig>,
+}
+
+/// One workspace.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Bearer tokens that act for it.
+    #[serde(default)]
+    pub tokens: Vec<String>,
+    /// Its ceilings (each capped by the host's).
+    #[serde(default)]
+    pub limits: Option<Limits>,
+}
+
+/// The config file is unreadable or wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct ConfigError {
+    /// The file.
+    pub path: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl HostConfig {
+    /// Load `path`; a missing file is the defaults.
+    pub fn load(path: &Path) -> Result<HostConfig, ConfigError> {
+        let err = |reason: String| ConfigError {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HostConfig::default()),
+            Err(e) => return Err(err(e.to_string())),
+        };
+        let config: HostConfig = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let mut seen = BTreeMap::new();
+        for (name, ws) in &config.workspaces {
+            for token in &ws.tokens {
+                if token.len() < 16 {
+                    return Err(err(format!(
+                        "a token of workspace {name:?} is shorter than 16 characters"
+                    )));
+                }
+                if let Some(other) = seen.insert(token.clone(), name.clone()) {
+                    return Err(err(format!(
+                        "workspaces {other:?} and {name:?} share a token"
+                    )));
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// The workspace a bearer token acts for.
+    pub fn workspace_of(&self, token: &str) -> Option<&str> {
+        self.workspaces
+            .iter()
+            .find(|(_, ws)| {
+                ws.tokens
+                    .iter()
+                    .any(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+            })
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// Whether any token is configured.
+    pub fn has_tokens(&self) -> bool {
+        self.workspaces.values().any(|w| !w.tokens.is_empty())
+    }
+
+    /// A workspace's ceilings: its own, capped by the host's.
+    pub fn ceilings(&self, workspace: &str) -> Limits {
+        match self.workspaces.get(workspace).and_then(|w| w.limits) {
+            Some(own) => own.min(self.limits),
+            None => self.limits,
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,151 @@
+//! Per-worker limits: host defaults, per-workspace ceilings, per-run
+//! overrides under them. A violation ends that run `Failed` with
+//! `limit_exceeded { limit, value, max }`; the host and every other worker go on.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Every limit of one run. Sizes in bytes, durations in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Linear memory of the instance, all memories together.
+    pub memory_bytes: u64,
+    /// Table elements per table.
+    pub table_elements: u64,
+    /// Core instances, tables and memories the component may create.
+    pub instances: u64,
+    /// Wall-clock time of a run.
+    pub wall_ms: u64,
+    /// Agent events one run may emit.
+    pub events_per_run: u64,
+    /// Bytes of one event, as journaled.
+    pub event_bytes: u64,
+    /// Bytes of the session's journal.
+    pub journal_bytes: u64,
+    /// Bytes under the generation's `artifacts/`.
+    pub artifact_bytes: u64,
+    /// Bytes of stdout and of stderr, each.
+    pub log_bytes: u64,
+    /// Bytes of a prompt.
+    pub prompt_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 256 << 20,
+            table_elements: 100_000,
+            instances: 64,
+            wall_ms: 3_600_000,
+            events_per_run: 100_000,
+            event_bytes: 1 << 20,
+            journal_bytes: 1 << 30,
+            artifact_bytes: 256 << 20,
+            log_bytes: 16 << 20,
+            prompt_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A run's requested limits: each, when given, must be at most the ceiling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsOverride {
+    /// See [`Limits::memory_bytes`].
+    pub memory_bytes: Option<u64>,
+    /// See [`Limits::wall_ms`].
+    pub wall_ms: Option<u64>,
+    /// See [`Limits::events_per_run`].
+    pub events_per_run: Option<u64>,
+    /// See [`Limits::event_bytes`].
+    pub event_bytes: Option<u64>,
+    /// See [`Limits::journal_bytes`].
+    pub journal_bytes: Option<u64>,
+    /// See [`Limits::artifact_bytes`].
+    pub artifact_bytes: Option<u64>,
+    /// See [`Limits::log_bytes`].
+    pub log_bytes: Option<u64>,
+}
+
+/// An override above its ceiling.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("limit {limit} of {value} is above this workspace's ceiling of {max}")]
+pub struct AboveCeiling {
+    /// Which limit.
+    pub limit: &'static str,
+    /// The value asked for.
+    pub value: u64,
+    /// The ceiling.
+    pub max: u64,
+}
+
+impl Limits {
+    /// These limits with `o` applied; each override must be at most the ceiling.
+    pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
+        let mut out = self;
+        let pairs: [(&'static str, Option<u64>, &mut u64); 7] = [
+            ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
+            ("wall_ms", o.wall_ms, &mut out.wall_ms),
+            ("events_per_run", o.events_per_run, &mut out.events_per_run),
+            ("event_bytes", o.event_bytes, &mut out.event_bytes),
+            ("journal_bytes", o.journal_bytes, &mut out.journal_bytes),
+            ("artifact_bytes", o.artifact_bytes, &mut out.artifact_bytes),
+            ("log_bytes", o.log_bytes, &mut out.log_bytes),
+        ];
+        for (limit, asked, slot) in pairs {
+            if let Some(value) = asked {
+                if value > *slot {
+                    return Err(AboveCeiling {
+                        limit,
+                        value,
+                        max: *slot,
+                    });
+                }
+                *slot = value;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The lower of each pair (a workspace's ceiling under the host's).
+    pub fn min(self, other: Limits) -> Limits {
+        Limits {
+            memory_bytes: self.memory_bytes.min(other.memory_bytes),
+            table_elements: self.table_elements.min(other.table_elements),
+            instances: self.instances.min(other.instances),
+            wall_ms: self.wall_ms.min(other.wall_ms),
+            events_per_run: self.events_per_run.min(other.events_per_run),
+            event_bytes: self.event_bytes.min(other.event_bytes),
+            journal_bytes: self.journal_bytes.min(other.journal_bytes),
+            artifact_bytes: self.artifact_bytes.min(other.artifact_bytes),
+            log_bytes: self.log_bytes.min(other.log_bytes),
+            prompt_bytes: self.prompt_bytes.min(other.prompt_bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_stay_under_the_ceiling() {
+        let ceiling = Limits::default();
+        let lower = ceiling
+            .with(&LimitsOverride {
+                memory_bytes: Some(1 << 20),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(lower.memory_bytes, 1 << 20);
+        let err = ceiling
+            .with(&LimitsOverride {
+                events_per_run: Some(u64::MAX),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(err.limit, "events_per_run");
+        assert!(err.to_string().contains("ceiling"));
+    }
+}
