@@ -5,6 +5,7 @@ mod api;
 mod cli;
 mod common;
 mod fuzz_api;
+mod hostile;
 mod restore;
 mod runtime;
 mod skeleton;

@@ -1,0 +1,99 @@
+//! A hostile controller: the prompt picks the attack.
+//!
+//! `loop` spins without host calls · `memory` allocates without end ·
+//! `flood` emits without end · `giant` emits one 8 MiB event · `stack`
+//! recurses without end · `trap` executes `unreachable` · `panic` panics ·
+//! `disk` fills `artifacts/` · `logs` floods stdout · `wait` waits on a
+//! decision forever · `escape` reads through a planted symlink and `..`.
+use cairn_guest::{Controller, Error, Outcome, Start};
+use std::io::Write;
+
+struct Hostile;
+
+#[inline(never)]
+fn recurse(depth: u64, sink: &mut [u8; 256]) -> u64 {
+    sink[(depth % 256) as usize] = depth as u8;
+    let mut local = *sink;
+    recurse(depth + 1, &mut local) + local[0] as u64
+}
+
+impl Controller for Hostile {
+    fn run(start: Start) -> Result<Outcome, Error> {
+        cairn_guest::emit_text(&format!("attack: {}", start.prompt))?;
+        match start.prompt.as_str() {
+            "loop" => {
+                let mut x: u64 = 1;
+                loop {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    if x == 0 {
+                        break;
+                    }
+                }
+            }
+            "memory" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![7u8; 4 << 20]);
+                }
+            }
+            "flood" => loop {
+                cairn_guest::emit_text("flood")?;
+            },
+            "giant" => {
+                cairn_guest::emit_text(&"g".repeat(8 << 20))?;
+            }
+            "stack" => {
+                let mut sink = [0u8; 256];
+                recurse(0, &mut sink);
+            }
+            "trap" => {
+                #[cfg(target_arch = "wasm32")]
+                core::arch::wasm32::unreachable();
+            }
+            "panic" => panic!("a hostile panic"),
+            "disk" => {
+                let chunk = vec![1u8; 1 << 20];
+                for i in 0.. {
+                    let mut f = std::fs::File::create(format!("fill-{}", i % 4096))
+                        .map_err(|e| Error::new("io", e.to_string()))?;
+                    f.write_all(&chunk)
+                        .map_err(|e| Error::new("io", e.to_string()))?;
+                }
+            }
+            "logs" => {
+                let line = "x".repeat(4096);
+                loop {
+                    if writeln!(std::io::stdout(), "{line}").is_err() {
+                        // Refused: keep trying, the host must stop us.
+                    }
+                }
+            }
+            "wait" => {
+                let _ = cairn_guest::request_approval("wait forever");
+            }
+            "escape" => {
+                // Wait, so a test can plant links in this generation's directory.
+                let _ = cairn_guest::request_approval("plant the links now");
+                let mut reached = Vec::new();
+                for target in [
+                    "planted-link",
+                    "planted-dir-link/secret.txt",
+                    "../escaped-secret.txt",
+                    "/planted-link",
+                ] {
+                    if let Ok(bytes) = std::fs::read(target) {
+                        reached.push(format!("{target}: {}", String::from_utf8_lossy(&bytes)));
+                    }
+                }
+                cairn_guest::emit_custom("escape", &serde_json::json!({ "reached": reached }))?;
+                if !reached.is_empty() {
+                    return Err(Error::new("escaped", reached.join("; ")));
+                }
+            }
+            other => return Err(Error::new("unknown_attack", other)),
+        }
+        Ok(Outcome::Finished("survived".into()))
+    }
+}
+
+cairn_guest::controller!(Hostile);

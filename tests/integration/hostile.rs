@@ -1,0 +1,222 @@
+//! Hostile controllers: each attack ends its own run `Failed` (with the limit
+//! it broke, when it broke one), fast, and the host and its neighbours go on.
+
+use crate::common::*;
+use cairn::journal::event::{LifecycleEvent, RunStatus};
+use cairn::limits::LimitsOverride;
+use cairn::runtime::{ComponentRef, Runtime, StartRun};
+use cairn::{Payload, RunFacts, SessionEvent};
+use std::time::{Duration, Instant};
+
+fn tight() -> LimitsOverride {
+    LimitsOverride {
+        memory_bytes: Some(64 << 20),
+        wall_ms: Some(2_000),
+        events_per_run: Some(2_000),
+        event_bytes: Some(64 << 10),
+        journal_bytes: Some(8 << 20),
+        artifact_bytes: Some(8 << 20),
+        log_bytes: Some(1 << 20),
+    }
+}
+
+pub fn hostile(attack: &str) -> StartRun {
+    let mut req = StartRun::new(ComponentRef::Path(fixture("hostile")), attack);
+    req.limits = tight();
+    req
+}
+
+fn failure(events: &[SessionEvent]) -> cairn::journal::event::ErrorInfo {
+    match &events.last().unwrap().payload {
+        Payload::Lifecycle(LifecycleEvent::Failed { error }) => error.clone(),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+async fn attack(rt: &Runtime, name: &str) -> (RunFacts, Vec<SessionEvent>, Duration) {
+    let t = Instant::now();
+    let (_, facts, events) =
+        tokio::time::timeout(Duration::from_secs(60), run_to_end(rt, hostile(name), None))
+            .await
+            .unwrap_or_else(|_| panic!("the {name} attack was not stopped"));
+    (facts, events, t.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attack_ends_its_own_run_and_names_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let cases = [
+        ("loop", "limit_exceeded", Some("wall_ms")),
+        ("memory", "limit_exceeded", Some("memory_bytes")),
+        ("flood", "limit_exceeded", Some("events_per_run")),
+        ("giant", "limit_exceeded", Some("event_bytes")),
+        ("disk", "limit_exceeded", Some("artifact_bytes")),
+        ("logs", "limit_exceeded", Some("log_bytes")),
+        ("wait", "limit_exceeded", Some("wall_ms")),
+        ("stack", "trap", None),
+        ("trap", "trap", None),
+        ("panic", "trap", None),
+    ];
+    let mut figures = Vec::new();
+    for (name, code, limit) in cases {
+        let (facts, events, took) = attack(&rt, name).await;
+        assert_eq!(facts.status, RunStatus::Failed, "{name}");
+        let error = failure(&events);
+        assert_eq!(error.code, code, "{name}: {error:?}");
+        if let Some(limit) = limit {
+            let details = error.details.clone().unwrap();
+            assert_eq!(details["limit"], limit, "{name}: {details}");
+            assert!(
+                details["value"].as_u64().unwrap() > details["max"].as_u64().unwrap(),
+                "{name}: {details}"
+            );
+        }
+        figures.push(format!(
+            "{name}: stopped in {} ms ({})",
+            took.as_millis(),
+            error.message
+        ));
+        // The journal stays dense and readable after each attack.
+        let seqs: Vec<u64> = rt
+            .read(&events[0].session_id, cairn::Seq(0))
+            .await
+            .unwrap()
+            .iter()
+            .map(|i| i.seq().0)
+            .collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "{name}");
+    }
+    for f in &figures {
+        eprintln!("{f}");
+    }
+    // The host goes on.
+    let (_, facts, _) = run_to_end(&rt, start_req("echo", "still fine"), None).await;
+    assert_eq!(facts.status, RunStatus::Finished);
+}
+
+#[tokio::test]
+async fn limits_above_the_ceiling_are_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let mut req = hostile("loop");
+    req.limits.memory_bytes = Some(u64::MAX);
+    let err = rt.start(req).await.unwrap_err();
+    assert_eq!(err.code(), "limit_exceeded");
+    assert!(err.to_string().contains("memory_bytes"), "{err}");
+}
+
+#[tokio::test]
+async fn symlinks_planted_in_artifacts_lead_nowhere_for_guest_or_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let secret_dir = tmp.path().join("outside");
+    std::fs::create_dir(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("secret.txt"), b"top secret").unwrap();
+    // The guest waits for approval; meanwhile its artifacts/ gets links out.
+    let mut req = StartRun::new(ComponentRef::Path(fixture("hostile")), "escape");
+    req.limits = tight();
+    let started = rt.start(req).await.unwrap();
+    let worker = tmp
+        .path()
+        .join("home/workers")
+        .join(started.worker_id.to_string());
+    let plant = |artifacts: &std::path::Path| {
+        std::os::unix::fs::symlink(
+            secret_dir.join("secret.txt"),
+            artifacts.join("planted-link"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&secret_dir, artifacts.join("planted-dir-link")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../../outside/secret.txt",
+            artifacts.join("relative-link"),
+        )
+        .unwrap();
+    };
+    let answer_after_planting = |generation: u64| {
+        let rt = rt.clone();
+        let session = started.session_id.clone();
+        let artifacts = worker.join(format!("runs/{generation}/artifacts"));
+        async move {
+            loop {
+                if let Some(p) = rt.pending_decisions(Some(&session)).first() {
+                    plant(&artifacts);
+                    rt.decide(&p.decision_id, serde_json::json!({"approved": true}))
+                        .await
+                        .unwrap();
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    answer_after_planting(1).await;
+    let facts = rt.wait(started.run_id).await.unwrap();
+    assert_eq!(
+        facts.status,
+        RunStatus::Finished,
+        "the guest reached nothing through the links"
+    );
+    let events: Vec<SessionEvent> = rt
+        .read(&started.session_id, cairn::Seq(0))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.event().cloned())
+        .collect();
+    let reached = events.iter().find_map(|e| match &e.payload {
+        Payload::Agent(cairn::AgentEvent::Custom { name, data }) if name == "escape" => {
+            Some(data["reached"].clone())
+        }
+        _ => None,
+    });
+    assert_eq!(reached, Some(serde_json::json!([])));
+    std::fs::write(worker.join("runs/1/artifacts/kept.txt"), b"mine").unwrap();
+    // Next run of the worker: its artifacts/ carry over without the links.
+    let mut req = StartRun::new(ComponentRef::Path(fixture("hostile")), "escape");
+    req.worker = Some(started.worker_id);
+    req.limits = tight();
+    let next_run = rt.start(req).await.unwrap();
+    let next = worker.join("runs/2/artifacts");
+    loop {
+        if !rt.pending_decisions(Some(&started.session_id)).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(std::fs::read(next.join("kept.txt")).unwrap(), b"mine");
+    assert!(
+        std::fs::symlink_metadata(next.join("planted-link")).is_err(),
+        "links are not carried over"
+    );
+    assert!(std::fs::symlink_metadata(next.join("planted-dir-link")).is_err());
+    answer_after_planting(2).await;
+    assert_eq!(
+        rt.wait(next_run.run_id).await.unwrap().status,
+        RunStatus::Finished
+    );
+    let home = cairn::worker::Home::open(&tmp.path().join("home")).unwrap();
+    let w = home.open_worker(started.worker_id).unwrap();
+    let gen_dir = w.generation_dir(cairn::Generation(2)).unwrap();
+    let arts = gen_dir.open_dir("artifacts").unwrap();
+    // Host side: cap-std refuses to follow the links out of the aggregate.
+    for link in [
+        "planted-link",
+        "planted-dir-link/secret.txt",
+        "relative-link",
+    ] {
+        assert!(
+            arts.read(link).is_err(),
+            "the host must not read through {link}"
+        );
+        assert!(
+            arts.write(link, b"overwrite").is_err(),
+            "the host must not write through {link}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(secret_dir.join("secret.txt")).unwrap(),
+        b"top secret"
+    );
+}
