@@ -246,6 +246,43 @@ impl Home {
             .map_err(io_err(format!("cannot store component {digest}")))
     }
 
+    /// Record that `workspace` uploaded `digest` (components are stored once,
+    /// by digest, but each workspace sees only its own uploads).
+    pub fn grant_component(&self, workspace: &str, digest: &str) -> Result<(), WorkerError> {
+        let _guard = self.inner.reserve.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = fsutil::ensure_dir(&self.inner.root, "components")
+            .map_err(io_err("cannot open components/"))?;
+        let mut grants = self.grants(&dir);
+        let list = grants.entry(workspace.to_string()).or_default();
+        if !list.iter().any(|d| d == digest) {
+            list.push(digest.to_string());
+            let doc = serde_json::json!({ "version": DOC_VERSION, "grants": grants });
+            fsutil::write_document(&dir, "grants.json", &to_json(&doc))
+                .map_err(io_err("cannot write components/grants.json"))?;
+        }
+        Ok(())
+    }
+
+    /// The digests `workspace` uploaded.
+    pub fn granted(&self, workspace: &str) -> Vec<String> {
+        let Ok(dir) = self.inner.root.open_dir("components") else {
+            return vec![];
+        };
+        self.grants(&dir).remove(workspace).unwrap_or_default()
+    }
+
+    fn grants(&self, dir: &Dir) -> std::collections::BTreeMap<String, Vec<String>> {
+        #[derive(Deserialize)]
+        struct Grants {
+            #[allow(dead_code)]
+            version: u64,
+            grants: std::collections::BTreeMap<String, Vec<String>>,
+        }
+        fsutil::read_document::<Grants>(dir, "grants.json", DOC_VERSION)
+            .map(|g| g.grants)
+            .unwrap_or_default()
+    }
+
     /// The digests of every stored component.
     pub fn component_digests(&self) -> Vec<String> {
         let Ok(dir) = self.inner.root.open_dir("components") else {

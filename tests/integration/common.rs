@@ -73,3 +73,16 @@ pub fn fixture(name: &str) -> std::path::PathBuf {
         .map(|(_, p)| std::path::PathBuf::from(p))
         .unwrap_or_else(|| panic!("no fixture {name}"))
 }
+
+/// Percent-encode a path segment.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -11,3 +11,4 @@ mod runtime;
 mod skeleton;
 mod store;
 mod vocabulary;
+mod workspaces;

@@ -7,6 +7,7 @@
 //! the `x-cairn-session` header (absent: a new session).
 
 use super::AppState;
+use super::auth::{Workspace, own_session};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::runs::component_ref;
@@ -16,6 +17,7 @@ use crate::journal::event::{
     AgentEvent, FinishOutcome, LifecycleEvent, Liveness, LivenessPolicy, Payload,
 };
 use crate::runtime::{AttachSpec, Observation, StartRun};
+use axum::Extension;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue};
@@ -133,6 +135,7 @@ fn finish_reason(end: &LifecycleEvent) -> Result<&'static str, (String, String)>
 
 pub async fn completions(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     headers: HeaderMap,
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
@@ -146,7 +149,7 @@ pub async fn completions(
         .find(|m| m.role == "user")
         .and_then(|m| text_of(&m.content))
         .ok_or_else(|| ApiError::invalid("messages hold no user message with text content"))?;
-    let component = component_ref(&req.model)?;
+    let component = component_ref(&s, &ws, &req.model)?;
     let rt = &s.rt;
     let session = match headers.get("x-cairn-session") {
         Some(v) => {
@@ -160,11 +163,13 @@ pub async fn completions(
                 .map_err(crate::runtime::RuntimeError::from)?
                 .is_none()
             {
-                rt.create_session(Some(id.clone())).await?;
+                rt.create_session_in(Some(id.clone()), &ws.0).await?;
+            } else {
+                own_session(&s, &ws, &id)?;
             }
             id
         }
-        None => rt.create_session(None).await?.0,
+        None => rt.create_session_in(None, &ws.0).await?.0,
     };
     let after = rt.last_seq(&session).await?;
     let obs = rt
@@ -182,7 +187,7 @@ pub async fn completions(
             },
             timeout_ms: None,
             continues: None,
-            workspace: None,
+            workspace: Some(ws.0.clone()),
             limits: Default::default(),
         })
         .await?;

@@ -1,18 +1,20 @@
-//! `/v1/components`: upload (stored by digest, validated against the world)
-//! and list.
+//! `/v1/components`: upload (stored once by digest, validated against the
+//! world, visible to the uploading workspace) and list.
 
 use super::AppState;
+use super::auth::Workspace;
 use super::error::ApiError;
 use super::wire::ComponentInfo;
-use crate::runtime::ComponentRef;
-use axum::Json;
+use crate::runtime::{ComponentRef, RuntimeError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use std::sync::Arc;
 
 pub async fn upload(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<ComponentInfo>), ApiError> {
     if body.is_empty() {
@@ -23,6 +25,9 @@ pub async fn upload(
     let (digest, info) =
         s.rt.add_component(&ComponentRef::Bytes(Arc::new(body.to_vec())))
             .await?;
+    s.rt.home()
+        .grant_component(&ws.0, &digest)
+        .map_err(RuntimeError::from)?;
     Ok((
         StatusCode::CREATED,
         Json(ComponentInfo {
@@ -35,7 +40,10 @@ pub async fn upload(
     ))
 }
 
-pub async fn list(State(s): State<AppState>) -> Result<Json<Vec<ComponentInfo>>, ApiError> {
+pub async fn list(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+) -> Result<Json<Vec<ComponentInfo>>, ApiError> {
     let mut out = Vec::new();
     for name in crate::examples::names() {
         let (digest, info) =
@@ -49,7 +57,7 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Vec<ComponentInfo>>,
             built_in: Some(name.to_string()),
         });
     }
-    for digest in s.rt.home().component_digests() {
+    for digest in s.rt.home().granted(&ws.0) {
         if out.iter().any(|c| c.digest == digest) {
             continue;
         }

@@ -1,28 +1,42 @@
 //! `/v1/decisions` (and `/v1/approvals/{id}`, an alias).
 
 use super::AppState;
+use super::auth::{Workspace, own_session};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::wire::{DecideRequest, Decided, DecisionsQuery};
 use crate::ids::{DecisionId, SessionId};
 use crate::runtime::PendingDecision;
-use axum::Json;
 use axum::extract::{Path, Query, State};
+use axum::{Extension, Json};
 
 pub async fn list(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Query(q): Query<DecisionsQuery>,
 ) -> Result<Json<Vec<PendingDecision>>, ApiError> {
     let session = q.session.as_deref().map(SessionId::parse).transpose()?;
-    Ok(Json(s.rt.pending_decisions(session.as_ref())))
+    if let Some(session) = &session {
+        own_session(&s, &ws, session)?;
+    }
+    let mine =
+        s.rt.pending_decisions(session.as_ref())
+            .into_iter()
+            .filter(|p| own_session(&s, &ws, &p.session_id).is_ok())
+            .collect();
+    Ok(Json(mine))
 }
 
 pub async fn decide(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<DecideRequest>,
 ) -> Result<Json<Decided>, ApiError> {
     let id: DecisionId = id.parse()?;
+    let not_found = || ApiError::not_found(format!("no pending decision {id}"));
+    let session = s.rt.session_of_decision(&id).ok_or_else(not_found)?;
+    own_session(&s, &ws, &session).map_err(|_| not_found())?;
     s.rt.decide(&id, req.value).await?;
     Ok(Json(Decided {
         decision_id: id.to_string(),

@@ -3,6 +3,7 @@
 //! connection is the observer: dropping it detaches.
 
 use super::AppState;
+use super::auth::{Workspace, own_run, own_session};
 use super::error::ApiError;
 use super::runs::run_id;
 use super::wire::EventsQuery;
@@ -10,6 +11,7 @@ use crate::ids::{Seq, SessionId};
 use crate::journal::Delivery;
 use crate::journal::event::ObserverRole;
 use crate::runtime::{AttachSpec, Observation};
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -83,11 +85,13 @@ fn stream_of(
 
 pub async fn session_events(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let session = SessionId::parse(&id)?;
+    own_session(&s, &ws, &session)?;
     let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
     let spec = AttachSpec {
         role: if q.claim.unwrap_or(false) {
@@ -106,12 +110,13 @@ pub async fn session_events(
 
 pub async fn run_events(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let run = run_id(&id)?;
-    let session = s.rt.session_of_run(run).await?;
+    let session = own_run(&s, &ws, run).await?;
     let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
     let spec = AttachSpec {
         role: if q.claim.unwrap_or(false) {

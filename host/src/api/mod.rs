@@ -1,6 +1,7 @@
 //! The HTTP seam (axum). Every handler calls the runtime and reads journal
 //! subscriptions; none holds a component, a store or a cancel token.
 
+pub mod auth;
 pub mod body;
 mod chat;
 mod components;
@@ -58,6 +59,10 @@ pub fn router(rt: Runtime) -> Router {
         )
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(body::MAX_JSON_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .with_state(state)
 }
 

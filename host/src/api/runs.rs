@@ -1,23 +1,25 @@
 //! `/v1/runs`.
 
 use super::AppState;
+use super::auth::{Workspace, own_component, own_run, own_session};
 use super::body::{JsonBody, parse};
 use super::error::ApiError;
 use super::wire::{CancelAccepted, ResumeRequest, StartRunRequest, StartedRun};
 use crate::ids::{RunId, SessionId};
-use crate::journal::event::{CancelReason, Liveness, LivenessPolicy};
-use crate::runtime::{ComponentRef, RunSummary, StartRun};
-use axum::Json;
+use crate::journal::event::{CancelReason, Liveness, LivenessPolicy, RunStatus};
+use crate::runtime::{ComponentRef, RunSummary, RuntimeError, StartRun};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 
-/// A component named on the wire: a built-in example or an uploaded digest,
-/// never a path on the server.
-pub fn component_ref(name: &str) -> Result<ComponentRef, ApiError> {
+/// A component named on the wire: a built-in example or an uploaded digest
+/// of the caller's workspace, never a path on the server.
+pub fn component_ref(s: &AppState, ws: &Workspace, name: &str) -> Result<ComponentRef, ApiError> {
     if crate::examples::built_in(name).is_some() {
         Ok(ComponentRef::BuiltIn(name.to_string()))
     } else if name.starts_with("sha256:") {
+        own_component(s, ws, name)?;
         Ok(ComponentRef::Digest(name.to_string()))
     } else {
         Err(ApiError::not_found(format!(
@@ -31,62 +33,68 @@ pub fn run_id(text: &str) -> Result<RunId, ApiError> {
     Ok(text.parse::<RunId>()?)
 }
 
+fn state_name(status: RunStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 pub async fn start(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     JsonBody(req): JsonBody<StartRunRequest>,
 ) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
-    let session = req.session.as_deref().map(SessionId::parse).transpose()?;
-    let component = req.component.as_deref().map(component_ref).transpose()?;
+    let mut session = req.session.as_deref().map(SessionId::parse).transpose()?;
+    if let Some(session) = &session
+        && s.rt
+            .home()
+            .lookup(session)
+            .map_err(RuntimeError::from)?
+            .is_some()
+    {
+        own_session(&s, &ws, session)?;
+    }
+    let component = req
+        .component
+        .as_deref()
+        .map(|c| component_ref(&s, &ws, c))
+        .transpose()?;
     let liveness = req.liveness.map(|l| l.resolve()).unwrap_or(Liveness {
         policy: LivenessPolicy::Continue,
         grace_ms: 0,
     });
-    let started = match req.continues {
-        Some(run) => {
-            let (of, _) = s.rt.find_run(run).await?;
-            if session.as_ref().is_some_and(|given| *given != of) {
-                return Err(ApiError::invalid(format!(
-                    "run {run} belongs to session {of}, not the one given"
-                )));
-            }
-            let mut start = StartRun {
-                session: Some(of),
-                worker: None,
-                component,
-                prompt: req.prompt,
-                liveness,
-                timeout_ms: req.timeout_ms,
-                continues: Some(run),
-                workspace: None,
-                limits: req.limits.unwrap_or_default(),
-            };
-            let (_, facts) = s.rt.find_run(run).await?;
-            if facts.status != crate::journal::event::RunStatus::Finished {
-                return Err(crate::runtime::RuntimeError::WrongRunState {
-                    run,
-                    state: format!("{:?}", facts.status).to_lowercase(),
-                    needed: "only a finished run can be continued".into(),
-                }
-                .into());
-            }
-            start.component = start.component.take();
-            s.rt.start(start).await?
+    if let Some(run) = req.continues {
+        let of = own_run(&s, &ws, run).await?;
+        if session.as_ref().is_some_and(|given| *given != of) {
+            return Err(ApiError::invalid(format!(
+                "run {run} belongs to another session than the one given"
+            )));
         }
-        None => {
-            s.rt.start(StartRun {
-                session,
-                worker: None,
-                component,
-                prompt: req.prompt,
-                liveness,
-                timeout_ms: req.timeout_ms,
-                continues: None,
-                workspace: None,
-                limits: req.limits.unwrap_or_default(),
-            })
-            .await?
+        let (_, facts) = s.rt.find_run(run).await?;
+        if facts.status != RunStatus::Finished {
+            return Err(RuntimeError::WrongRunState {
+                run,
+                state: state_name(facts.status),
+                needed: "only a finished run can be continued".into(),
+            }
+            .into());
         }
-    };
+        session = Some(of);
+    }
+    let started =
+        s.rt.start(StartRun {
+            session,
+            worker: None,
+            component,
+            prompt: req.prompt,
+            liveness,
+            timeout_ms: req.timeout_ms,
+            continues: req.continues,
+            workspace: Some(ws.0.clone()),
+            limits: req.limits.unwrap_or_default(),
+        })
+        .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(StartedRun {
@@ -96,35 +104,54 @@ pub async fn start(
     ))
 }
 
-pub async fn list(State(s): State<AppState>) -> Result<Json<Vec<RunSummary>>, ApiError> {
-    Ok(Json(s.rt.list_runs().await?))
+pub async fn list(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+) -> Result<Json<Vec<RunSummary>>, ApiError> {
+    let mut mine = Vec::new();
+    for session in s.rt.list_sessions().await? {
+        if own_session(&s, &ws, &session).is_ok() {
+            mine.extend(s.rt.session_runs(&session).await?);
+        }
+    }
+    mine.sort_by_key(|r| std::cmp::Reverse(r.run_id));
+    Ok(Json(mine))
 }
 
 pub async fn get(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
 ) -> Result<Json<RunSummary>, ApiError> {
-    Ok(Json(s.rt.run_summary(run_id(&id)?).await?))
+    let run = run_id(&id)?;
+    own_run(&s, &ws, run).await?;
+    Ok(Json(s.rt.run_summary(run).await?))
 }
 
 pub async fn cancel(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<CancelAccepted>), ApiError> {
     let run = run_id(&id)?;
+    own_run(&s, &ws, run).await?;
     match s
         .rt
         .cancel(run, CancelReason::External, "cancelled through the API")
     {
         Ok(()) => Ok((StatusCode::ACCEPTED, Json(CancelAccepted { run_id: run }))),
-        Err(crate::runtime::RuntimeError::UnknownRun(_)) => {
-            // Known but ended, or unknown.
+        Err(RuntimeError::UnknownRun(_)) => {
+            // Journaled here but not live in this process: ended, or interrupted.
             let summary = s.rt.run_summary(run).await?;
-            Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "conflict",
-                format!("run {run} is not live (it is {:?})", summary.state).to_lowercase(),
-            ))
+            Err(RuntimeError::WrongRunState {
+                run,
+                state: serde_json::to_value(summary.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                needed: "only a live run can be cancelled".into(),
+            }
+            .into())
         }
         Err(e) => Err(e.into()),
     }
@@ -132,6 +159,7 @@ pub async fn cancel(
 
 pub async fn resume(
     State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
@@ -141,6 +169,7 @@ pub async fn resume(
     } else {
         parse(&body)?
     };
+    own_run(&s, &ws, run).await?;
     let started = s.rt.resume(run, req.liveness.map(|l| l.resolve())).await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -13,24 +13,34 @@ pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7777", value_name = "ADDR")]
     listen: SocketAddr,
-    /// Serve without authentication. Only on a loopback address.
+    /// Serve without authentication (when no tokens are configured), only on
+    /// a loopback address.
     #[arg(long)]
     insecure_local: bool,
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    if !args.insecure_local {
-        anyhow::bail!(
-            "no API tokens are configured: start with --insecure-local to serve without authentication on a loopback address"
-        );
+    let config = args.home.runtime_config()?;
+    if config.host.has_tokens() {
+        if args.insecure_local {
+            eprintln!(
+                "cairn: note: tokens are configured, so every /v1/ request needs one; --insecure-local changes nothing"
+            );
+        }
+    } else {
+        if !args.insecure_local {
+            anyhow::bail!(
+                "no API tokens are configured (cairn.toml [workspaces.NAME] tokens): start with --insecure-local to serve without authentication on a loopback address"
+            );
+        }
+        if !args.listen.ip().is_loopback() {
+            anyhow::bail!(
+                "--insecure-local serves only on a loopback address, not {}",
+                args.listen
+            );
+        }
     }
-    if !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "--insecure-local serves only on a loopback address, not {}",
-            args.listen
-        );
-    }
-    let rt = Runtime::open(args.home.runtime_config()?).await?;
+    let rt = Runtime::open(config).await?;
     for note in rt.recovery_notes() {
         eprintln!("cairn: note: {note}");
     }

@@ -60,7 +60,7 @@ pub struct PendingDecision {
 #[derive(Default)]
 pub struct Broker {
     pending: Mutex<HashMap<DecisionId, Pending>>,
-    recorded: Mutex<HashMap<DecisionId, serde_json::Value>>,
+    recorded: Mutex<HashMap<DecisionId, (SessionId, serde_json::Value)>>,
 }
 
 impl Broker {
@@ -115,6 +115,23 @@ impl Broker {
         out
     }
 
+    /// The session a decision (pending or answered here) belongs to.
+    pub fn session_of(&self, id: &DecisionId) -> Option<SessionId> {
+        if let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            return Some(p.session.clone());
+        }
+        self.recorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map(|(s, _)| s.clone())
+    }
+
     /// Answer a decision: journal `DecisionRecorded`, then wake the waiter.
     pub async fn decide(
         &self,
@@ -122,7 +139,7 @@ impl Broker {
         value: serde_json::Value,
         by: DecidedBy,
     ) -> Result<(), DecideError> {
-        if let Some(recorded) = self
+        if let Some((_, recorded)) = self
             .recorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -171,7 +188,7 @@ impl Broker {
         self.recorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), value.clone());
+            .insert(id.clone(), (pending.session.clone(), value.clone()));
         let _ = pending.tx.send((value, event.at_ms));
         Ok(())
     }

@@ -892,6 +892,26 @@ impl Runtime {
             .await?)
     }
 
+    /// The session a decision belongs to, when this host knows it.
+    pub fn session_of_decision(&self, id: &DecisionId) -> Option<SessionId> {
+        self.inner.broker.session_of(id)
+    }
+
+    /// The workspace a session is attributed to.
+    pub fn session_workspace(&self, session: &SessionId) -> Result<String, RuntimeError> {
+        Ok(self.open_worker_of(session)?.record()?.workspace)
+    }
+
+    /// The host config.
+    pub fn host_config(&self) -> &crate::config::HostConfig {
+        &self.inner.config.host
+    }
+
+    /// The default workspace (for unauthenticated local use).
+    pub fn default_workspace(&self) -> &str {
+        &self.inner.config.workspace
+    }
+
     /// The pending decisions, optionally of one session.
     pub fn pending_decisions(&self, session: Option<&SessionId>) -> Vec<PendingDecision> {
         self.inner.broker.pending(session)

@@ -1,0 +1,229 @@
+//! Workspaces: a token for workspace B reaches nothing of A on any route,
+//! and gets 404 (not 403), so ids cannot be probed.
+
+use crate::api::SseReader;
+use cairn::runtime::{Runtime, RuntimeConfig};
+use serde_json::{Value, json};
+
+const A: &str = "token-for-workspace-a-0123456789";
+const B: &str = "token-for-workspace-b-9876543210";
+
+async fn served() -> (String, Runtime, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        format!("[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.b]\ntokens = [\"{B}\"]\n[workspaces.b.limits]\nevents_per_run = 5\n"),
+    )
+    .unwrap();
+    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = rt.clone();
+    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    (base, rt, tmp)
+}
+
+#[tokio::test]
+async fn a_foreign_token_reaches_nothing() {
+    let (base, _rt, _tmp) = served().await;
+    let http = reqwest::Client::new();
+    let as_ = |token: &'static str| move |req: reqwest::RequestBuilder| req.bearer_auth(token);
+    let a = as_(A);
+    let b = as_(B);
+    // Without a token, or with a wrong one: 401.
+    let resp = http
+        .get(format!("{base}/v1/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = http
+        .get(format!("{base}/v1/sessions"))
+        .bearer_auth("not-a-token-of-anyone")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(
+        http.get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    // A's resources: a run waiting on a decision, an uploaded component.
+    let started: Value = a(http.post(format!("{base}/v1/runs")))
+        .json(&json!({"component": "approval", "prompt": "a's secret plan"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let run = started["run_id"].as_str().unwrap().to_string();
+    let decision = loop {
+        let pending: Value = a(http.get(format!("{base}/v1/decisions")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(id) = pending[0]["decision_id"].as_str() {
+            break id.to_string();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let upload: Value = a(http.post(format!("{base}/v1/components")))
+        .body(std::fs::read(crate::common::fixture("counter")).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = upload["digest"].as_str().unwrap().to_string();
+
+    // B walks every route at A's ids.
+    let s = crate::common::enc(&session);
+    let cases: Vec<(&str, String, Option<Value>)> = vec![
+        ("GET", format!("/v1/sessions/{s}"), None),
+        ("DELETE", format!("/v1/sessions/{s}"), None),
+        ("GET", format!("/v1/sessions/{s}/events?after=0"), None),
+        ("GET", format!("/v1/decisions?session={s}"), None),
+        ("GET", format!("/v1/runs/{run}"), None),
+        ("POST", format!("/v1/runs/{run}/cancel"), Some(json!({}))),
+        ("POST", format!("/v1/runs/{run}/resume"), Some(json!({}))),
+        ("GET", format!("/v1/runs/{run}/events"), None),
+        (
+            "POST",
+            format!("/v1/decisions/{decision}"),
+            Some(json!({"value": {"approved": true}})),
+        ),
+        (
+            "POST",
+            format!("/v1/approvals/{decision}"),
+            Some(json!({"value": {"approved": true}})),
+        ),
+        (
+            "POST",
+            "/v1/runs".into(),
+            Some(json!({"session": session, "component": "echo", "prompt": "x"})),
+        ),
+        (
+            "POST",
+            "/v1/runs".into(),
+            Some(json!({"continues": run, "prompt": "x"})),
+        ),
+        (
+            "POST",
+            "/v1/runs".into(),
+            Some(json!({"component": digest, "prompt": "x"})),
+        ),
+    ];
+    for (method, path, body) in cases {
+        let mut req = b(http.request(method.parse().unwrap(), format!("{base}{path}")));
+        if let Some(body) = &body {
+            req = req.json(body);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        assert_eq!(status, 404, "{method} {path} as B: {text}");
+        assert!(!text.contains("secret plan"), "{text}");
+    }
+    // Chat into A's session by header.
+    let resp = b(http.post(format!("{base}/v1/chat/completions")))
+        .header("x-cairn-session", &session)
+        .json(&json!({"model": "echo", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    // Lists show B nothing of A.
+    for path in ["/v1/sessions", "/v1/runs", "/v1/decisions"] {
+        let list: Value = b(http.get(format!("{base}{path}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list, json!([]), "{path}");
+    }
+    let comps: Value = b(http.get(format!("{base}/v1/components")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        comps
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["digest"] != digest.as_str())
+    );
+
+    // A's run is untouched: still waiting, and A can finish it.
+    let summary: Value = a(http.get(format!("{base}/v1/sessions/{s}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(summary["state"]["state"], "blocked");
+    let resp = a(http.post(format!("{base}/v1/decisions/{decision}")))
+        .json(&json!({"value": {"approved": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut events = SseReader::new(
+        a(http.get(format!("{base}/v1/runs/{run}/events")))
+            .send()
+            .await
+            .unwrap(),
+    );
+    let seen = events.until("finished").await;
+    assert_eq!(seen.last().unwrap()["payload"]["event"]["text"], "approved");
+
+    // Workspace ceilings apply: B may emit at most 5 events per run.
+    let started: Value = b(http.post(format!("{base}/v1/runs")))
+        .json(&json!({"component": "echo", "prompt": "one two three four five six seven"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_b = started["run_id"].as_str().unwrap();
+    let mut events = SseReader::new(
+        b(http.get(format!("{base}/v1/runs/{run_b}/events")))
+            .send()
+            .await
+            .unwrap(),
+    );
+    let seen = events.until("failed").await;
+    assert_eq!(
+        seen.last().unwrap()["payload"]["event"]["error"]["details"]["limit"],
+        "events_per_run"
+    );
+    let resp = b(http.post(format!("{base}/v1/runs")))
+        .json(&json!({"component": "echo", "prompt": "x", "limits": {"events_per_run": 6}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "limit_exceeded");
+}
