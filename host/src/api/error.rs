@@ -64,7 +64,7 @@ impl From<RuntimeError> for ApiError {
             "not_found" => StatusCode::NOT_FOUND,
             "live_run" | "conflict" => StatusCode::CONFLICT,
             "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-            "unsupported_policy" | "invalid_component" | "invalid_request" => {
+            "unsupported_policy" | "invalid_component" | "invalid_request" | "limit_exceeded" => {
                 StatusCode::BAD_REQUEST
             }
             "shutting_down" => StatusCode::SERVICE_UNAVAILABLE,
