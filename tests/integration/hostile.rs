@@ -8,7 +8,7 @@ use cairn::runtime::{ComponentRef, Runtime, StartRun};
 use cairn::{Payload, RunFacts, SessionEvent};
 use std::time::{Duration, Instant};
 
-fn tight() -> LimitsOverride {
+pub fn tight() -> LimitsOverride {
     LimitsOverride {
         memory_bytes: Some(64 << 20),
         wall_ms: Some(2_000),

@@ -9,6 +9,7 @@ mod hostile;
 mod restore;
 mod runtime;
 mod skeleton;
+mod stress;
 mod store;
 mod vocabulary;
 mod workspaces;
