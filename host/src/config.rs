@@ -27,6 +27,24 @@ pub struct HostConfig {
     /// Workspaces by name.
     #[serde(default)]
     pub workspaces: BTreeMap<String, WorkspaceConfig>,
+    /// The pooling allocator's size.
+    #[serde(default)]
+    pub pool: PoolConfig,
+}
+
+/// `[pool]`: how many instances the pooling allocator holds ready. Set
+/// `instances = 0` to allocate on demand instead.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolConfig {
+    /// Component instances live at once (runs plus describes).
+    pub instances: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig { instances: 1000 }
+    }
 }
 
 /// One workspace.

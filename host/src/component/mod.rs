@@ -105,12 +105,45 @@ impl Drop for Ticker {
 }
 
 impl Components {
-    /// A new engine (async, epoch interruption) with its epoch ticker.
-    pub fn new() -> Result<Self, ComponentError> {
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        let engine = Engine::new(&config).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+    /// A new engine (async, epoch interruption) with its epoch ticker, and a
+    /// pooling allocator for `pool_instances` live instances whose memories
+    /// may grow to `max_memory` (0 instances: allocate on demand). When the
+    /// pool cannot be reserved here, it falls back to on-demand, saying so.
+    pub fn new(pool_instances: u32, max_memory: u64) -> Result<Self, ComponentError> {
+        let base = || {
+            let mut config = Config::new();
+            config.wasm_component_model(true);
+            config.epoch_interruption(true);
+            config
+        };
+        let engine = if pool_instances > 0 {
+            let mut pool = wasmtime::PoolingAllocationConfig::new();
+            let n = pool_instances;
+            pool.total_component_instances(n)
+                .total_core_instances(n.saturating_mul(8))
+                .total_memories(n.saturating_mul(2))
+                .total_tables(n.saturating_mul(4))
+                .total_stacks(n)
+                .max_core_instances_per_component(32)
+                .max_memories_per_component(4)
+                .max_tables_per_component(8)
+                .max_memory_size(max_memory as usize)
+                .max_component_instance_size(1 << 20)
+                .max_core_instance_size(4 << 20)
+                .table_elements(100_000)
+                .max_unused_warm_slots(64);
+            let mut config = base();
+            config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+            match Engine::new(&config) {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("cairn: note: the pooling allocator is not available ({e:#}); allocating on demand");
+                    Engine::new(&base()).map_err(|e| ComponentError::Engine(format!("{e:#}")))?
+                }
+            }
+        } else {
+            Engine::new(&base()).map_err(|e| ComponentError::Engine(format!("{e:#}")))?
+        };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
