@@ -4,12 +4,13 @@
 mod api;
 mod cli;
 mod common;
+mod fuzz;
 mod fuzz_api;
 mod hostile;
 mod restore;
 mod runtime;
 mod skeleton;
-mod stress;
 mod store;
+mod stress;
 mod vocabulary;
 mod workspaces;

@@ -24,22 +24,28 @@ async fn a_hundred_workers_beside_every_attack() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path()).await;
     let before = rss_kib();
-    let attacks = ["loop", "memory", "flood", "giant", "disk", "logs", "wait", "stack", "trap", "panic"];
+    let attacks = [
+        "loop", "memory", "flood", "giant", "disk", "logs", "wait", "stack", "trap", "panic",
+    ];
     let mut hostile_runs = Vec::new();
     for attack in attacks {
         hostile_runs.push((attack, rt.start(hostile(attack)).await.unwrap()));
     }
     let mut good = Vec::new();
     for i in 0..100 {
-        let req = StartRun::new(ComponentRef::Path(fixture("counter")), &format!("{} 0", 20 + i % 10));
+        let req = StartRun::new(
+            ComponentRef::Path(fixture("counter")),
+            &format!("{} 0", 20 + i % 10),
+        );
         good.push((20 + i % 10, rt.start(req).await.unwrap()));
     }
     let mut peak = before;
     for (n, started) in &good {
-        let facts = tokio::time::timeout(std::time::Duration::from_secs(120), rt.wait(started.run_id))
-            .await
-            .expect("every well-behaved run finishes")
-            .unwrap();
+        let facts =
+            tokio::time::timeout(std::time::Duration::from_secs(120), rt.wait(started.run_id))
+                .await
+                .expect("every well-behaved run finishes")
+                .unwrap();
         peak = peak.max(rss_kib());
         assert_eq!(facts.status, RunStatus::Finished);
         let items = rt.read(&started.session_id, Seq(0)).await.unwrap();
@@ -66,5 +72,8 @@ async fn a_hundred_workers_beside_every_attack() {
         rss_kib() / 1024,
         attacks.len()
     );
-    assert!(peak < before + 1024 * 1024, "RSS grew by more than 1 GiB: {before} -> {peak} KiB");
+    assert!(
+        peak < before + 1024 * 1024,
+        "RSS grew by more than 1 GiB: {before} -> {peak} KiB"
+    );
 }

@@ -137,7 +137,9 @@ impl Components {
             match Engine::new(&config) {
                 Ok(e) => e,
                 Err(e) => {
-                    eprintln!("cairn: note: the pooling allocator is not available ({e:#}); allocating on demand");
+                    eprintln!(
+                        "cairn: note: the pooling allocator is not available ({e:#}); allocating on demand"
+                    );
                     Engine::new(&base()).map_err(|e| ComponentError::Engine(format!("{e:#}")))?
                 }
             }

@@ -391,7 +391,10 @@ impl Runtime {
                 store,
                 file_store,
                 journals,
-                components: Components::new(config.host.pool.instances, config.host.limits.memory_bytes)?,
+                components: Components::new(
+                    config.host.pool.instances,
+                    config.host.limits.memory_bytes,
+                )?,
                 broker: Arc::new(decisions::Broker::default()),
                 sessions: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
