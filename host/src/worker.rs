@@ -131,9 +131,24 @@ pub struct WorkerMetadata {
     /// Child workers delegated by this one.
     #[serde(default)]
     pub children: Vec<WorkerId>,
+    /// The session this one was forked from, and before which message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkParent>,
     /// Registered peers.
     #[serde(default)]
     pub peers: Vec<WorkerId>,
+}
+
+/// Where a forked worker came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkParent {
+    /// The source session.
+    pub session_id: SessionId,
+    /// The source worker.
+    pub worker_id: WorkerId,
+    /// The source `Started` entry the fork was taken before.
+    pub before_seq: crate::ids::Seq,
 }
 
 /// `session/session.json`: fixes the aggregate's one session id.
@@ -325,7 +340,7 @@ impl Home {
                 .workers
                 .open_dir(entry.worker_id.to_string())
                 .ok()
-                .filter(|d| !d.exists(DELETING))
+                .filter(|d| !d.exists(DELETING) && !d.exists(FORKING))
                 .map(|_| entry.worker_id)),
             Ok(entry) => Err(WorkerError::Document {
                 worker: "index".into(),
@@ -358,7 +373,7 @@ impl Home {
         {
             let entry = entry.map_err(io_err("cannot list workers/"))?;
             if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok())
-                && !entry.open_dir().is_ok_and(|d| d.exists(DELETING))
+                && !entry.open_dir().is_ok_and(|d| d.exists(DELETING) || d.exists(FORKING))
             {
                 ids.push(id);
             }
@@ -374,6 +389,28 @@ impl Home {
         session: &SessionId,
         component: Option<&str>,
         workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        self.create_worker_inner(session, component, workspace, false)
+    }
+
+    /// Like [`Home::create_worker`], but the worker stays invisible (a
+    /// `forking` marker) until [`WorkerDir::publish`]; a crash before that
+    /// leaves nothing served, and the next open removes the remains.
+    pub fn create_worker_staged(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        self.create_worker_inner(session, component, workspace, true)
+    }
+
+    fn create_worker_inner(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+        staged: bool,
     ) -> Result<WorkerDir, WorkerError> {
         let worker_id = WorkerId::new();
         let segment = SegmentId::new();
@@ -395,6 +432,9 @@ impl Home {
         let ctx = format!("cannot create worker {worker_id}");
         let dir = fsutil::create_dir_new(&self.inner.workers, &worker_id.to_string())
             .map_err(io_err(ctx.clone()))?;
+        if staged {
+            fsutil::write_document(&dir, FORKING, b"{\"version\": 1}\n").map_err(io_err(ctx.clone()))?;
+        }
         let session_dir = fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
         let segments =
             fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
@@ -421,6 +461,7 @@ impl Home {
                 parent: None,
             }],
             children: vec![],
+            forked_from: None,
             peers: vec![],
         };
         fsutil::write_document(&dir, "metadata.json", &to_json(&meta))
@@ -438,12 +479,20 @@ impl Home {
         fsutil::write_document(&dir, "worker.json", &to_json(&record))
             .map_err(io_err(ctx.clone()))?;
         fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx))?;
-        self.open_worker(worker_id)
+        self.open_worker_any(worker_id)
     }
 
     /// Open an existing worker aggregate, checking that its documents agree.
-    /// A worker being deleted is not there.
+    /// A worker being deleted, or a fork not yet published, is not there.
     pub fn open_worker(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
+        let worker = self.open_worker_any(worker_id)?;
+        if worker.dir.exists(FORKING) {
+            return Err(WorkerError::NoSuchWorker(worker_id));
+        }
+        Ok(worker)
+    }
+
+    fn open_worker_any(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
         let dir = match self.inner.workers.open_dir(worker_id.to_string()) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -569,6 +618,23 @@ impl WorkerDir {
         fsutil::read_document(&self.dir, "metadata.json", DOC_VERSION).map_err(self.doc_err())
     }
 
+    /// Make a staged worker visible (the last step of a fork).
+    pub fn publish(&self) -> Result<(), WorkerError> {
+        let ctx = format!("worker {}: cannot publish", self.id);
+        match self.dir.remove_file(FORKING) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(ctx)(e)),
+        }
+        fsutil::sync_dir(&self.dir).map_err(io_err(format!("worker {}: cannot publish", self.id)))
+    }
+
+    /// Replace `metadata.json` atomically.
+    pub fn write_metadata(&self, meta: &WorkerMetadata) -> Result<(), WorkerError> {
+        fsutil::write_document(&self.dir, "metadata.json", &to_json(meta))
+            .map_err(io_err(format!("worker {}: cannot write metadata.json", self.id)))
+    }
+
     /// Reserve the next generation: write and fsync it in `worker.json`, then
     /// create `runs/<gen>/` with create-new semantics, with `artifacts/`,
     /// `spawned/` and the two log files. `artifacts/` starts as a copy of
@@ -666,6 +732,8 @@ impl WorkerDir {
 /// worker is gone for every reader, and a retried delete (or the next open)
 /// finishes the removal.
 const DELETING: &str = "deleting";
+/// The marker of a fork still being written.
+const FORKING: &str = "forking";
 
 impl Home {
     /// Delete a worker in seed 003's order, after its runs were stopped: the
@@ -727,7 +795,7 @@ impl Home {
                 continue;
             };
             let Ok(dir) = entry.open_dir() else { continue };
-            if !dir.exists(DELETING) {
+            if !dir.exists(DELETING) && !dir.exists(FORKING) {
                 continue;
             }
             let session = dir

@@ -261,6 +261,23 @@ pub enum LifecycleEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         forked_from: Option<SegmentLineage>,
     },
+    /// A compaction's summary: the first own entry of a compacted segment,
+    /// standing for the parent's history through `through_seq`.
+    CompactionSummary {
+        /// The summary.
+        text: String,
+        /// The last parent seq it covers.
+        through_seq: Seq,
+    },
+    /// This session was forked from another one, before a user message.
+    ForkedFrom {
+        /// The source session.
+        parent_session_id: SessionId,
+        /// The source's `Started` entry the fork was taken before.
+        before_seq: Seq,
+        /// That message, for re-editing.
+        prompt: String,
+    },
     /// A generation was reserved (and fsynced in `worker.json`) for a run.
     GenerationReserved {
         /// The worker.

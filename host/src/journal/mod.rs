@@ -226,6 +226,64 @@ impl SessionJournal {
         self.write_locked(&mut state, run_id, payloads).await
     }
 
+    /// Start a new segment after the active one (compaction or branch): the
+    /// store switches segment, then the new segment's first entries are
+    /// written — `SegmentCreated { lineage }` and, for a compaction, its
+    /// summary. Returns them.
+    pub async fn start_segment(
+        &self,
+        compacted: Option<(String, Seq)>,
+        branched_at: Option<Seq>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let mut state = self.state.lock().await;
+        let parent = state.segment;
+        let segment = SegmentId::new();
+        self.store.start_segment(&self.session, segment, parent).await?;
+        state.segment = segment;
+        let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
+            segment_id: segment,
+            compacted_from: compacted.as_ref().map(|(_, through)| event::SegmentLineage {
+                segment: parent,
+                through_seq: *through,
+            }),
+            forked_from: branched_at.map(|at| event::SegmentLineage {
+                segment: parent,
+                through_seq: at,
+            }),
+        })];
+        if let Some((text, through_seq)) = compacted {
+            entries.push(Payload::Lifecycle(LifecycleEvent::CompactionSummary { text, through_seq }));
+        }
+        self.write_locked(&mut state, None, entries).await
+    }
+
+    /// Append prebuilt entries (an import, such as a fork's copied
+    /// history): `build` gets the first seq and the active segment and must
+    /// return entries numbered densely from it.
+    pub async fn import(
+        &self,
+        build: impl FnOnce(Seq, SegmentId) -> Vec<SessionEvent>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let mut state = self.state.lock().await;
+        let first = state.last_seq.next();
+        let events = build(first, state.segment);
+        if events.is_empty() {
+            return Ok(events);
+        }
+        self.store.append(&self.session, &events).await?;
+        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        state.last_seq = events.last().map(|e| e.seq).unwrap_or(state.last_seq);
+        for event in &events {
+            let _ = self.tx.send(Arc::new(event.clone()));
+        }
+        Ok(events)
+    }
+
+    /// The active segment.
+    pub async fn active_segment(&self) -> SegmentId {
+        self.state.lock().await.segment
+    }
+
     /// The terminal write of a run: `payload` and the facts `facts(seq)`
     /// builds for it go to the store in one call.
     pub async fn finish(

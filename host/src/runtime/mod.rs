@@ -6,6 +6,8 @@
 mod catalog;
 pub mod decisions;
 mod history;
+pub mod lineage;
+mod segments;
 mod observers;
 pub mod replay;
 mod run;
@@ -25,6 +27,7 @@ use crate::worker::{Home, WorkerDir, WorkerError, WorkerStatus};
 pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
 pub use observers::{AttachSpec, Observation};
+pub use segments::{Forked, SegmentStarted};
 use run::{RunCtx, RunPlan};
 pub use state::{AgentState, SessionSummary};
 use std::collections::HashMap;
@@ -293,6 +296,9 @@ pub enum RuntimeError {
     /// The runtime is shutting down.
     #[error("the host is shutting down; no new runs start")]
     ShuttingDown,
+    /// The request does not fit the session (a seq that is not there, say).
+    #[error("{0}")]
+    InvalidRequest(String),
     /// The run task ended without a terminal write.
     #[error("{0}")]
     RunLost(String),

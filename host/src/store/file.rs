@@ -26,14 +26,14 @@ pub struct FileStore {
 struct SessionFiles {
     worker: WorkerDir,
     segments_path: PathBuf,
-    /// Segment ids in creation order; the last is active.
-    order: Vec<SegmentId>,
-    /// One read handle per segment, in `order`.
-    readers: Vec<std::fs::File>,
     writer: Mutex<Writer>,
 }
 
 struct Writer {
+    /// Segment ids in creation order; the last is active.
+    order: Vec<SegmentId>,
+    /// One read handle per segment, in `order`.
+    readers: Vec<Arc<std::fs::File>>,
     file: std::fs::File,
     len: u64,
     last_seq: Seq,
@@ -233,12 +233,12 @@ impl FileStore {
                 offset,
                 len,
             }));
-            readers.push(
+            readers.push(Arc::new(
                 segments
                     .open(&name)
                     .map_err(io(format!("cannot open {}", path.display())))?
                     .into_std(),
-            );
+            ));
         }
         let active = format!("{}.jsonl", meta.active_segment);
         let active_path = segments_path.join(&active);
@@ -252,9 +252,9 @@ impl FileStore {
         let files = Arc::new(SessionFiles {
             worker,
             segments_path,
-            order,
-            readers,
             writer: Mutex::new(Writer {
+                order,
+                readers,
                 file,
                 len,
                 last_seq: prev.unwrap_or(Seq(0)),
@@ -304,7 +304,7 @@ impl FileStore {
             let _ = writer.file.set_len(writer.len);
             return Err(io(format!("cannot append to {}", path.display()))(e));
         }
-        let (base, segment) = (writer.len, (files.order.len() - 1) as u32);
+        let (base, segment) = (writer.len, (writer.order.len() - 1) as u32);
         writer
             .lines
             .extend(spans.into_iter().map(|(offset, len)| LineRef {
@@ -323,11 +323,11 @@ impl FileStore {
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError> {
         use std::os::unix::fs::FileExt;
-        let refs: Vec<LineRef> = {
+        let (refs, order, readers): (Vec<LineRef>, Vec<SegmentId>, Vec<Arc<std::fs::File>>) = {
             let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
             let from = (after.0 as usize).min(writer.lines.len());
             let to = from.saturating_add(limit).min(writer.lines.len());
-            writer.lines[from..to].to_vec()
+            (writer.lines[from..to].to_vec(), writer.order.clone(), writer.readers.clone())
         };
         let mut out = Vec::with_capacity(refs.len());
         let mut buf = Vec::new();
@@ -335,10 +335,10 @@ impl FileStore {
             let path = || {
                 files
                     .segments_path
-                    .join(format!("{}.jsonl", files.order[r.segment as usize]))
+                    .join(format!("{}.jsonl", order[r.segment as usize]))
             };
             buf.resize(r.len as usize, 0);
-            files.readers[r.segment as usize]
+            readers[r.segment as usize]
                 .read_exact_at(&mut buf, r.offset)
                 .map_err(|e| io(format!("cannot read {}", path().display()))(e))?;
             let item = parse_line(&buf).map_err(|reason| StoreError::Corrupt {
@@ -402,6 +402,43 @@ impl JournalStore for FileStore {
     ) -> Result<Vec<JournalItem>, StoreError> {
         let files = self.open(session)?;
         blocking(move || Self::read_all(&files, after, limit)).await
+    }
+
+    async fn start_segment(&self, session: &SessionId, segment: SegmentId, parent: SegmentId) -> Result<(), StoreError> {
+        let files = self.open(session)?;
+        blocking(move || {
+            let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let dir = files
+                .worker
+                .session_dir()
+                .open_dir("segments")
+                .map_err(io(format!("cannot open {}", files.segments_path.display())))?;
+            let name = format!("{segment}.jsonl");
+            let path = files.segments_path.join(&name);
+            for file in [name.clone(), format!("{segment}.trace.jsonl")] {
+                fsutil::create_file_new(&dir, &file).map_err(io(format!("cannot create {}", path.display())))?;
+            }
+            fsutil::sync_dir(&dir).map_err(io(format!("cannot sync {}", files.segments_path.display())))?;
+            // The segment exists before metadata.json names it active.
+            let mut meta = files.worker.metadata()?;
+            meta.segments.push(crate::worker::SegmentRef {
+                segment_id: segment,
+                parent: Some(parent),
+            });
+            meta.active_segment = segment;
+            files.worker.write_metadata(&meta)?;
+            let file = fsutil::open_append(&dir, &name)
+                .map_err(io(format!("cannot open {}", path.display())))?
+                .into_std();
+            let reader = dir.open(&name).map_err(io(format!("cannot open {}", path.display())))?.into_std();
+            writer.order.push(segment);
+            writer.readers.push(Arc::new(reader));
+            writer.file = file;
+            writer.len = 0;
+            writer.segment = segment;
+            Ok(())
+        })
+        .await
     }
 
     async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {

@@ -142,6 +142,13 @@ impl JournalStore for MemoryStore {
         })
     }
 
+    async fn start_segment(&self, session: &SessionId, segment: SegmentId, _parent: SegmentId) -> Result<(), StoreError> {
+        self.with(session, |s| {
+            s.segment = segment;
+            Ok(())
+        })
+    }
+
     async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
         self.with(session, |s| Ok(s.bytes))
     }

@@ -1,0 +1,304 @@
+//! Segments inside a session (compaction, branch) and forks to a new worker.
+//!
+//! Compaction is a host policy: the summary is the active lineage's turns,
+//! one line each (`user: …` / `assistant: …`), cut to 64 KiB; it becomes the
+//! first own entry of the new segment and stands for the prefix in
+//! `history`. The raw prefix stays readable (subscribers and export see it).
+
+use super::lineage::active_lineage;
+use super::{Runtime, RuntimeError};
+use crate::ids::{DecisionId, RunId, SegmentId, Seq, SessionId, WorkerId};
+use crate::journal::event::{LifecycleEvent, Payload};
+use crate::store::JournalItem;
+use crate::worker::ForkParent;
+use crate::SessionEvent;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The longest compaction summary, in bytes.
+pub const MAX_SUMMARY_BYTES: usize = 64 << 10;
+
+/// A new segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SegmentStarted {
+    /// The session (unchanged).
+    pub session_id: SessionId,
+    /// The new, now active, segment.
+    pub segment_id: SegmentId,
+    /// Its `SegmentCreated` entry.
+    pub seq: Seq,
+}
+
+/// A fork to a new worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Forked {
+    /// The new session.
+    pub session_id: SessionId,
+    /// Its new worker.
+    pub worker_id: WorkerId,
+    /// The session it came from.
+    pub parent_session_id: SessionId,
+    /// The user message the fork was taken before, for re-editing.
+    pub prompt: String,
+}
+
+/// Crash points for tests: with `CAIRN_CRASH_AT=<name>`, the process aborts
+/// at that step, as a SIGKILL would stop it.
+pub(crate) fn crash_point(name: &str) {
+    if std::env::var("CAIRN_CRASH_AT").is_ok_and(|v| v == name) {
+        std::process::abort();
+    }
+}
+
+impl Runtime {
+    fn no_live_run(&self, session: &SessionId) -> Result<(), RuntimeError> {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(run) = sessions.get(session).and_then(|l| l.run.as_ref()) {
+            return Err(RuntimeError::LiveRun {
+                session: session.clone(),
+                run: run.run_id,
+            });
+        }
+        Ok(())
+    }
+
+    async fn events_of(&self, session: &SessionId) -> Result<Vec<SessionEvent>, RuntimeError> {
+        Ok(self
+            .read(session, Seq(0))
+            .await?
+            .into_iter()
+            .filter_map(|i| match i {
+                JournalItem::Event(e) => Some(*e),
+                JournalItem::Unknown { .. } => None,
+            })
+            .collect())
+    }
+
+    /// Compact the session: a new segment whose first own entry summarises
+    /// the active lineage so far.
+    pub async fn compact(&self, session: &SessionId) -> Result<SegmentStarted, RuntimeError> {
+        self.open_worker_of(session)?;
+        self.no_live_run(session)?;
+        let events = self.events_of(session).await?;
+        let mut summary = String::new();
+        for turn in super::history::turns_of(&events, None, usize::MAX) {
+            let who = if turn.user { "user" } else { "assistant" };
+            summary.push_str(&format!("{who}: {}\n", turn.text));
+        }
+        if summary.len() > MAX_SUMMARY_BYTES {
+            let mut cut = summary.len() - MAX_SUMMARY_BYTES;
+            while !summary.is_char_boundary(cut) {
+                cut += 1;
+            }
+            summary = format!("…{}", &summary[cut..]);
+        }
+        let journal = self.inner.journals.open(session).await?;
+        let through = journal.last_seq().await;
+        let written = journal.start_segment(Some((summary, through)), None).await?;
+        Ok(SegmentStarted {
+            session_id: session.clone(),
+            segment_id: written[0].segment_id,
+            seq: written[0].seq,
+        })
+    }
+
+    /// Branch the session at `at`: a sibling segment carrying the active
+    /// lineage up to `at`, then its own entries.
+    pub async fn branch(&self, session: &SessionId, at: Seq) -> Result<SegmentStarted, RuntimeError> {
+        self.open_worker_of(session)?;
+        self.no_live_run(session)?;
+        let events = self.events_of(session).await?;
+        if !active_lineage(&events).iter().any(|e| e.seq == at) {
+            return Err(RuntimeError::InvalidRequest(format!(
+                "seq {at} is not an entry of session {session}'s active lineage"
+            )));
+        }
+        let journal = self.inner.journals.open(session).await?;
+        let written = journal.start_segment(None, Some(at)).await?;
+        Ok(SegmentStarted {
+            session_id: session.clone(),
+            segment_id: written[0].segment_id,
+            seq: written[0].seq,
+        })
+    }
+
+    /// Fork the session before the user message at `before` (a `Started`
+    /// entry) into a new worker and session: the history before it is
+    /// carried (runs, tool records, decisions, compactions; ids rewritten),
+    /// live runs, sockets and logs are not. Returns the message.
+    pub async fn fork(&self, session: &SessionId, before: Seq, new_id: Option<SessionId>) -> Result<Forked, RuntimeError> {
+        let source = self.open_worker_of(session)?;
+        let record = source.record()?;
+        let events = self.events_of(session).await?;
+        let lineage = active_lineage(&events);
+        let prompt = lineage
+            .iter()
+            .find(|e| e.seq == before)
+            .and_then(|e| match &e.payload {
+                Payload::Lifecycle(LifecycleEvent::Started { prompt, resumes: None, .. }) => Some(prompt.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                RuntimeError::InvalidRequest(format!(
+                    "seq {before} of session {session} is not a user message (a `started` entry of the active lineage)"
+                ))
+            })?;
+        let carried: Vec<&SessionEvent> = lineage
+            .into_iter()
+            .filter(|e| e.seq < before)
+            .filter(|e| {
+                !matches!(
+                    &e.payload,
+                    Payload::Lifecycle(
+                        LifecycleEvent::SegmentCreated { .. }
+                            | LifecycleEvent::ObserverAttached { .. }
+                            | LifecycleEvent::ObserverDetached { .. }
+                            | LifecycleEvent::GenerationReserved { .. }
+                            | LifecycleEvent::ResumedByReplay { .. }
+                            | LifecycleEvent::ForkedFrom { .. }
+                    )
+                )
+            })
+            .collect();
+
+        let child = new_id.unwrap_or_default();
+        if self.inner.home.lookup(&child)?.is_some() {
+            return Err(RuntimeError::SessionExists(child));
+        }
+        crash_point("fork-before-create");
+        let worker = self
+            .inner
+            .home
+            .create_worker_staged(&child, record.component.as_deref(), &record.workspace)?;
+        let mut meta = worker.metadata()?;
+        meta.forked_from = Some(ForkParent {
+            session_id: session.clone(),
+            worker_id: source.id(),
+            before_seq: before,
+        });
+        worker.write_metadata(&meta)?;
+        crash_point("fork-after-create");
+        let journal = self.inner.journals.create(&child, meta.active_segment).await?;
+        let mut runs: HashMap<RunId, RunId> = HashMap::new();
+        for e in &carried {
+            if let Some(r) = e.run_id {
+                runs.entry(r).or_insert_with(RunId::new);
+            }
+        }
+        // Park checkpoints go along under the new run ids.
+        for e in &carried {
+            if let Payload::Lifecycle(LifecycleEvent::Parked { checkpoint }) = &e.payload
+                && let Some(old) = e.run_id
+                && let Ok(bytes) = self.inner.store.checkpoint(session, checkpoint).await
+            {
+                self.inner.store.put_checkpoint(&child, runs[&old], &bytes).await?;
+            }
+        }
+        crash_point("fork-mid-copy");
+        let parent = session.clone();
+        let prompt_copy = prompt.clone();
+        journal
+            .import(|first, segment| {
+                let mut seqs: HashMap<Seq, Seq> = HashMap::new();
+                let mut decisions: HashMap<DecisionId, DecisionId> = HashMap::new();
+                let mut out = Vec::new();
+                let mut next = first;
+                out.push(SessionEvent {
+                    session_id: child.clone(),
+                    segment_id: segment,
+                    run_id: None,
+                    seq: next,
+                    at_ms: crate::fsutil::now_ms(),
+                    payload: Payload::Lifecycle(LifecycleEvent::ForkedFrom {
+                        parent_session_id: parent.clone(),
+                        before_seq: before,
+                        prompt: prompt_copy,
+                    }),
+                    facts: None,
+                });
+                for e in &carried {
+                    next = next.next();
+                    seqs.insert(e.seq, next);
+                    let mut payload = e.payload.clone();
+                    rewrite(&mut payload, &child, next, &mut decisions, &runs);
+                    let facts = e.facts.clone().map(|mut f| {
+                        f.run_id = runs.get(&f.run_id).copied().unwrap_or(f.run_id);
+                        f.session_id = child.clone();
+                        f.first_seq = seqs.get(&f.first_seq).copied().unwrap_or(next);
+                        f.last_seq = next;
+                        f.continues = f.continues.map(|r| runs.get(&r).copied().unwrap_or(r));
+                        f.resumes = f.resumes.map(|r| runs.get(&r).copied().unwrap_or(r));
+                        f.checkpoint = f.checkpoint.as_ref().and_then(|_| runs.get(&f.run_id).map(|r| r.to_string()));
+                        f.pending_decisions = f
+                            .pending_decisions
+                            .iter()
+                            .filter_map(|d| decisions.get(d).cloned())
+                            .collect();
+                        f
+                    });
+                    out.push(SessionEvent {
+                        session_id: child.clone(),
+                        segment_id: segment,
+                        run_id: e.run_id.map(|r| runs[&r]),
+                        seq: next,
+                        at_ms: e.at_ms,
+                        payload,
+                        facts,
+                    });
+                }
+                out
+            })
+            .await?;
+        crash_point("fork-before-publish");
+        worker.publish()?;
+        Ok(Forked {
+            session_id: worker.session_id().clone(),
+            worker_id: worker.id(),
+            parent_session_id: session.clone(),
+            prompt,
+        })
+    }
+}
+
+/// Rewrite the identities inside a carried entry for the child session.
+fn rewrite(
+    payload: &mut Payload,
+    child: &SessionId,
+    seq: Seq,
+    decisions: &mut HashMap<DecisionId, DecisionId>,
+    runs: &HashMap<RunId, RunId>,
+) {
+    let map_run = |r: &mut Option<RunId>| {
+        if let Some(old) = r {
+            *r = Some(runs.get(old).copied().unwrap_or(*old));
+        }
+    };
+    let Payload::Lifecycle(l) = payload else { return };
+    match l {
+        LifecycleEvent::DecisionRequested { decision_id, .. } => {
+            let new = DecisionId::derive(child, seq);
+            decisions.insert(decision_id.clone(), new.clone());
+            *decision_id = new;
+        }
+        LifecycleEvent::ApprovalRouted { decision_id, .. }
+        | LifecycleEvent::DecisionRecorded { decision_id, .. }
+        | LifecycleEvent::DecisionTimedOut { decision_id } => {
+            if let Some(new) = decisions.get(decision_id) {
+                *decision_id = new.clone();
+            }
+        }
+        LifecycleEvent::Started { continues, resumes, .. } => {
+            map_run(continues);
+            map_run(resumes);
+        }
+        LifecycleEvent::Parked { checkpoint } => {
+            if let Ok(old) = checkpoint.parse::<RunId>()
+                && let Some(new) = runs.get(&old)
+            {
+                *checkpoint = new.to_string();
+            }
+        }
+        _ => {}
+    }
+}
