@@ -127,6 +127,15 @@ fn samples() -> Vec<Payload> {
         LifecycleEvent::Parked {
             checkpoint: "k".into(),
         },
+        LifecycleEvent::CompactionSummary {
+            text: "user: hi".into(),
+            through_seq: Seq(12),
+        },
+        LifecycleEvent::ForkedFrom {
+            parent_session_id: SessionId::parse("parent").unwrap(),
+            before_seq: Seq(7),
+            prompt: "edit me".into(),
+        },
     ];
     let mut all: Vec<Payload> = agent.into_iter().map(Payload::Agent).collect();
     for reason in [
