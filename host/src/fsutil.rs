@@ -149,3 +149,11 @@ pub fn now_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// A crash point for tests: with `CAIRN_CRASH_AT=<name>` in the
+/// environment, the process aborts here, as a SIGKILL would stop it.
+pub fn crash_point(name: &str) {
+    if std::env::var_os("CAIRN_CRASH_AT").is_some_and(|v| v == name) {
+        std::process::abort();
+    }
+}

@@ -328,6 +328,30 @@ impl Home {
         format!("{}.json", session.storage_key())
     }
 
+    /// The worker holding `session`, a fork still being written included
+    /// (for the store that writes it).
+    pub fn lookup_any(&self, session: &SessionId) -> Result<Option<WorkerId>, WorkerError> {
+        match fsutil::read_document::<IndexEntry>(
+            &self.inner.index,
+            &Self::index_name(session),
+            DOC_VERSION,
+        ) {
+            Ok(entry) if entry.session_id == *session => Ok(self
+                .inner
+                .workers
+                .open_dir(entry.worker_id.to_string())
+                .ok()
+                .filter(|d| !d.exists(DELETING))
+                .map(|_| entry.worker_id)),
+            Ok(_) => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(source) => Err(WorkerError::Document {
+                worker: "index".into(),
+                source,
+            }),
+        }
+    }
+
     /// The worker holding `session`, if the session is persisted here.
     pub fn lookup(&self, session: &SessionId) -> Result<Option<WorkerId>, WorkerError> {
         match fsutil::read_document::<IndexEntry>(
@@ -373,7 +397,9 @@ impl Home {
         {
             let entry = entry.map_err(io_err("cannot list workers/"))?;
             if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok())
-                && !entry.open_dir().is_ok_and(|d| d.exists(DELETING) || d.exists(FORKING))
+                && !entry
+                    .open_dir()
+                    .is_ok_and(|d| d.exists(DELETING) || d.exists(FORKING))
             {
                 ids.push(id);
             }
@@ -433,7 +459,8 @@ impl Home {
         let dir = fsutil::create_dir_new(&self.inner.workers, &worker_id.to_string())
             .map_err(io_err(ctx.clone()))?;
         if staged {
-            fsutil::write_document(&dir, FORKING, b"{\"version\": 1}\n").map_err(io_err(ctx.clone()))?;
+            fsutil::write_document(&dir, FORKING, b"{\"version\": 1}\n")
+                .map_err(io_err(ctx.clone()))?;
         }
         let session_dir = fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
         let segments =
@@ -492,7 +519,8 @@ impl Home {
         Ok(worker)
     }
 
-    fn open_worker_any(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
+    /// Open a worker, a fork still being written included.
+    pub fn open_worker_any(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
         let dir = match self.inner.workers.open_dir(worker_id.to_string()) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -631,8 +659,10 @@ impl WorkerDir {
 
     /// Replace `metadata.json` atomically.
     pub fn write_metadata(&self, meta: &WorkerMetadata) -> Result<(), WorkerError> {
-        fsutil::write_document(&self.dir, "metadata.json", &to_json(meta))
-            .map_err(io_err(format!("worker {}: cannot write metadata.json", self.id)))
+        fsutil::write_document(&self.dir, "metadata.json", &to_json(meta)).map_err(io_err(format!(
+            "worker {}: cannot write metadata.json",
+            self.id
+        )))
     }
 
     /// Reserve the next generation: write and fsync it in `worker.json`, then
@@ -757,6 +787,7 @@ impl Home {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(ctx)(e)),
         }
+        fsutil::crash_point("delete-after-marker");
         let index = Self::index_name(session);
         if let Ok(entry) =
             fsutil::read_document::<IndexEntry>(&self.inner.index, &index, DOC_VERSION)
@@ -768,6 +799,7 @@ impl Home {
                 .map_err(io_err(ctx.clone()))?;
             fsutil::sync_dir(&self.inner.index).map_err(io_err(ctx.clone()))?;
         }
+        fsutil::crash_point("delete-after-index");
         match self.inner.workers.remove_dir_all(&name) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

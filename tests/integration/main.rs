@@ -7,6 +7,7 @@ mod common;
 mod fuzz;
 mod fuzz_api;
 mod hostile;
+mod lifecycle;
 mod restore;
 mod runtime;
 mod skeleton;

@@ -42,6 +42,9 @@ pub fn router(rt: Runtime) -> Router {
             get(sessions::get).delete(sessions::delete),
         )
         .route("/v1/sessions/{id}/events", get(events::session_events))
+        .route("/v1/sessions/{id}/compact", post(sessions::compact))
+        .route("/v1/sessions/{id}/branch", post(sessions::branch))
+        .route("/v1/sessions/{id}/fork", post(sessions::fork))
         .route("/v1/runs", post(runs::start).get(runs::list))
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))

@@ -215,6 +215,38 @@ pub fn document() -> Value {
         ok: (200, Reply::Stream),
         errors: &[400, 404, 409],
     });
+    let r = d.schema::<crate::runtime::SegmentStarted>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/sessions/{id}/compact",
+        summary: "compact: a new segment whose first entry summarises the history",
+        query: vec![],
+        body: Body::None,
+        ok: (201, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
+    let b = d.schema::<BranchRequest>();
+    let r = d.schema::<crate::runtime::SegmentStarted>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/sessions/{id}/branch",
+        summary: "branch: a sibling segment carrying the history up to a seq",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (201, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
+    let b = d.schema::<ForkRequest>();
+    let r = d.schema::<crate::runtime::Forked>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/sessions/{id}/fork",
+        summary: "fork before a user message into a new worker and session",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (201, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
     let b = d.schema::<StartRunRequest>();
     let r = d.schema::<StartedRun>();
     d.add(Op {

@@ -48,6 +48,13 @@ pub async fn start(
     let mut session = req.session.as_deref().map(SessionId::parse).transpose()?;
     if let Some(session) = &session
         && s.rt
+            .draft_workspace(session)
+            .is_some_and(|owner| owner != ws.0)
+    {
+        return Err(ApiError::not_found(format!("no session {session}")));
+    }
+    if let Some(session) = &session
+        && s.rt
             .home()
             .lookup(session)
             .map_err(RuntimeError::from)?

@@ -1,12 +1,13 @@
-//! `/v1/sessions`.
+//! `/v1/sessions`: create (or hold a draft), list, summary, delete, and the
+//! segment operations: compact, branch, fork.
 
 use super::AppState;
 use super::auth::{Workspace, own_session};
-use super::body::parse;
+use super::body::{JsonBody, parse};
 use super::error::ApiError;
-use super::wire::{CreateSession, CreatedSession};
-use crate::ids::SessionId;
-use crate::runtime::SessionSummary;
+use super::wire::{BranchRequest, CreateSession, CreatedSession, ForkRequest};
+use crate::ids::{Seq, SessionId};
+use crate::runtime::{Forked, SegmentStarted, SessionSummary};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -23,12 +24,33 @@ pub async fn create(
         parse(&body)?
     };
     let id = req.id.as_deref().map(SessionId::parse).transpose()?;
+    if req.draft {
+        let session_id = s.rt.create_draft(id, &ws.0)?;
+        return Ok((
+            StatusCode::CREATED,
+            Json(CreatedSession {
+                session_id,
+                worker_id: None,
+                draft: true,
+            }),
+        ));
+    }
+    if let Some(id) = &id
+        && s.rt.draft_workspace(id).is_some_and(|owner| owner != ws.0)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("session {id} exists already"),
+        ));
+    }
     let (session_id, worker_id) = s.rt.create_session_in(id, &ws.0).await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedSession {
             session_id,
-            worker_id,
+            worker_id: Some(worker_id),
+            draft: false,
         }),
     ))
 }
@@ -66,4 +88,43 @@ pub async fn delete(
     own_session(&s, &ws, &session)?;
     s.rt.delete_session(&session).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn compact(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<SegmentStarted>), ApiError> {
+    let session = SessionId::parse(&id)?;
+    own_session(&s, &ws, &session)?;
+    Ok((StatusCode::CREATED, Json(s.rt.compact(&session).await?)))
+}
+
+pub async fn branch(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    Path(id): Path<String>,
+    JsonBody(req): JsonBody<BranchRequest>,
+) -> Result<(StatusCode, Json<SegmentStarted>), ApiError> {
+    let session = SessionId::parse(&id)?;
+    own_session(&s, &ws, &session)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(s.rt.branch(&session, Seq(req.at_seq)).await?),
+    ))
+}
+
+pub async fn fork(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    Path(id): Path<String>,
+    JsonBody(req): JsonBody<ForkRequest>,
+) -> Result<(StatusCode, Json<Forked>), ApiError> {
+    let session = SessionId::parse(&id)?;
+    own_session(&s, &ws, &session)?;
+    let new_id = req.id.as_deref().map(SessionId::parse).transpose()?;
+    Ok((
+        StatusCode::CREATED,
+        Json(s.rt.fork(&session, Seq(req.before_seq), new_id).await?),
+    ))
 }

@@ -10,18 +10,45 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
-    /// A session id of the client's choosing (any printable text up to 200 bytes).
+    /// A session id of the client's choosing (any printable text up to 200
+    /// bytes), or a draft's id to persist it.
     #[serde(default)]
     pub id: Option<String>,
+    /// Hold the session as a draft: a stable id in memory, no directory,
+    /// until its first run or an explicit persist.
+    #[serde(default)]
+    pub draft: bool,
 }
 
-/// A persisted session.
+/// A persisted session, or a draft.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CreatedSession {
     /// The session.
     pub session_id: SessionId,
-    /// Its worker.
-    pub worker_id: WorkerId,
+    /// Its worker (absent for a draft).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<WorkerId>,
+    /// Whether it is a draft.
+    pub draft: bool,
+}
+
+/// `POST /v1/sessions/{id}/branch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BranchRequest {
+    /// The entry of the active lineage the branch carries up to.
+    pub at_seq: u64,
+}
+
+/// `POST /v1/sessions/{id}/fork`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// A user message (`started` entry): the fork carries what came before it.
+    pub before_seq: u64,
+    /// The new session's id (default: minted).
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 /// A liveness policy: a name, or the policy with its grace window.

@@ -271,6 +271,42 @@ impl Client {
         }
     }
 
+    /// Compact, branch (`at`) or fork (`before`) a session; the result as JSON.
+    pub async fn segment(&self, session: &SessionId, op: SegmentOp) -> anyhow::Result<Value> {
+        match self {
+            Client::Local(rt) => Ok(match op {
+                SegmentOp::Compact => serde_json::to_value(rt.compact(session).await?)?,
+                SegmentOp::Branch(at) => serde_json::to_value(rt.branch(session, Seq(at)).await?)?,
+                SegmentOp::Fork(before) => {
+                    serde_json::to_value(rt.fork(session, Seq(before), None).await?)?
+                }
+            }),
+            Client::Remote { .. } => {
+                let s = enc(session.as_str());
+                match op {
+                    SegmentOp::Compact => {
+                        self.post(&format!("/v1/sessions/{s}/compact"), serde_json::json!({}))
+                            .await
+                    }
+                    SegmentOp::Branch(at) => {
+                        self.post(
+                            &format!("/v1/sessions/{s}/branch"),
+                            serde_json::json!({ "at_seq": at }),
+                        )
+                        .await
+                    }
+                    SegmentOp::Fork(before) => {
+                        self.post(
+                            &format!("/v1/sessions/{s}/fork"),
+                            serde_json::json!({ "before_seq": before }),
+                        )
+                        .await
+                    }
+                }
+            }
+        }
+    }
+
     /// Delete a session.
     pub async fn rm(&self, session: &SessionId) -> anyhow::Result<()> {
         match self {
@@ -285,6 +321,17 @@ impl Client {
             }
         }
     }
+}
+
+/// A segment operation.
+#[derive(Debug, Clone, Copy)]
+pub enum SegmentOp {
+    /// Compact.
+    Compact,
+    /// Branch at a seq.
+    Branch(u64),
+    /// Fork before a seq.
+    Fork(u64),
 }
 
 /// Percent-encode a path segment.

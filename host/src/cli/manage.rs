@@ -74,6 +74,84 @@ pub struct SessionArg {
     target: TargetArgs,
 }
 
+/// `cairn branch SESSION --at SEQ`.
+#[derive(Debug, clap::Args)]
+pub struct BranchArgs {
+    /// The session.
+    session: String,
+    /// The entry of the active lineage the branch carries up to.
+    #[arg(long, value_name = "SEQ")]
+    at: u64,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn fork SESSION --before SEQ`.
+#[derive(Debug, clap::Args)]
+pub struct ForkArgs {
+    /// The session.
+    session: String,
+    /// A user message (a `started` entry): the fork carries what came before.
+    #[arg(long, value_name = "SEQ")]
+    before: u64,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+async fn segment(
+    target: &TargetArgs,
+    session: &str,
+    op: super::client::SegmentOp,
+) -> anyhow::Result<ExitCode> {
+    let session = SessionId::parse(session)?;
+    let out = target.client().await?.segment(&session, op).await?;
+    if target.json {
+        println!("{out}");
+    } else if let Some(prompt) = out["prompt"].as_str() {
+        println!(
+            "forked {} into session {} (worker {}); the message to re-edit:\n{prompt}",
+            out["parent_session_id"].as_str().unwrap_or(""),
+            out["session_id"].as_str().unwrap_or(""),
+            out["worker_id"].as_str().unwrap_or("")
+        );
+    } else {
+        println!(
+            "session {}: new active segment {} (seq {})",
+            out["session_id"].as_str().unwrap_or(""),
+            out["segment_id"].as_str().unwrap_or(""),
+            out["seq"]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn compact(args: SessionArg) -> anyhow::Result<ExitCode> {
+    segment(
+        &args.target,
+        &args.session,
+        super::client::SegmentOp::Compact,
+    )
+    .await
+}
+
+pub async fn branch(args: BranchArgs) -> anyhow::Result<ExitCode> {
+    segment(
+        &args.target,
+        &args.session,
+        super::client::SegmentOp::Branch(args.at),
+    )
+    .await
+}
+
+pub async fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
+    segment(
+        &args.target,
+        &args.session,
+        super::client::SegmentOp::Fork(args.before),
+    )
+    .await
+}
+
 fn state_name(v: &Value) -> String {
     match v["state"]["state"].as_str() {
         Some("blocked") => format!("blocked ({})", v["state"]["on"].as_str().unwrap_or("?")),

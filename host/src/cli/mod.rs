@@ -44,6 +44,12 @@ enum Command {
     Resume(manage::RunArg),
     /// Delete a session: stop its run, remove its worker.
     Rm(manage::SessionArg),
+    /// Compact a session: a new segment whose first entry summarises it.
+    Compact(manage::SessionArg),
+    /// Branch a session at a seq: a sibling segment in the same session.
+    Branch(manage::BranchArgs),
+    /// Fork a session before a user message into a new worker and session.
+    Fork(manage::ForkArgs),
     /// Write a session's journal as JSONL to stdout.
     Export(manage::SessionArg),
     /// Re-run a session's ended runs offline against its journal; exit 1 on divergence.
@@ -119,6 +125,9 @@ pub fn main() -> ExitCode {
             Command::Resume(args) => manage::resume(args).await,
             Command::Rm(args) => manage::rm(args).await,
             Command::Export(args) => manage::export(args).await,
+            Command::Compact(args) => manage::compact(args).await,
+            Command::Branch(args) => manage::branch(args).await,
+            Command::Fork(args) => manage::fork(args).await,
             Command::Attach(args) => attach::attach(args).await,
             Command::Bench(args) => crate::bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Schema { .. } => {

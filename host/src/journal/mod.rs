@@ -238,21 +238,28 @@ impl SessionJournal {
         let mut state = self.state.lock().await;
         let parent = state.segment;
         let segment = SegmentId::new();
-        self.store.start_segment(&self.session, segment, parent).await?;
+        self.store
+            .start_segment(&self.session, segment, parent)
+            .await?;
         state.segment = segment;
         let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
             segment_id: segment,
-            compacted_from: compacted.as_ref().map(|(_, through)| event::SegmentLineage {
-                segment: parent,
-                through_seq: *through,
-            }),
+            compacted_from: compacted
+                .as_ref()
+                .map(|(_, through)| event::SegmentLineage {
+                    segment: parent,
+                    through_seq: *through,
+                }),
             forked_from: branched_at.map(|at| event::SegmentLineage {
                 segment: parent,
                 through_seq: at,
             }),
         })];
         if let Some((text, through_seq)) = compacted {
-            entries.push(Payload::Lifecycle(LifecycleEvent::CompactionSummary { text, through_seq }));
+            entries.push(Payload::Lifecycle(LifecycleEvent::CompactionSummary {
+                text,
+                through_seq,
+            }));
         }
         self.write_locked(&mut state, None, entries).await
     }

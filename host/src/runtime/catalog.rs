@@ -192,6 +192,7 @@ impl Runtime {
         for pending in self.pending_decisions(Some(session)) {
             self.inner.broker.withdraw(&pending.decision_id);
         }
+        super::segments::crash_point("delete-before-remove");
         self.inner.home.delete_worker(worker, session)?;
         self.inner.journals.close(session);
         if let Some(fs) = &self.inner.file_store {

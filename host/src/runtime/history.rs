@@ -45,7 +45,11 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
             continue;
         }
         let (user, text) = match &e.payload {
-            Payload::Lifecycle(LifecycleEvent::Started { prompt, resumes: None, .. }) => (true, prompt.clone()),
+            Payload::Lifecycle(LifecycleEvent::Started {
+                prompt,
+                resumes: None,
+                ..
+            }) => (true, prompt.clone()),
             Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) => (false, text.clone()),
             _ => continue,
         };

@@ -3,9 +3,9 @@
 //! a compaction cuts its parent off, its summary standing for it. History
 //! and forks follow the lineage; subscribers and export see every entry.
 
+use crate::SessionEvent;
 use crate::ids::{SegmentId, Seq};
 use crate::journal::event::{LifecycleEvent, Payload};
-use crate::SessionEvent;
 use std::collections::HashMap;
 
 /// The entries of the active lineage, in seq order.
@@ -38,12 +38,19 @@ pub fn active_lineage(events: &[SessionEvent]) -> Vec<&SessionEvent> {
         if compacted || guard > 10_000 {
             break;
         }
-        let limit = included.last().map(|(_, c)| (*c).min(cutoff)).unwrap_or(cutoff);
+        let limit = included
+            .last()
+            .map(|(_, c)| (*c).min(cutoff))
+            .unwrap_or(cutoff);
         included.push((parent, limit));
         current = parent;
     }
     events
         .iter()
-        .filter(|e| included.iter().any(|(s, cutoff)| *s == e.segment_id && e.seq <= *cutoff))
+        .filter(|e| {
+            included
+                .iter()
+                .any(|(s, cutoff)| *s == e.segment_id && e.seq <= *cutoff)
+        })
         .collect()
 }

@@ -7,10 +7,10 @@ mod catalog;
 pub mod decisions;
 mod history;
 pub mod lineage;
-mod segments;
 mod observers;
 pub mod replay;
 mod run;
+mod segments;
 mod socket;
 pub mod state;
 
@@ -27,8 +27,8 @@ use crate::worker::{Home, WorkerDir, WorkerError, WorkerStatus};
 pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
 pub use observers::{AttachSpec, Observation};
-pub use segments::{Forked, SegmentStarted};
 use run::{RunCtx, RunPlan};
+pub use segments::{Forked, SegmentStarted};
 pub use state::{AgentState, SessionSummary};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -321,9 +321,9 @@ impl RuntimeError {
             RuntimeError::TooLarge { .. } => "too_large",
             RuntimeError::AboveCeiling(_) => "limit_exceeded",
             RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => "conflict",
-            RuntimeError::SessionMismatch { .. } | RuntimeError::NoComponent(_) => {
-                "invalid_request"
-            }
+            RuntimeError::SessionMismatch { .. }
+            | RuntimeError::NoComponent(_)
+            | RuntimeError::InvalidRequest(_) => "invalid_request",
             RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => "conflict",
             RuntimeError::ShuttingDown => "shutting_down",
             _ => "internal",
@@ -353,6 +353,8 @@ pub(crate) struct Inner {
     runs: Mutex<HashMap<RunId, LiveRecord>>,
     draining: AtomicBool,
     restored: Mutex<Vec<RunId>>,
+    /// Draft sessions: a stable id in memory, with its workspace.
+    drafts: Mutex<HashMap<SessionId, String>>,
     /// Ended runs since start: finished, failed, cancelled, parked.
     ended: [std::sync::atomic::AtomicU64; 4],
     config: RuntimeConfig,
@@ -406,6 +408,7 @@ impl Runtime {
                 runs: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
                 restored: Mutex::new(Vec::new()),
+                drafts: Mutex::new(HashMap::new()),
                 ended: Default::default(),
                 config,
             }),
@@ -490,6 +493,32 @@ impl Runtime {
         Ok((p.digest().to_string(), p.info().clone()))
     }
 
+    /// Hold a draft session: a stable id in memory, no directory. Its first
+    /// run (or [`Runtime::create_session_in`] with its id) persists it.
+    pub fn create_draft(
+        &self,
+        id: Option<SessionId>,
+        workspace: &str,
+    ) -> Result<SessionId, RuntimeError> {
+        let session = id.unwrap_or_default();
+        let mut drafts = self.inner.drafts.lock().unwrap_or_else(|p| p.into_inner());
+        if drafts.contains_key(&session) || self.inner.home.lookup(&session)?.is_some() {
+            return Err(RuntimeError::SessionExists(session));
+        }
+        drafts.insert(session.clone(), workspace.to_string());
+        Ok(session)
+    }
+
+    /// The workspace of a draft, if `session` is one.
+    pub fn draft_workspace(&self, session: &SessionId) -> Option<String> {
+        self.inner
+            .drafts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .cloned()
+    }
+
     /// Persist a new session (and its worker) now, in the default workspace.
     pub async fn create_session(
         &self,
@@ -511,6 +540,11 @@ impl Runtime {
             return Err(RuntimeError::SessionExists(session));
         }
         let worker = self.inner.home.create_worker(&session, None, workspace)?;
+        self.inner
+            .drafts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session);
         let segment = worker.metadata()?.active_segment;
         self.inner.journals.create(&session, segment).await?;
         Ok((session, worker.id()))
@@ -860,6 +894,24 @@ impl Runtime {
             Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The session's history (its active lineage's turns), the latest `limit`.
+    pub async fn history(
+        &self,
+        session: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<crate::component::Turn>, RuntimeError> {
+        let events: Vec<crate::SessionEvent> = self
+            .read(session, Seq(0))
+            .await?
+            .into_iter()
+            .filter_map(|i| match i {
+                JournalItem::Event(e) => Some(*e),
+                JournalItem::Unknown { .. } => None,
+            })
+            .collect();
+        Ok(history::turns_of(&events, None, limit))
     }
 
     /// The session's last seq.

@@ -7,11 +7,11 @@
 
 use super::lineage::active_lineage;
 use super::{Runtime, RuntimeError};
+use crate::SessionEvent;
 use crate::ids::{DecisionId, RunId, SegmentId, Seq, SessionId, WorkerId};
 use crate::journal::event::{LifecycleEvent, Payload};
 use crate::store::JournalItem;
 use crate::worker::ForkParent;
-use crate::SessionEvent;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -43,17 +43,15 @@ pub struct Forked {
     pub prompt: String,
 }
 
-/// Crash points for tests: with `CAIRN_CRASH_AT=<name>`, the process aborts
-/// at that step, as a SIGKILL would stop it.
-pub(crate) fn crash_point(name: &str) {
-    if std::env::var("CAIRN_CRASH_AT").is_ok_and(|v| v == name) {
-        std::process::abort();
-    }
-}
+pub(crate) use crate::fsutil::crash_point;
 
 impl Runtime {
     fn no_live_run(&self, session: &SessionId) -> Result<(), RuntimeError> {
-        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(run) = sessions.get(session).and_then(|l| l.run.as_ref()) {
             return Err(RuntimeError::LiveRun {
                 session: session.clone(),
@@ -95,7 +93,9 @@ impl Runtime {
         }
         let journal = self.inner.journals.open(session).await?;
         let through = journal.last_seq().await;
-        let written = journal.start_segment(Some((summary, through)), None).await?;
+        let written = journal
+            .start_segment(Some((summary, through)), None)
+            .await?;
         Ok(SegmentStarted {
             session_id: session.clone(),
             segment_id: written[0].segment_id,
@@ -105,7 +105,11 @@ impl Runtime {
 
     /// Branch the session at `at`: a sibling segment carrying the active
     /// lineage up to `at`, then its own entries.
-    pub async fn branch(&self, session: &SessionId, at: Seq) -> Result<SegmentStarted, RuntimeError> {
+    pub async fn branch(
+        &self,
+        session: &SessionId,
+        at: Seq,
+    ) -> Result<SegmentStarted, RuntimeError> {
         self.open_worker_of(session)?;
         self.no_live_run(session)?;
         let events = self.events_of(session).await?;
@@ -127,7 +131,12 @@ impl Runtime {
     /// entry) into a new worker and session: the history before it is
     /// carried (runs, tool records, decisions, compactions; ids rewritten),
     /// live runs, sockets and logs are not. Returns the message.
-    pub async fn fork(&self, session: &SessionId, before: Seq, new_id: Option<SessionId>) -> Result<Forked, RuntimeError> {
+    pub async fn fork(
+        &self,
+        session: &SessionId,
+        before: Seq,
+        new_id: Option<SessionId>,
+    ) -> Result<Forked, RuntimeError> {
         let source = self.open_worker_of(session)?;
         let record = source.record()?;
         let events = self.events_of(session).await?;
@@ -167,10 +176,11 @@ impl Runtime {
             return Err(RuntimeError::SessionExists(child));
         }
         crash_point("fork-before-create");
-        let worker = self
-            .inner
-            .home
-            .create_worker_staged(&child, record.component.as_deref(), &record.workspace)?;
+        let worker = self.inner.home.create_worker_staged(
+            &child,
+            record.component.as_deref(),
+            &record.workspace,
+        )?;
         let mut meta = worker.metadata()?;
         meta.forked_from = Some(ForkParent {
             session_id: session.clone(),
@@ -179,7 +189,11 @@ impl Runtime {
         });
         worker.write_metadata(&meta)?;
         crash_point("fork-after-create");
-        let journal = self.inner.journals.create(&child, meta.active_segment).await?;
+        let journal = self
+            .inner
+            .journals
+            .create(&child, meta.active_segment)
+            .await?;
         let mut runs: HashMap<RunId, RunId> = HashMap::new();
         for e in &carried {
             if let Some(r) = e.run_id {
@@ -192,7 +206,10 @@ impl Runtime {
                 && let Some(old) = e.run_id
                 && let Ok(bytes) = self.inner.store.checkpoint(session, checkpoint).await
             {
-                self.inner.store.put_checkpoint(&child, runs[&old], &bytes).await?;
+                self.inner
+                    .store
+                    .put_checkpoint(&child, runs[&old], &bytes)
+                    .await?;
             }
         }
         crash_point("fork-mid-copy");
@@ -229,7 +246,10 @@ impl Runtime {
                         f.last_seq = next;
                         f.continues = f.continues.map(|r| runs.get(&r).copied().unwrap_or(r));
                         f.resumes = f.resumes.map(|r| runs.get(&r).copied().unwrap_or(r));
-                        f.checkpoint = f.checkpoint.as_ref().and_then(|_| runs.get(&f.run_id).map(|r| r.to_string()));
+                        f.checkpoint = f
+                            .checkpoint
+                            .as_ref()
+                            .and_then(|_| runs.get(&f.run_id).map(|r| r.to_string()));
                         f.pending_decisions = f
                             .pending_decisions
                             .iter()
@@ -274,7 +294,9 @@ fn rewrite(
             *r = Some(runs.get(old).copied().unwrap_or(*old));
         }
     };
-    let Payload::Lifecycle(l) = payload else { return };
+    let Payload::Lifecycle(l) = payload else {
+        return;
+    };
     match l {
         LifecycleEvent::DecisionRequested { decision_id, .. } => {
             let new = DecisionId::derive(child, seq);
@@ -288,7 +310,9 @@ fn rewrite(
                 *decision_id = new.clone();
             }
         }
-        LifecycleEvent::Started { continues, resumes, .. } => {
+        LifecycleEvent::Started {
+            continues, resumes, ..
+        } => {
             map_run(continues);
             map_run(resumes);
         }

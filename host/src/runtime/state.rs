@@ -76,6 +76,13 @@ pub struct SessionSummary {
     pub last_seq: Seq,
     /// Its workspace.
     pub workspace: String,
+    /// The segment appends go to.
+    pub active_segment: crate::ids::SegmentId,
+    /// Every segment, in creation order.
+    pub segments: Vec<crate::ids::SegmentId>,
+    /// The session this one was forked from, and before which seq.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<(SessionId, Seq)>,
 }
 
 impl Runtime {
@@ -83,6 +90,7 @@ impl Runtime {
     pub async fn summary(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
         let worker = self.open_worker_of(session)?;
         let record = worker.record()?;
+        let meta = worker.metadata()?;
         let items = self.read(session, Seq(0)).await?;
         let last_seq = items.last().map(|i| i.seq()).unwrap_or(Seq(0));
         let last_run = items.iter().rev().find_map(|i| match i {
@@ -138,6 +146,9 @@ impl Runtime {
             stale: record.status == WorkerStatus::Stale,
             last_seq,
             workspace: record.workspace,
+            active_segment: meta.active_segment,
+            segments: meta.segments.iter().map(|s| s.segment_id).collect(),
+            forked_from: meta.forked_from.map(|f| (f.session_id, f.before_seq)),
         })
     }
 }

@@ -182,9 +182,9 @@ impl FileStore {
         }
         let worker_id = self
             .home
-            .lookup(session)?
+            .lookup_any(session)?
             .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
-        let worker = self.home.open_worker(worker_id)?;
+        let worker = self.home.open_worker_any(worker_id)?;
         let meta = worker.metadata()?;
         let segments_path = worker.path().join("session").join("segments");
         let segments = worker
@@ -327,7 +327,11 @@ impl FileStore {
             let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
             let from = (after.0 as usize).min(writer.lines.len());
             let to = from.saturating_add(limit).min(writer.lines.len());
-            (writer.lines[from..to].to_vec(), writer.order.clone(), writer.readers.clone())
+            (
+                writer.lines[from..to].to_vec(),
+                writer.order.clone(),
+                writer.readers.clone(),
+            )
         };
         let mut out = Vec::with_capacity(refs.len());
         let mut buf = Vec::new();
@@ -404,7 +408,12 @@ impl JournalStore for FileStore {
         blocking(move || Self::read_all(&files, after, limit)).await
     }
 
-    async fn start_segment(&self, session: &SessionId, segment: SegmentId, parent: SegmentId) -> Result<(), StoreError> {
+    async fn start_segment(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+        parent: SegmentId,
+    ) -> Result<(), StoreError> {
         let files = self.open(session)?;
         blocking(move || {
             let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
@@ -416,9 +425,11 @@ impl JournalStore for FileStore {
             let name = format!("{segment}.jsonl");
             let path = files.segments_path.join(&name);
             for file in [name.clone(), format!("{segment}.trace.jsonl")] {
-                fsutil::create_file_new(&dir, &file).map_err(io(format!("cannot create {}", path.display())))?;
+                fsutil::create_file_new(&dir, &file)
+                    .map_err(io(format!("cannot create {}", path.display())))?;
             }
-            fsutil::sync_dir(&dir).map_err(io(format!("cannot sync {}", files.segments_path.display())))?;
+            fsutil::sync_dir(&dir)
+                .map_err(io(format!("cannot sync {}", files.segments_path.display())))?;
             // The segment exists before metadata.json names it active.
             let mut meta = files.worker.metadata()?;
             meta.segments.push(crate::worker::SegmentRef {
@@ -430,7 +441,10 @@ impl JournalStore for FileStore {
             let file = fsutil::open_append(&dir, &name)
                 .map_err(io(format!("cannot open {}", path.display())))?
                 .into_std();
-            let reader = dir.open(&name).map_err(io(format!("cannot open {}", path.display())))?.into_std();
+            let reader = dir
+                .open(&name)
+                .map_err(io(format!("cannot open {}", path.display())))?
+                .into_std();
             writer.order.push(segment);
             writer.readers.push(Arc::new(reader));
             writer.file = file;

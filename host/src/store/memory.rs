@@ -142,7 +142,12 @@ impl JournalStore for MemoryStore {
         })
     }
 
-    async fn start_segment(&self, session: &SessionId, segment: SegmentId, _parent: SegmentId) -> Result<(), StoreError> {
+    async fn start_segment(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+        _parent: SegmentId,
+    ) -> Result<(), StoreError> {
         self.with(session, |s| {
             s.segment = segment;
             Ok(())

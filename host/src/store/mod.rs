@@ -128,7 +128,12 @@ pub trait JournalStore: Send + Sync + 'static {
 
     /// Make `segment` (a child of `parent`) the active segment: appends go
     /// there from now on. Durable when it returns.
-    async fn start_segment(&self, session: &SessionId, segment: SegmentId, parent: SegmentId) -> Result<(), StoreError>;
+    async fn start_segment(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+        parent: SegmentId,
+    ) -> Result<(), StoreError>;
 
     /// Bytes the session's journal holds.
     async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError>;
