@@ -6,11 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (name in cairn, cargo package, crate's wasm file stem)
+/// (name in cairn, cargo package)
 const GUESTS: &[(&str, &str)] = &[
     ("echo", "echo"),
     ("approval", "approval"),
     ("sandbox-probe", "sandbox-probe"),
+    ("bench-emit", "bench-emit"),
 ];
 
 fn main() {

@@ -41,8 +41,22 @@ pub fn create_file_new(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
     dir.open_with(name, &opts)
 }
 
+static SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// fsync/fdatasync calls this process made through cairn's stores (for
+/// `cairn bench`).
+pub fn syncs() -> u64 {
+    SYNCS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Count one sync.
+pub fn count_sync() {
+    SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Flush a directory's entries to disk (after a create or rename in it).
 pub fn sync_dir(dir: &Dir) -> io::Result<()> {
+    count_sync();
     // cap-std opens directories with O_PATH, which cannot be synced: open
     // the directory itself for reading and sync that.
     dir.open(".")?.sync_all()
@@ -55,6 +69,7 @@ pub fn write_document(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = create_file_new(dir, &tmp)?;
         file.write_all(bytes)?;
+        count_sync();
         file.sync_all()?;
         dir.rename(&tmp, dir, name)?;
         sync_dir(dir)

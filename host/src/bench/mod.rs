@@ -8,6 +8,7 @@
 //! is `value / baseline_value` and `better` is `"higher"` or `"lower"`.
 
 pub mod journal;
+pub mod runtime;
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -65,7 +66,7 @@ impl Row {
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Which group to run (default: all).
-    #[arg(value_parser = ["journal"])]
+    #[arg(value_parser = ["journal", "runtime"])]
     group: Option<String>,
     /// Fewer iterations: a smoke run, not figures to quote.
     #[arg(long)]
@@ -92,6 +93,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
     if args.group.as_deref().is_none_or(|g| g == "journal") {
         rows.extend(
             journal::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
+        );
+    }
+    if args.group.as_deref().is_none_or(|g| g == "runtime") {
+        rows.extend(
+            runtime::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
         );
     }
     print_table(&rows);

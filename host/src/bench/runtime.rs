@@ -1,0 +1,395 @@
+//! Runtime figures: the emit path against a raw import call, run start
+//! against one fsync, RSS per waiting session, fan-out, replay reads.
+
+use super::Row;
+use crate::component::{
+    Answer, Components, DecisionRequest, EmitRefusal, HostFailure, JournalClock, RunHost, RunStart,
+    Sandbox, Turn,
+};
+use crate::ids::{Generation, RunId, Seq, SessionId, WorkerId};
+use crate::journal::event::{AgentEvent, LifecycleEvent, Payload};
+use crate::journal::{Delivery, Journals};
+use crate::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun, StoreKind};
+use crate::store::file::FileStore;
+use crate::store::memory::MemoryStore;
+use crate::store::{JournalStore, Store};
+use crate::worker::Home;
+use async_trait::async_trait;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A host whose imports do nothing: the cost of the import call itself.
+struct NullHost(AtomicU64);
+
+#[async_trait]
+impl RunHost for NullHost {
+    async fn emit(&self, _event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure> {
+        Ok(Ok(self.0.fetch_add(1, Ordering::Relaxed)))
+    }
+    async fn wait(&self, _request: DecisionRequest) -> Result<Answer, HostFailure> {
+        Ok(Answer::TimedOut)
+    }
+    async fn history(&self, _limit: u32) -> Result<Vec<Turn>, HostFailure> {
+        Ok(vec![])
+    }
+    fn should_trap(&self) -> bool {
+        false
+    }
+    fn limit_broken(&self, _limit: &str, _value: u64, _max: u64) {}
+}
+
+fn rss_kib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
+    let components = Components::new(0, 256 << 20)?;
+    let prepared = components
+        .prepare(crate::examples::built_in("bench-emit").expect("built in"))
+        .await?;
+    let artifacts = dir.join("null-artifacts");
+    std::fs::create_dir_all(&artifacts)?;
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("null.log"))
+    };
+    let host = Arc::new(NullHost(AtomicU64::new(1)));
+    let sandbox = Sandbox {
+        artifacts,
+        stdout: log()?,
+        stderr: log()?,
+        clock: JournalClock::new(0),
+        limits: crate::limits::Limits {
+            events_per_run: u64::MAX,
+            ..Default::default()
+        },
+        host: host.clone(),
+    };
+    let start = RunStart {
+        run_id: RunId::new(),
+        session_id: SessionId::new(),
+        worker_id: WorkerId::new(),
+        generation: Generation(1),
+        prompt: n.to_string(),
+        continues: None,
+        checkpoint: None,
+        seed: 1,
+    };
+    let t = Instant::now();
+    components
+        .run(&prepared, sandbox, start)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+async fn emit_path_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
+    let mut config = RuntimeConfig::new(dir.join("emit-home"));
+    config.store = StoreKind::Memory { window: 1 << 20 };
+    config.sockets = false;
+    config.host.limits.events_per_run = u64::MAX;
+    config.host.pool.instances = 16;
+    let rt = Runtime::open(config).await?;
+    rt.add_component(&ComponentRef::BuiltIn("bench-emit".into()))
+        .await?;
+    let (session, _) = rt.create_session(None).await?;
+    let mut sub = rt.subscribe(&session, Seq(0)).await?;
+    let t = Instant::now();
+    let mut req = StartRun::new(ComponentRef::BuiltIn("bench-emit".into()), n.to_string());
+    req.session = Some(session);
+    rt.start(req).await?;
+    let mut received = 0u64;
+    while let Some(d) = sub.next().await {
+        if let Delivery::Event(e) = d? {
+            if matches!(e.payload, Payload::Agent(_)) {
+                received += 1;
+            }
+            if e.facts.is_some() {
+                break;
+            }
+        }
+    }
+    anyhow::ensure!(
+        received == n,
+        "the subscriber received {received} of {n} events"
+    );
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)> {
+    let mut config = RuntimeConfig::new(dir.join("start-home"));
+    config.sockets = false;
+    config.host.pool.instances = 16;
+    let rt = Runtime::open(config).await?;
+    rt.add_component(&ComponentRef::BuiltIn("echo".into()))
+        .await?;
+    let mut times = Vec::new();
+    let mut syncs = 0u64;
+    for _ in 0..k {
+        let (session, _) = rt.create_session(None).await?;
+        let mut sub = rt.subscribe(&session, Seq(0)).await?;
+        let mut req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "x");
+        req.session = Some(session);
+        let s0 = crate::fsutil::syncs();
+        let t = Instant::now();
+        let started = rt.start(req).await?;
+        loop {
+            match sub.next().await {
+                Some(Ok(Delivery::Event(e)))
+                    if matches!(
+                        e.payload,
+                        Payload::Lifecycle(LifecycleEvent::Started { .. })
+                    ) =>
+                {
+                    break;
+                }
+                Some(Ok(_)) => {}
+                _ => anyhow::bail!("the journal closed before Started"),
+            }
+        }
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        syncs += crate::fsutil::syncs() - s0;
+        rt.wait(started.run_id).await?;
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    // One raw fdatasync of a small append on the same disk, for the baseline.
+    let path = dir.join("one-fsync");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let mut raw = Vec::new();
+    for _ in 0..k {
+        use std::io::Write;
+        let t = Instant::now();
+        file.write_all(b"{\"a\":1}\n")?;
+        file.sync_data()?;
+        raw.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    raw.sort_by(|a, b| a.total_cmp(b));
+    Ok((
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        syncs as f64 / k as f64,
+        percentile(&raw, 0.5),
+    ))
+}
+
+async fn density(dir: &Path, n: usize) -> anyhow::Result<f64> {
+    let mut config = RuntimeConfig::new(dir.join("density-home"));
+    config.sockets = false;
+    config.host.pool.instances = (n + 16) as u32;
+    let rt = Runtime::open(config).await?;
+    rt.add_component(&ComponentRef::BuiltIn("approval".into()))
+        .await?;
+    // One first, so the engine and caches are in the baseline.
+    let first = rt
+        .start(StartRun::new(
+            ComponentRef::BuiltIn("approval".into()),
+            "warm",
+        ))
+        .await?;
+    while rt.pending_decisions(None).is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = rss_kib();
+    let mut runs = vec![first.run_id];
+    for _ in 1..n {
+        runs.push(
+            rt.start(StartRun::new(
+                ComponentRef::BuiltIn("approval".into()),
+                "wait",
+            ))
+            .await?
+            .run_id,
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while rt.pending_decisions(None).len() < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let after = rss_kib();
+    let per = (after - before) / (n - 1).max(1) as f64;
+    rt.shutdown(Duration::from_secs(60)).await;
+    Ok(per)
+}
+
+async fn fan_out(subscribers: usize, events: usize) -> anyhow::Result<f64> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(events + 16));
+    let journals = Journals::new(store.clone(), 1024);
+    let session = SessionId::parse("fan-out")?;
+    store.create(&session, crate::ids::SegmentId::new()).await?;
+    let journal = journals.open(&session).await?;
+    let mut tasks = Vec::new();
+    for i in 0..subscribers {
+        let mut sub = journal.subscribe(Seq(0));
+        let slow = i == 0;
+        tasks.push(tokio::spawn(async move {
+            if slow {
+                // One deliberately slow subscriber: it never reads.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            while let Some(Ok(_)) = sub.next().await {}
+        }));
+    }
+    let payload = Payload::Agent(AgentEvent::TextDelta {
+        text: "fan-out".into(),
+    });
+    let t = Instant::now();
+    for _ in 0..events {
+        journal.append(None, payload.clone()).await?;
+    }
+    let rate = events as f64 / t.elapsed().as_secs_f64();
+    for task in tasks {
+        task.abort();
+    }
+    Ok(rate)
+}
+
+async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<f64> {
+    let home = Home::open(&dir.join("replay-home"))?;
+    let session = SessionId::parse("replay")?;
+    {
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(home.clone()));
+        let segment = home
+            .create_worker(&session, None, "bench")?
+            .metadata()?
+            .active_segment;
+        let journals = Journals::new(store, 64);
+        let journal = journals.create(&session, segment).await?;
+        let payload = Payload::Agent(AgentEvent::TextDelta {
+            text: "a typical short text delta".into(),
+        });
+        let mut left = events;
+        while left > 0 {
+            let n = left.min(4096);
+            journal.append_batch(None, vec![payload.clone(); n]).await?;
+            left -= n;
+        }
+    }
+    let t = Instant::now();
+    let store = FileStore::new(home);
+    let items = store.read(&session, Seq(0), usize::MAX).await?;
+    anyhow::ensure!(items.len() > events, "read {} of {events}", items.len());
+    Ok(items.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Run the runtime figures.
+pub async fn run(
+    dir: &Path,
+    quick: bool,
+    progress: &mut dyn FnMut(String),
+) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let n = if quick { 20_000 } else { 200_000 };
+    progress(format!(
+        "runtime: emit path, {n} events through the runtime and through a null import"
+    ));
+    let raw = raw_import_ns(dir, n).await?;
+    let path = emit_path_ns(dir, n).await?;
+    rows.push(Row::new(
+        "runtime",
+        "emit → memory journal → 1 subscriber",
+        "ns/event",
+        path,
+        "raw import call (null host)",
+        raw,
+        "lower",
+    ));
+
+    let k = if quick { 20 } else { 200 };
+    progress(format!(
+        "runtime: run start, {k} warm starts on the file store"
+    ));
+    let (p50, p99, syncs, fsync) = run_start(dir, k).await?;
+    let target = fsync + 100.0;
+    rows.push(Row::new(
+        "runtime",
+        "run start → Started, p50",
+        "µs",
+        p50,
+        "one fdatasync + 100 µs",
+        target,
+        "lower",
+    ));
+    rows.push(Row::new(
+        "runtime",
+        "run start → Started, p99",
+        "µs",
+        p99,
+        "one fdatasync + 100 µs",
+        target,
+        "lower",
+    ));
+    rows.push(Row::new(
+        "runtime",
+        "fsyncs on the start path (mean)",
+        "fsyncs",
+        syncs,
+        "target",
+        1.0,
+        "lower",
+    ));
+
+    let waiting = if quick { 100 } else { 1000 };
+    progress(format!(
+        "runtime: density, {waiting} sessions each waiting on a decision"
+    ));
+    let per = density(dir, waiting).await?;
+    rows.push(Row::new(
+        "runtime",
+        format!("RSS per waiting session ({waiting} live)"),
+        "KiB",
+        per,
+        "1 GiB / 10,000 sessions (target)",
+        1024.0 * 1024.0 / 10_000.0,
+        "lower",
+    ));
+
+    let events = if quick { 5_000 } else { 50_000 };
+    progress(format!(
+        "runtime: fan-out, {events} appends with 0, 100 and 1000 subscribers (one slow)"
+    ));
+    let zero = fan_out(0, events).await?;
+    for subs in [100, 1000] {
+        let rate = fan_out(subs, events).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("writer with {subs} subscribers"),
+            "events/s",
+            rate,
+            "writer with 0 subscribers",
+            zero,
+            "higher",
+        ));
+    }
+
+    let total = if quick { 100_000 } else { 1_000_000 };
+    progress(format!("runtime: replay read of a {total}-event session"));
+    let rate = replay_read(dir, total).await?;
+    rows.push(Row::new(
+        "runtime",
+        format!("replay read, {total} events (file store)"),
+        "events/s",
+        rate,
+        "1,000,000 events/s (target)",
+        1_000_000.0,
+        "higher",
+    ));
+    Ok(rows)
+}
