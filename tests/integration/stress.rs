@@ -35,7 +35,7 @@ async fn a_hundred_workers_beside_every_attack() {
     for i in 0..100 {
         let req = StartRun::new(
             ComponentRef::Path(fixture("counter")),
-            &format!("{} 0", 20 + i % 10),
+            format!("{} 0", 20 + i % 10),
         );
         good.push((20 + i % 10, rt.start(req).await.unwrap()));
     }

@@ -197,7 +197,7 @@ impl Runtime {
         let mut runs: HashMap<RunId, RunId> = HashMap::new();
         for e in &carried {
             if let Some(r) = e.run_id {
-                runs.entry(r).or_insert_with(RunId::new);
+                runs.entry(r).or_default();
             }
         }
         // Park checkpoints go along under the new run ids.
