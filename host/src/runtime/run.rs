@@ -653,14 +653,6 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
             .reserve_generation(plan.previous_generation)
             .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
         generation = gen_dir.generation;
-        let reserved = ctx
-            .lifecycle(LifecycleEvent::GenerationReserved {
-                worker_id: plan.worker_id,
-                generation,
-            })
-            .await
-            .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
-        first_seq.get_or_insert(reserved.seq);
         if inner.config.sockets {
             socket = super::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
         }
@@ -673,33 +665,42 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
         };
         let stdout = log("worker.out.log")?;
         let stderr = log("worker.err.log")?;
-        let (seed, clock_start) = match &plan.replay {
-            Some(replay) => {
-                ctx.lifecycle(LifecycleEvent::ResumedByReplay {
-                    generation,
-                    through_seq: reserved.seq.0.checked_sub(1).map(Seq).unwrap_or(Seq(0)),
-                })
-                .await
-                .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
-                (replay.seed, replay.started.at_ms)
-            }
-            None => {
-                let seed: u64 = rand_seed();
-                let started_event = ctx
-                    .lifecycle(LifecycleEvent::Started {
-                        component: plan.prepared.digest().to_string(),
-                        prompt: plan.prompt.clone(),
-                        timeout_ms: plan.timeout_ms,
-                        liveness: plan.liveness,
-                        generation,
-                        continues: plan.continues,
-                        resumes: plan.resumes,
-                        seed,
-                    })
-                    .await
-                    .map_err(|e| ErrorOrCancel::error("journal", e.0))?;
-                (seed, started_event.at_ms)
-            }
+        // The reservation and the start (or the replay marker) are one batch:
+        // one write, one sync on the start path after worker.json.
+        let reserved = LifecycleEvent::GenerationReserved {
+            worker_id: plan.worker_id,
+            generation,
+        };
+        let seed = match &plan.replay {
+            Some(replay) => replay.seed,
+            None => rand_seed(),
+        };
+        let last = ctx.journal.last_seq().await;
+        let second = match &plan.replay {
+            Some(_) => LifecycleEvent::ResumedByReplay {
+                generation,
+                through_seq: last,
+            },
+            None => LifecycleEvent::Started {
+                component: plan.prepared.digest().to_string(),
+                prompt: plan.prompt.clone(),
+                timeout_ms: plan.timeout_ms,
+                liveness: plan.liveness,
+                generation,
+                continues: plan.continues,
+                resumes: plan.resumes,
+                seed,
+            },
+        };
+        let written = ctx
+            .journal
+            .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved), Payload::Lifecycle(second)])
+            .await
+            .map_err(|e| ErrorOrCancel::error("journal", format!("the journal refused an entry: {e}")))?;
+        first_seq.get_or_insert(written[0].seq);
+        let clock_start = match &plan.replay {
+            Some(replay) => replay.started.at_ms,
+            None => written[1].at_ms,
         };
         ctx.running.store(true, Ordering::Relaxed);
         let clock = JournalClock::new(clock_start);
