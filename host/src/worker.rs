@@ -352,37 +352,15 @@ impl Home {
         }
     }
 
-    /// The worker holding `session`, if the session is persisted here.
+    /// The worker holding `session`, if the session is persisted here (a
+    /// fork still being written is not).
     pub fn lookup(&self, session: &SessionId) -> Result<Option<WorkerId>, WorkerError> {
-        match fsutil::read_document::<IndexEntry>(
-            &self.inner.index,
-            &Self::index_name(session),
-            DOC_VERSION,
-        ) {
-            Ok(entry) if entry.session_id == *session => Ok(self
-                .inner
+        Ok(self.lookup_any(session)?.filter(|id| {
+            self.inner
                 .workers
-                .open_dir(entry.worker_id.to_string())
-                .ok()
-                .filter(|d| !d.exists(DELETING) && !d.exists(FORKING))
-                .map(|_| entry.worker_id)),
-            Ok(entry) => Err(WorkerError::Document {
-                worker: "index".into(),
-                source: DocumentError::Invalid {
-                    name: Self::index_name(session),
-                    reason: format!(
-                        "it maps session {:?}, not {:?}",
-                        entry.session_id.as_str(),
-                        session.as_str()
-                    ),
-                },
-            }),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(source) => Err(WorkerError::Document {
-                worker: "index".into(),
-                source,
-            }),
-        }
+                .open_dir(id.to_string())
+                .is_ok_and(|d| !d.exists(FORKING))
+        }))
     }
 
     /// Every worker in this home, by id (UUIDv7: oldest first); workers being

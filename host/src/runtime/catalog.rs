@@ -4,7 +4,6 @@ use super::state::{ObserverCounts, runs_of};
 use super::{Runtime, RuntimeError};
 use crate::ids::{RunId, Seq, SessionId};
 use crate::journal::event::{CancelReason, RunFacts, RunStatus};
-use crate::store::JournalItem;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::atomic::Ordering;
@@ -68,15 +67,7 @@ impl Runtime {
 
     /// The runs of one session, oldest first.
     pub async fn session_runs(&self, session: &SessionId) -> Result<Vec<RunSummary>, RuntimeError> {
-        let events: Vec<crate::SessionEvent> = self
-            .read(session, Seq(0))
-            .await?
-            .into_iter()
-            .filter_map(|i| match i {
-                JournalItem::Event(e) => Some(*e),
-                JournalItem::Unknown { .. } => None,
-            })
-            .collect();
+        let events = self.events_of(session).await?;
         let live = {
             let sessions = self
                 .inner

@@ -902,15 +902,7 @@ impl Runtime {
         session: &SessionId,
         limit: usize,
     ) -> Result<Vec<crate::component::Turn>, RuntimeError> {
-        let events: Vec<crate::SessionEvent> = self
-            .read(session, Seq(0))
-            .await?
-            .into_iter()
-            .filter_map(|i| match i {
-                JournalItem::Event(e) => Some(*e),
-                JournalItem::Unknown { .. } => None,
-            })
-            .collect();
+        let events = self.events_of(session).await?;
         Ok(history::turns_of(&events, None, limit))
     }
 

@@ -253,15 +253,7 @@ impl Runtime {
         session: &SessionId,
     ) -> Result<Vec<RunReplay>, RuntimeError> {
         let worker = self.open_worker_of(session)?;
-        let events: Vec<SessionEvent> = self
-            .read(session, Seq(0))
-            .await?
-            .into_iter()
-            .filter_map(|i| match i {
-                JournalItem::Event(e) => Some(*e),
-                JournalItem::Unknown { .. } => None,
-            })
-            .collect();
+        let events = self.events_of(session).await?;
         let journal = self.inner.journals.open(session).await?;
         let mut report = Vec::new();
         for (run, started, terminal) in runs_of(&events) {

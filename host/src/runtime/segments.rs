@@ -61,7 +61,11 @@ impl Runtime {
         Ok(())
     }
 
-    async fn events_of(&self, session: &SessionId) -> Result<Vec<SessionEvent>, RuntimeError> {
+    /// A session's well-formed entries, in order (unknown ones left out).
+    pub(crate) async fn events_of(
+        &self,
+        session: &SessionId,
+    ) -> Result<Vec<SessionEvent>, RuntimeError> {
         Ok(self
             .read(session, Seq(0))
             .await?
