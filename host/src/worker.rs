@@ -624,6 +624,31 @@ impl WorkerDir {
         fsutil::read_document(&self.dir, "metadata.json", DOC_VERSION).map_err(self.doc_err())
     }
 
+    /// Seed this (new) worker's worktree, `runs/0/artifacts/`, with a copy of
+    /// `source`'s generation `generation` (symlinks are not followed).
+    pub fn seed_worktree(
+        &self,
+        source: &WorkerDir,
+        generation: Generation,
+    ) -> Result<(), WorkerError> {
+        let ctx = format!(
+            "worker {}: cannot carry the worktree of worker {} over",
+            self.id, source.id
+        );
+        let Ok(from) = source.generation_dir(generation).and_then(|d| {
+            d.open_dir("artifacts").map_err(io_err(format!(
+                "worker {}: no runs/{generation}/artifacts",
+                source.id
+            )))
+        }) else {
+            return Ok(());
+        };
+        let runs = self.dir.open_dir("runs").map_err(io_err(ctx.clone()))?;
+        let zero = fsutil::create_dir_new(&runs, "0").map_err(io_err(ctx.clone()))?;
+        let artifacts = fsutil::create_dir_new(&zero, "artifacts").map_err(io_err(ctx.clone()))?;
+        copy_tree(&from, &artifacts, 0).map_err(io_err(ctx))
+    }
+
     /// Make a staged worker visible (the last step of a fork).
     pub fn publish(&self) -> Result<(), WorkerError> {
         let ctx = format!("worker {}: cannot publish", self.id);

@@ -128,6 +128,27 @@ async fn a_fork_at_every_user_message_carries_exactly_the_prefix() {
         let (_, facts, _) = run_to_end(&rt, req, None).await;
         assert_eq!(facts.status, RunStatus::Finished);
     }
+    // The worktree of the last run before the message goes along.
+    let probe = run_to_end(&rt, start_req("sandbox-probe", ""), None)
+        .await
+        .0;
+    let mut again = start_req("sandbox-probe", "");
+    again.session = Some(probe.session_id.clone());
+    run_to_end(&rt, again, None).await;
+    let second = started_seqs(&events(&rt, &probe.session_id).await)[1].0;
+    let forked = rt.fork(&probe.session_id, second, None).await.unwrap();
+    let child_dir = tmp
+        .path()
+        .join("home/workers")
+        .join(forked.worker_id.to_string());
+    assert_eq!(
+        std::fs::read_to_string(child_dir.join("runs/0/artifacts/probe.txt")).unwrap(),
+        "written by sandbox-probe\n"
+    );
+    let mut child_run = start_req("sandbox-probe", "");
+    child_run.session = Some(forked.session_id.clone());
+    run_to_end(&rt, child_run, None).await;
+    assert!(child_dir.join("runs/1/artifacts/probe.txt").exists());
     // Not a user message: refused, naming why.
     let err = rt.fork(&source, Seq(1), None).await.unwrap_err();
     assert!(err.to_string().contains("not a user message"), "{err}");
@@ -353,4 +374,44 @@ fn cairn_export(home: &std::path::Path, session: &str) -> std::path::PathBuf {
     let path = home.with_extension(format!("export-{}", out.stdout.len()));
     std::fs::write(&path, &out.stdout).unwrap();
     path
+}
+
+#[tokio::test]
+async fn opening_a_session_says_which_check_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let (started, _, _) = run_to_end(&rt, start_req("echo", "x"), None).await;
+    let doc = tmp
+        .path()
+        .join("home/workers")
+        .join(started.worker_id.to_string())
+        .join("session/session.json");
+    let original = std::fs::read_to_string(&doc).unwrap();
+    std::fs::write(&doc, original.replace("\"version\": 1", "\"version\": 7")).unwrap();
+    let err = rt
+        .summary(&started.session_id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("format version 7") && err.contains("session.json"),
+        "{err}"
+    );
+    let other = SessionId::parse("someone-else").unwrap();
+    std::fs::write(
+        &doc,
+        original.replace(started.session_id.as_str(), other.as_str()),
+    )
+    .unwrap();
+    let err = rt
+        .summary(&started.session_id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("names different sessions") || err.contains("session.json"),
+        "{err}"
+    );
+    std::fs::write(&doc, &original).unwrap();
+    assert!(rt.summary(&started.session_id).await.is_ok());
 }

@@ -96,6 +96,17 @@ async fn a_foreign_token_reaches_nothing() {
     let cases: Vec<(&str, String, Option<Value>)> = vec![
         ("GET", format!("/v1/sessions/{s}"), None),
         ("DELETE", format!("/v1/sessions/{s}"), None),
+        ("POST", format!("/v1/sessions/{s}/compact"), Some(json!({}))),
+        (
+            "POST",
+            format!("/v1/sessions/{s}/branch"),
+            Some(json!({"at_seq": 1})),
+        ),
+        (
+            "POST",
+            format!("/v1/sessions/{s}/fork"),
+            Some(json!({"before_seq": 3})),
+        ),
         ("GET", format!("/v1/sessions/{s}/events?after=0"), None),
         ("GET", format!("/v1/decisions?session={s}"), None),
         ("GET", format!("/v1/runs/{run}"), None),

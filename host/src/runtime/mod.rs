@@ -667,7 +667,9 @@ impl Runtime {
         }
         let journal = inner.journals.open(&session).await?;
         let run_id = RunId::new();
-        let previous_generation = (record.last_generation.0 > 0).then_some(record.last_generation);
+        // The worktree carries over from the last generation (generation 0
+        // is the worktree a fork brought along, when there is one).
+        let previous_generation = Some(record.last_generation);
         let ctx = Arc::new(RunCtx::new(
             run_id,
             session.clone(),

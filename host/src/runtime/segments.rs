@@ -192,6 +192,15 @@ impl Runtime {
             before_seq: before,
         });
         worker.write_metadata(&meta)?;
+        // The artifacts the carried history references: the worktree of the
+        // last generation before the message.
+        let last_generation = carried.iter().rev().find_map(|e| match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) => Some(*generation),
+            _ => None,
+        });
+        if let Some(generation) = last_generation {
+            worker.seed_worktree(&source, generation)?;
+        }
         crash_point("fork-after-create");
         let journal = self
             .inner
