@@ -221,7 +221,11 @@ pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
         summary["segments"].as_array().map_or(0, |a| a.len())
     );
     if let Some(parent) = summary["forked_from"].as_array() {
-        println!("forked     from session {} before seq {}", parent[0].as_str().unwrap_or("?"), parent[1]);
+        println!(
+            "forked     from session {} before seq {}",
+            parent[0].as_str().unwrap_or("?"),
+            parent[1]
+        );
     }
     println!(
         "observers  {} collecting, {} claiming, {} present",

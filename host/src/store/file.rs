@@ -120,6 +120,13 @@ pub fn scan_segment(
 /// One line → an entry. Not JSON, or no numeric `seq`: corrupt. JSON that is
 /// not an event this cairn knows (a newer payload kind): `Unknown`.
 pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
+    // The common case, one parse; the slow path only classifies failures.
+    if let Ok(event) = serde_json::from_slice::<SessionEvent>(line) {
+        if event.seq.0 == 0 {
+            return Err("seq 0 is not a valid entry".to_string());
+        }
+        return Ok(JournalItem::Event(Box::new(event)));
+    }
     let value: serde_json::Value =
         serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
     let seq = value
@@ -129,13 +136,10 @@ pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
     if seq == 0 {
         return Err("seq 0 is not a valid entry".to_string());
     }
-    match serde_json::from_value::<SessionEvent>(value) {
-        Ok(event) => Ok(JournalItem::Event(Box::new(event))),
-        Err(_) => Ok(JournalItem::Unknown {
-            seq: Seq(seq),
-            raw: String::from_utf8_lossy(line).into_owned(),
-        }),
-    }
+    Ok(JournalItem::Unknown {
+        seq: Seq(seq),
+        raw: String::from_utf8_lossy(line).into_owned(),
+    })
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
