@@ -83,6 +83,22 @@ fn stream_of(
     })
 }
 
+/// The observer a stream request asks for: `claim`, `presence`, and where
+/// to start (`Last-Event-ID` wins over `after`).
+fn attach_spec(q: &EventsQuery, headers: &HeaderMap) -> Result<AttachSpec, ApiError> {
+    let after = last_event_id(headers)?.or(q.after).unwrap_or(0);
+    Ok(AttachSpec {
+        role: if q.claim.unwrap_or(false) {
+            ObserverRole::Claiming
+        } else {
+            ObserverRole::Collecting
+        },
+        present: q.presence.unwrap_or(false),
+        after: Seq(after),
+        takeover: false,
+    })
+}
+
 pub async fn session_events(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
@@ -92,18 +108,7 @@ pub async fn session_events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let session = SessionId::parse(&id)?;
     own_session(&s, &ws, &session)?;
-    let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
-    let spec = AttachSpec {
-        role: if q.claim.unwrap_or(false) {
-            ObserverRole::Claiming
-        } else {
-            ObserverRole::Collecting
-        },
-        present: q.presence.unwrap_or(false),
-        after: Seq(after),
-        takeover: false,
-    };
-    let obs = s.rt.attach(&session, spec).await?;
+    let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
     Ok(Sse::new(stream_of(obs, |_| true, |_| false))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
@@ -117,18 +122,7 @@ pub async fn run_events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let run = run_id(&id)?;
     let session = own_run(&s, &ws, run).await?;
-    let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
-    let spec = AttachSpec {
-        role: if q.claim.unwrap_or(false) {
-            ObserverRole::Claiming
-        } else {
-            ObserverRole::Collecting
-        },
-        present: q.presence.unwrap_or(false),
-        after: Seq(after),
-        takeover: false,
-    };
-    let obs = s.rt.attach(&session, spec).await?;
+    let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
     let mine = move |d: &Delivery| match d {
         Delivery::Event(e) => e.run_id == Some(run),
         _ => true,
