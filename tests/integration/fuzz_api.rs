@@ -13,8 +13,12 @@ async fn schemathesis_finds_no_server_error() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/openapi.json", listener.local_addr().unwrap());
     tokio::spawn(async move { cairn::api::serve(listener, rt, std::future::pending()).await });
-    let run = tokio::process::Command::new("st")
+    // Through the Python module, not the `st` script: a fresh pyenv has no
+    // shim for a script until `pyenv rehash`.
+    let run = tokio::process::Command::new("python3")
         .args([
+            "-c",
+            "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'st'; sys.exit(schemathesis())",
             "run",
             &url,
             "--checks",

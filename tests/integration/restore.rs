@@ -99,7 +99,7 @@ async fn a_run_killed_at_random_moments_completes_by_replay() {
         rng ^= rng << 17;
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
-        let printed = run_and_kill(&home, "400 8", "started", Duration::from_millis(rng % 80));
+        let printed = run_and_kill(&home, "1000 8", "started", Duration::from_millis(rng % 80));
         let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
         let sessions = rt.list_sessions().await.unwrap();
         assert_eq!(sessions.len(), 1);
@@ -141,7 +141,7 @@ async fn a_run_killed_at_random_moments_completes_by_replay() {
             assert_eq!(&stored, line, "round {round}: seq {seq}");
         }
         // No duplicated and no lost event: the run counted once, in order.
-        let expected: Vec<String> = (1..=400).map(|i| i.to_string()).collect();
+        let expected: Vec<String> = (1..=1000).map(|i| i.to_string()).collect();
         assert_eq!(texts_of(&after, run), expected, "round {round}");
         let seqs: Vec<u64> = after.iter().map(|e| e.seq.0).collect();
         assert_eq!(seqs, (1..=after.len() as u64).collect::<Vec<_>>());
