@@ -482,3 +482,46 @@ fn bench_journal_prints_ratios_and_writes_json() {
     // The scratch files are gone.
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
 }
+
+#[test]
+fn bench_runtime_measures_every_figure_beside_its_baseline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("bench.json");
+    let out = cairn_bin()
+        .args(["bench", "runtime", "--quick", "--dir"])
+        .arg(tmp.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    let figures: Vec<&str> = rows.iter().map(|r| r["figure"].as_str().unwrap()).collect();
+    for needle in [
+        "emit",
+        "run start",
+        "fsyncs",
+        "waiting session",
+        "parked session",
+        "restore",
+        "subscribers",
+        "replay read",
+    ] {
+        assert!(
+            figures.iter().any(|f| f.contains(needle)),
+            "no {needle} row in {figures:?}"
+        );
+    }
+    for r in rows {
+        let (v, b) = (
+            r["value"].as_f64().unwrap(),
+            r["baseline_value"].as_f64().unwrap(),
+        );
+        assert!(v >= 0.0 && b > 0.0, "{r}");
+    }
+}

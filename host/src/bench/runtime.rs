@@ -289,6 +289,100 @@ async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<f64> {
     Ok(items.len() as f64 / t.elapsed().as_secs_f64())
 }
 
+/// RSS per parked session: `n` sessions whose last run parked, opened by a
+/// runtime that then lists them (nothing of theirs is live).
+async fn parked(dir: &Path, n: usize) -> anyhow::Result<f64> {
+    let home = dir.join("parked-home");
+    let mut config = RuntimeConfig::new(&home);
+    config.sockets = false;
+    config.host.pool.instances = 32;
+    {
+        let rt = Runtime::open(config.clone()).await?;
+        for _ in 0..n {
+            let mut req = StartRun::new(ComponentRef::BuiltIn("approval".into()), "park");
+            req.liveness = crate::journal::event::Liveness {
+                policy: crate::journal::event::LivenessPolicy::Park,
+                grace_ms: 0,
+            };
+            let started = rt.start(req).await?;
+            rt.wait(started.run_id).await?;
+        }
+        rt.shutdown(Duration::from_secs(10)).await;
+    }
+    let before = rss_kib();
+    let rt = Runtime::open(config).await?;
+    let sessions = rt.list_sessions().await?;
+    anyhow::ensure!(
+        sessions.len() == n,
+        "{} of {n} parked sessions listed",
+        sessions.len()
+    );
+    let after = rss_kib();
+    Ok((after - before).max(0.0) / n as f64)
+}
+
+/// Wall time to restore `n` interrupted workers: each has a `Started` run
+/// with no terminal entry (as a SIGKILL leaves it); the runtime opens,
+/// replays every one into a new generation, and they all finish.
+async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
+    let home = dir.join("restore-home");
+    let digest = crate::component::digest_of(crate::examples::built_in("echo").expect("built in"));
+    {
+        let h = Home::open(&home)?;
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(h.clone()));
+        let journals = Journals::new(store, 16);
+        for i in 0..n {
+            let session = SessionId::parse(&format!("interrupted-{i}"))?;
+            let worker = h.create_worker(&session, Some(&digest), "bench")?;
+            let journal = journals
+                .create(&session, worker.metadata()?.active_segment)
+                .await?;
+            let generation = worker.reserve_generation(None)?.generation;
+            let run = RunId::new();
+            journal
+                .append_batch(
+                    Some(run),
+                    vec![
+                        Payload::Lifecycle(LifecycleEvent::GenerationReserved {
+                            worker_id: worker.id(),
+                            generation,
+                        }),
+                        Payload::Lifecycle(LifecycleEvent::Started {
+                            component: digest.clone(),
+                            prompt: "restored".into(),
+                            timeout_ms: None,
+                            liveness: crate::journal::event::Liveness {
+                                policy: crate::journal::event::LivenessPolicy::Continue,
+                                grace_ms: 0,
+                            },
+                            generation,
+                            continues: None,
+                            resumes: None,
+                            seed: 7,
+                        }),
+                    ],
+                )
+                .await?;
+        }
+    }
+    let mut config = RuntimeConfig::new(&home);
+    config.sockets = false;
+    config.host.pool.instances = (n + 16) as u32;
+    let t = Instant::now();
+    let rt = Runtime::open(config).await?;
+    let restored = rt.restored();
+    anyhow::ensure!(restored.len() == n, "restored {} of {n}", restored.len());
+    for run in restored {
+        let facts = rt.wait(run).await?;
+        anyhow::ensure!(
+            facts.status == crate::journal::event::RunStatus::Finished,
+            "a restored run ended {:?}",
+            facts.status
+        );
+    }
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
 /// Run the runtime figures.
 pub async fn run(
     dir: &Path,
@@ -358,6 +452,34 @@ pub async fn run(
         per,
         "1 GiB / 10,000 sessions (target)",
         1024.0 * 1024.0 / 10_000.0,
+        "lower",
+    ));
+
+    let n_parked = if quick { 200 } else { 2_000 };
+    progress(format!("runtime: density, {n_parked} parked sessions"));
+    let per_parked = parked(dir, n_parked).await?;
+    rows.push(Row::new(
+        "runtime",
+        format!("RSS per parked session ({n_parked} listed)"),
+        "KiB",
+        per_parked,
+        "1 GiB / 10,000 sessions (target)",
+        1024.0 * 1024.0 / 10_000.0,
+        "lower",
+    ));
+
+    let n_restore = if quick { 50 } else { 1_000 };
+    progress(format!(
+        "runtime: restore, {n_restore} interrupted workers replayed and finished"
+    ));
+    let ms = restore(dir, n_restore).await?;
+    rows.push(Row::new(
+        "runtime",
+        format!("restore {n_restore} interrupted workers"),
+        "ms",
+        ms,
+        "1 s (target for 1,000)",
+        1000.0 * n_restore as f64 / 1000.0,
         "lower",
     ));
 
