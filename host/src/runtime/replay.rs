@@ -83,24 +83,8 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
                 continue;
             }
         };
-        let checkpoint = match resumes {
-            Some(parked) => rt
-                .inner
-                .store
-                .checkpoint(&session, &parked.to_string())
-                .await
-                .ok(),
-            None => None,
-        };
-        let ctx = Arc::new(RunCtx::new(
-            run,
-            session.clone(),
-            journal.clone(),
-            rt.inner.store.clone(),
-            rt.inner.broker.clone(),
-            *liveness,
-            rt.inner.config.host.ceilings(&record.workspace),
-        ));
+        let checkpoint = rt.parked_checkpoint(&session, *resumes).await;
+        let ctx = rt.replay_ctx(run, &session, &journal, *liveness, &record.workspace);
         ctx.set_script(Script::of_run(&events, run, false));
         {
             let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -236,6 +220,40 @@ pub enum RunReplay {
 }
 
 impl Runtime {
+    /// The checkpoint of the parked run a run resumed, if any.
+    async fn parked_checkpoint(
+        &self,
+        session: &SessionId,
+        resumes: Option<RunId>,
+    ) -> Option<Vec<u8>> {
+        let parked = resumes?;
+        self.inner
+            .store
+            .checkpoint(session, &parked.to_string())
+            .await
+            .ok()
+    }
+
+    /// The context of a run re-run against its journal.
+    fn replay_ctx(
+        &self,
+        run: RunId,
+        session: &SessionId,
+        journal: &Arc<crate::journal::SessionJournal>,
+        liveness: Liveness,
+        workspace: &str,
+    ) -> Arc<RunCtx> {
+        Arc::new(RunCtx::new(
+            run,
+            session.clone(),
+            journal.clone(),
+            self.inner.store.clone(),
+            self.inner.broker.clone(),
+            liveness,
+            self.inner.config.host.ceilings(workspace),
+        ))
+    }
+
     /// Restored runs (interrupted runs this runtime found and replayed).
     pub fn restored(&self) -> Vec<RunId> {
         self.inner
@@ -300,27 +318,18 @@ impl Runtime {
                 .resolve(&ComponentRef::Digest(component.clone()))
                 .await?
                 .0;
-            let checkpoint = match resumes {
-                Some(parked) => self
-                    .inner
-                    .store
-                    .checkpoint(session, &parked.to_string())
-                    .await
-                    .ok(),
-                None => None,
+            let checkpoint = self.parked_checkpoint(session, *resumes).await;
+            let continue_ = Liveness {
+                policy: LivenessPolicy::Continue,
+                grace_ms: 0,
             };
-            let ctx = Arc::new(RunCtx::new(
+            let ctx = self.replay_ctx(
                 run,
-                session.clone(),
-                journal.clone(),
-                self.inner.store.clone(),
-                self.inner.broker.clone(),
-                Liveness {
-                    policy: LivenessPolicy::Continue,
-                    grace_ms: 0,
-                },
-                self.inner.config.host.ceilings(&worker.record()?.workspace),
-            ));
+                session,
+                &journal,
+                continue_,
+                &worker.record()?.workspace,
+            );
             let script = Script::of_run(&events, run, true);
             let entries = script_len(&events, run);
             ctx.set_script(script);
