@@ -80,6 +80,22 @@ pub fn write_document(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// Replace `name` atomically (temp file, rename) without syncing: for a
+/// document another durable record backs (the journal), reconciled from it
+/// after a power loss.
+pub fn write_document_unsynced(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple());
+    let result = (|| {
+        let mut file = create_file_new(dir, &tmp)?;
+        file.write_all(bytes)?;
+        dir.rename(&tmp, dir, name)
+    })();
+    if result.is_err() {
+        let _ = dir.remove_file(&tmp);
+    }
+    result
+}
+
 /// Read a JSON document and check its `"version"` before the full parse, so
 /// a foreign version is reported rather than mis-parsed.
 pub fn read_document<T: serde::de::DeserializeOwned>(

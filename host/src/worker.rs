@@ -559,7 +559,16 @@ impl std::fmt::Debug for WorkerDir {
     }
 }
 
-/// A freshly created generation directory.
+/// A reserved generation: its number and its empty directory.
+#[derive(Debug)]
+pub struct Reserved {
+    /// The generation.
+    pub generation: Generation,
+    runs: Dir,
+    dir: Dir,
+}
+
+/// A laid-out generation directory.
 #[derive(Debug)]
 pub struct GenerationDir {
     /// The generation.
@@ -668,26 +677,28 @@ impl WorkerDir {
         )))
     }
 
-    /// Reserve the next generation: write and fsync it in `worker.json`, then
-    /// create `runs/<gen>/` with create-new semantics, with `artifacts/`,
-    /// `spawned/` and the two log files. `artifacts/` starts as a copy of
-    /// `from`'s, when given (the worktree carries over).
-    pub fn reserve_generation(
-        &self,
-        from: Option<Generation>,
-    ) -> Result<GenerationDir, WorkerError> {
-        let generation = {
-            let _guard = self
-                .home
-                .inner
-                .reserve
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let mut record = self.record()?;
-            record.last_generation = record.last_generation.next();
-            self.write_record(&record)?;
-            record.last_generation
+    /// Reserve the next generation: past `worker.json`'s last one and past
+    /// `floor` (the last one the journal names, when the caller read it), with
+    /// `runs/<gen>/` made create-new (a collision is never reused). Nothing is
+    /// synced here: the caller journals `GenerationReserved` next — the
+    /// durable record, the one fsync on the start path — then calls
+    /// [`WorkerDir::record_generation`] and
+    /// [`WorkerDir::lay_out_generation`] before anything is instantiated. A
+    /// restore reserves past the journal's last reservation, so a
+    /// `worker.json` a power loss rolled back never hands a number out twice.
+    pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
+        let _guard = self
+            .home
+            .inner
+            .reserve
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let record = self.record()?;
+        let last = match floor {
+            Some(f) if f > record.last_generation => f,
+            _ => record.last_generation,
         };
+        let generation = last.next();
         let runs = self
             .dir
             .open_dir("runs")
@@ -696,6 +707,11 @@ impl WorkerDir {
         let dir = match fsutil::create_dir_new(&runs, &name) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // The number is consumed all the same: the next start goes past it.
+                let mut record = record;
+                record.last_generation = generation;
+                let _ =
+                    fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(&record));
                 return Err(WorkerError::GenerationCollision {
                     worker: self.id,
                     generation,
@@ -708,6 +724,61 @@ impl WorkerDir {
                 ))(e));
             }
         };
+        Ok(Reserved {
+            generation,
+            runs,
+            dir,
+        })
+    }
+
+    /// Write a reserved generation to `worker.json` as its last one, and
+    /// bind the worker to `bind` if it is unbound (one atomic replace, backed
+    /// by the journal's `GenerationReserved` and `Started`; see
+    /// [`WorkerDir::reserve_generation`]).
+    pub fn record_generation(
+        &self,
+        generation: Generation,
+        bind: Option<&str>,
+    ) -> Result<(), WorkerError> {
+        let _guard = self
+            .home
+            .inner
+            .reserve
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut record = self.record()?;
+        let mut changed = false;
+        if record.last_generation < generation {
+            record.last_generation = generation;
+            changed = true;
+        }
+        if let Some(digest) = bind
+            && record.component.is_none()
+        {
+            record.component = Some(digest.to_string());
+            changed = true;
+        }
+        if changed {
+            fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(&record)).map_err(
+                io_err(format!("worker {}: cannot write worker.json", self.id)),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Lay out a reserved generation: `artifacts/` (a copy of generation
+    /// `from`'s, when there is one), `spawned/`, and the two logs.
+    pub fn lay_out_generation(
+        &self,
+        reserved: Reserved,
+        from: Option<Generation>,
+    ) -> Result<GenerationDir, WorkerError> {
+        let Reserved {
+            generation,
+            runs,
+            dir,
+        } = reserved;
+        let name = generation.to_string();
         let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
         let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
         fsutil::create_dir_new(&dir, "spawned").map_err(io_err(ctx.clone()))?;
@@ -724,10 +795,9 @@ impl WorkerDir {
                 self.id
             )))?;
         }
-        // No directory sync here: the reservation in worker.json is the
-        // durable fact; a generation directory a crash loses is only missing
-        // evidence, and the next start reserves past it either way.
-        let _ = ctx;
+        // No directory sync here: the reservation is durable in the journal;
+        // a generation directory a crash loses is only missing evidence, and
+        // the next start reserves past it either way.
         let path = self.path().join("runs").join(&name);
         Ok(GenerationDir {
             generation,
@@ -746,13 +816,6 @@ impl WorkerDir {
                 "worker {}: cannot open runs/{generation}",
                 self.id
             )))
-    }
-
-    /// Bind the worker to a component (its first run).
-    pub fn bind(&self, component: &str) -> Result<(), WorkerError> {
-        let mut record = self.record()?;
-        record.component = Some(component.to_string());
-        self.write_record(&record)
     }
 
     /// Mark the worker stale (a replay diverged).

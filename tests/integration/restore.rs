@@ -230,6 +230,52 @@ async fn a_replay_with_another_component_diverges_and_marks_the_worker_stale() {
     );
 }
 
+/// A power loss can take `worker.json`'s unsynced reservation (and the
+/// generation directory) with it; the journal's `GenerationReserved` is the
+/// durable record, so the restore reserves past it and re-binds the worker.
+#[tokio::test]
+async fn a_rolled_back_worker_json_never_hands_a_generation_out_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    run_and_kill(&home, "2000 0", "text_delta", Duration::from_millis(0));
+    let worker = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let record_path = worker.join("worker.json");
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
+    assert_eq!(record["last_generation"], 1);
+    let bound = record["component"].clone();
+    assert!(bound.is_string(), "{record}");
+    record["last_generation"] = 0.into();
+    record["component"] = serde_json::Value::Null;
+    std::fs::write(&record_path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+    std::fs::remove_dir_all(worker.join("runs/1")).unwrap();
+
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let restored = rt.restored();
+    assert_eq!(restored.len(), 1, "the interrupted run is restored");
+    let facts = rt.wait(restored[0]).await.unwrap();
+    assert_eq!(facts.status, RunStatus::Finished, "{facts:?}");
+    assert_eq!(
+        facts.generation.0, 2,
+        "generation 1 is never handed out again"
+    );
+    assert!(worker.join("runs/2/artifacts").is_dir());
+    assert!(!worker.join("runs/1").exists());
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
+    assert_eq!(record["last_generation"], 2);
+    assert_eq!(record["component"], bound, "re-bound from the journal");
+    let session = &rt.list_sessions().await.unwrap()[0];
+    let all = events(rt.read(session, Seq(0)).await.unwrap());
+    let expected: Vec<String> = (1..=2000).map(|i| i.to_string()).collect();
+    assert_eq!(texts_of(&all, restored[0]), expected);
+}
+
 #[test]
 fn cairn_replay_reports_matches_and_divergence() {
     let tmp = tempfile::tempdir().unwrap();

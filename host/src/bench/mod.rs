@@ -78,6 +78,26 @@ pub struct BenchArgs {
     /// directory, so they hit the same disk as a home there).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Only these figures, comma-separated: append, emit, start, density,
+    /// parked, restore, fanout, replay (for profiling one of them).
+    #[arg(long, value_name = "FIGURES", value_delimiter = ',', value_parser = FIGURES)]
+    only: Vec<String>,
+}
+
+/// The figure families `--only` selects.
+pub const FIGURES: [&str; 8] = [
+    "append", "emit", "start", "density", "parked", "restore", "fanout", "replay",
+];
+
+/// Which figure families to measure.
+#[derive(Debug, Clone, Default)]
+pub struct Only(Vec<String>);
+
+impl Only {
+    /// Whether `figure` is measured.
+    pub fn wants(&self, figure: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|f| f == figure)
+    }
 }
 
 /// Run the benchmarks, print the table, write the JSON.
@@ -90,14 +110,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
         .prefix(".cairn-bench-")
         .tempdir_in(&base)?;
     let mut rows = Vec::new();
-    if args.group.as_deref().is_none_or(|g| g == "journal") {
+    let only = Only(args.only.clone());
+    if args.group.as_deref().is_none_or(|g| g == "journal") && only.wants("append") {
         rows.extend(
             journal::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
         );
     }
     if args.group.as_deref().is_none_or(|g| g == "runtime") {
         rows.extend(
-            runtime::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
+            runtime::run(scratch.path(), args.quick, &only, &mut |line| {
+                eprintln!("{line}")
+            })
+            .await?,
         );
     }
     print_table(&rows);

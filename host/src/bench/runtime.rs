@@ -136,14 +136,16 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
     config.sockets = false;
     config.host.pool.instances = 16;
     let rt = Runtime::open(config).await?;
-    rt.add_component(&ComponentRef::BuiltIn("echo".into()))
-        .await?;
+    // `bench-emit` with prompt 0 journals nothing of its own: every sync of
+    // its run is the start path's, but the one of the terminal entry.
+    let component = ComponentRef::BuiltIn("bench-emit".into());
+    rt.add_component(&component).await?;
     let mut times = Vec::new();
     let mut syncs = 0u64;
     for _ in 0..k {
         let (session, _) = rt.create_session(None).await?;
         let mut sub = rt.subscribe(&session, Seq(0)).await?;
-        let mut req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "x");
+        let mut req = StartRun::new(component.clone(), "0");
         req.session = Some(session);
         let s0 = crate::fsutil::syncs();
         let t = Instant::now();
@@ -163,8 +165,8 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
             }
         }
         times.push(t.elapsed().as_secs_f64() * 1e6);
-        syncs += crate::fsutil::syncs() - s0;
         rt.wait(started.run_id).await?;
+        syncs += (crate::fsutil::syncs() - s0).saturating_sub(1);
     }
     times.sort_by(|a, b| a.total_cmp(b));
     // One raw fdatasync of a small append on the same disk, for the baseline.
@@ -190,8 +192,8 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
     ))
 }
 
-async fn density(dir: &Path, n: usize) -> anyhow::Result<f64> {
-    let mut config = RuntimeConfig::new(dir.join("density-home"));
+async fn density(dir: &Path, n: usize, progress: &mut dyn FnMut(String)) -> anyhow::Result<f64> {
+    let mut config = RuntimeConfig::new(dir.join(format!("density-home-{n}")));
     config.sockets = false;
     config.host.pool.instances = (n + 16) as u32;
     let rt = Runtime::open(config).await?;
@@ -209,7 +211,10 @@ async fn density(dir: &Path, n: usize) -> anyhow::Result<f64> {
     }
     let before = rss_kib();
     let mut runs = vec![first.run_id];
-    for _ in 1..n {
+    for i in 1..n {
+        if i % 1000 == 0 {
+            progress(format!("runtime: density, {i} of {n} started"));
+        }
         runs.push(
             rt.start(StartRun::new(
                 ComponentRef::BuiltIn("approval".into()),
@@ -291,14 +296,17 @@ async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<f64> {
 
 /// RSS per parked session: `n` sessions whose last run parked, opened by a
 /// runtime that then lists them (nothing of theirs is live).
-async fn parked(dir: &Path, n: usize) -> anyhow::Result<f64> {
+async fn parked(dir: &Path, n: usize, progress: &mut dyn FnMut(String)) -> anyhow::Result<f64> {
     let home = dir.join("parked-home");
     let mut config = RuntimeConfig::new(&home);
     config.sockets = false;
     config.host.pool.instances = 32;
     {
         let rt = Runtime::open(config.clone()).await?;
-        for _ in 0..n {
+        for i in 0..n {
+            if i > 0 && i % 1000 == 0 {
+                progress(format!("runtime: density, {i} of {n} parked"));
+            }
             let mut req = StartRun::new(ComponentRef::BuiltIn("approval".into()), "park");
             req.liveness = crate::journal::event::Liveness {
                 policy: crate::journal::event::LivenessPolicy::Park,
@@ -387,131 +395,141 @@ async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
 pub async fn run(
     dir: &Path,
     quick: bool,
+    only: &super::Only,
     progress: &mut dyn FnMut(String),
 ) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
-    let n = if quick { 20_000 } else { 200_000 };
-    progress(format!(
-        "runtime: emit path, {n} events through the runtime and through a null import"
-    ));
-    let raw = raw_import_ns(dir, n).await?;
-    let path = emit_path_ns(dir, n).await?;
-    rows.push(Row::new(
-        "runtime",
-        "emit → memory journal → 1 subscriber",
-        "ns/event",
-        path,
-        "raw import call (null host)",
-        raw,
-        "lower",
-    ));
-
-    let k = if quick { 20 } else { 200 };
-    progress(format!(
-        "runtime: run start, {k} warm starts on the file store"
-    ));
-    let (p50, p99, syncs, fsync) = run_start(dir, k).await?;
-    let target = fsync + 100.0;
-    rows.push(Row::new(
-        "runtime",
-        "run start → Started, p50",
-        "µs",
-        p50,
-        "one fdatasync + 100 µs",
-        target,
-        "lower",
-    ));
-    rows.push(Row::new(
-        "runtime",
-        "run start → Started, p99",
-        "µs",
-        p99,
-        "one fdatasync + 100 µs",
-        target,
-        "lower",
-    ));
-    rows.push(Row::new(
-        "runtime",
-        "fsyncs on the start path (mean)",
-        "fsyncs",
-        syncs,
-        "target",
-        1.0,
-        "lower",
-    ));
-
-    let waiting = if quick { 100 } else { 1000 };
-    progress(format!(
-        "runtime: density, {waiting} sessions each waiting on a decision"
-    ));
-    let per = density(dir, waiting).await?;
-    rows.push(Row::new(
-        "runtime",
-        format!("RSS per waiting session ({waiting} live)"),
-        "KiB",
-        per,
-        "1 GiB / 10,000 sessions (target)",
-        1024.0 * 1024.0 / 10_000.0,
-        "lower",
-    ));
-
-    let n_parked = if quick { 200 } else { 2_000 };
-    progress(format!("runtime: density, {n_parked} parked sessions"));
-    let per_parked = parked(dir, n_parked).await?;
-    rows.push(Row::new(
-        "runtime",
-        format!("RSS per parked session ({n_parked} listed)"),
-        "KiB",
-        per_parked,
-        "1 GiB / 10,000 sessions (target)",
-        1024.0 * 1024.0 / 10_000.0,
-        "lower",
-    ));
-
-    let n_restore = if quick { 50 } else { 1_000 };
-    progress(format!(
-        "runtime: restore, {n_restore} interrupted workers replayed and finished"
-    ));
-    let ms = restore(dir, n_restore).await?;
-    rows.push(Row::new(
-        "runtime",
-        format!("restore {n_restore} interrupted workers"),
-        "ms",
-        ms,
-        "1 s (target for 1,000)",
-        1000.0 * n_restore as f64 / 1000.0,
-        "lower",
-    ));
-
-    let events = if quick { 5_000 } else { 50_000 };
-    progress(format!(
-        "runtime: fan-out, {events} appends with 0, 100 and 1000 subscribers (one slow)"
-    ));
-    let zero = fan_out(0, events).await?;
-    for subs in [100, 1000] {
-        let rate = fan_out(subs, events).await?;
+    if only.wants("emit") {
+        let n = if quick { 20_000 } else { 200_000 };
+        progress(format!(
+            "runtime: emit path, {n} events through the runtime and through a null import"
+        ));
+        let raw = raw_import_ns(dir, n).await?;
+        let path = emit_path_ns(dir, n).await?;
         rows.push(Row::new(
             "runtime",
-            format!("writer with {subs} subscribers"),
-            "events/s",
-            rate,
-            "writer with 0 subscribers",
-            zero,
-            "higher",
+            "emit → memory journal → 1 subscriber",
+            "ns/event",
+            path,
+            "raw import call (null host)",
+            raw,
+            "lower",
         ));
     }
 
-    let total = if quick { 100_000 } else { 1_000_000 };
-    progress(format!("runtime: replay read of a {total}-event session"));
-    let rate = replay_read(dir, total).await?;
-    rows.push(Row::new(
-        "runtime",
-        format!("replay read, {total} events (file store)"),
-        "events/s",
-        rate,
-        "1,000,000 events/s (target)",
-        1_000_000.0,
-        "higher",
-    ));
+    if only.wants("start") {
+        let k = if quick { 20 } else { 200 };
+        progress(format!(
+            "runtime: run start, {k} warm starts on the file store"
+        ));
+        let (p50, p99, syncs, fsync) = run_start(dir, k).await?;
+        let target = fsync + 100.0;
+        for (name, v) in [("p50", p50), ("p99", p99)] {
+            rows.push(Row::new(
+                "runtime",
+                format!("run start → Started, {name}"),
+                "µs",
+                v,
+                "one fdatasync + 100 µs",
+                target,
+                "lower",
+            ));
+        }
+        rows.push(Row::new(
+            "runtime",
+            "fsyncs on the start path (mean)",
+            "fsyncs",
+            syncs,
+            "target",
+            1.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("density") {
+        let sizes: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
+        for &waiting in sizes {
+            progress(format!(
+                "runtime: density, {waiting} sessions each waiting on a decision"
+            ));
+            let per = density(dir, waiting, progress).await?;
+            rows.push(Row::new(
+                "runtime",
+                format!("RSS per waiting session ({waiting} live)"),
+                "KiB",
+                per,
+                "1 GiB / 10,000 sessions (target)",
+                1024.0 * 1024.0 / 10_000.0,
+                "lower",
+            ));
+        }
+    }
+
+    if only.wants("parked") {
+        let n_parked = if quick { 200 } else { 10_000 };
+        progress(format!("runtime: density, {n_parked} parked sessions"));
+        let per_parked = parked(dir, n_parked, progress).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("RSS per parked session ({n_parked} listed)"),
+            "KiB",
+            per_parked,
+            "1 GiB / 10,000 sessions (target)",
+            1024.0 * 1024.0 / 10_000.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("restore") {
+        let n_restore = if quick { 50 } else { 1_000 };
+        progress(format!(
+            "runtime: restore, {n_restore} interrupted workers replayed and finished"
+        ));
+        let ms = restore(dir, n_restore).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("restore {n_restore} interrupted workers"),
+            "ms",
+            ms,
+            "1 s (target for 1,000)",
+            1000.0 * n_restore as f64 / 1000.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("fanout") {
+        let events = if quick { 5_000 } else { 50_000 };
+        progress(format!(
+            "runtime: fan-out, {events} appends with 0, 100 and 1000 subscribers (one slow)"
+        ));
+        let zero = fan_out(0, events).await?;
+        for subs in [100, 1000] {
+            let rate = fan_out(subs, events).await?;
+            rows.push(Row::new(
+                "runtime",
+                format!("writer with {subs} subscribers"),
+                "events/s",
+                rate,
+                "writer with 0 subscribers",
+                zero,
+                "higher",
+            ));
+        }
+    }
+
+    if only.wants("replay") {
+        let total = if quick { 100_000 } else { 1_000_000 };
+        progress(format!("runtime: replay read of a {total}-event session"));
+        let rate = replay_read(dir, total).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("replay read, {total} events (file store)"),
+            "events/s",
+            rate,
+            "1,000,000 events/s (target)",
+            1_000_000.0,
+            "higher",
+        ));
+    }
     Ok(rows)
 }

@@ -30,6 +30,7 @@ pub use observers::{AttachSpec, Observation};
 use run::{RunCtx, RunPlan};
 pub use segments::{Forked, SegmentStarted};
 pub use state::{AgentState, SessionSummary};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -437,27 +438,29 @@ impl Runtime {
     async fn resolve(
         &self,
         component: &ComponentRef,
-    ) -> Result<(Arc<Prepared>, Option<Vec<u8>>), RuntimeError> {
+    ) -> Result<(Arc<Prepared>, Option<Cow<'static, [u8]>>), RuntimeError> {
         match component {
             ComponentRef::BuiltIn(name) => {
-                let bytes = crate::examples::built_in(name).ok_or_else(|| {
-                    RuntimeError::UnknownExample {
-                        name: name.clone(),
-                        known: crate::examples::names().join(", "),
-                    }
-                })?;
-                Ok((
-                    self.inner.components.prepare(bytes).await?,
-                    Some(bytes.to_vec()),
-                ))
+                let unknown = || RuntimeError::UnknownExample {
+                    name: name.clone(),
+                    known: crate::examples::names().join(", "),
+                };
+                let bytes = crate::examples::built_in(name).ok_or_else(unknown)?;
+                // A warm start hashes nothing: the digest is memoised.
+                let digest = crate::examples::built_in_digest(name).ok_or_else(unknown)?;
+                let prepared = match self.inner.components.cached(digest) {
+                    Some(p) => p,
+                    None => self.inner.components.prepare(bytes).await?,
+                };
+                Ok((prepared, Some(Cow::Borrowed(bytes))))
             }
             ComponentRef::Path(path) => {
                 let (p, bytes) = self.inner.components.prepare_file(path).await?;
-                Ok((p, Some(bytes)))
+                Ok((p, Some(Cow::Owned(bytes))))
             }
             ComponentRef::Bytes(bytes) => Ok((
                 self.inner.components.prepare(bytes).await?,
-                Some(bytes.to_vec()),
+                Some(Cow::Owned(bytes.to_vec())),
             )),
             ComponentRef::Digest(digest) => {
                 if let Some(p) = self.inner.components.cached(digest) {
@@ -657,9 +660,13 @@ impl Runtime {
                 if let Some(bytes) = &bytes {
                     inner.home.put_component(prepared.digest(), bytes)?;
                 }
-                worker.bind(prepared.digest())?;
             }
         }
+        // An unbound worker is bound with its generation's reservation.
+        let bind = record
+            .component
+            .is_none()
+            .then(|| prepared.digest().to_string());
         if req.liveness.policy == LivenessPolicy::Park && !prepared.info().can_park {
             return Err(RuntimeError::UnsupportedPolicy {
                 name: prepared.info().name.clone(),
@@ -721,6 +728,8 @@ impl Runtime {
             resumes,
             checkpoint,
             previous_generation,
+            bind,
+            generation_floor: None,
             replay: None,
         };
         self.spawn_run(plan);

@@ -32,9 +32,9 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
         };
         let record = worker.record()?;
         let session = worker.session_id().clone();
-        let Some(component) = record.component.clone() else {
-            continue;
-        };
+        // A worker bound only in the journal (worker.json's unsynced write
+        // lost to a power loss) is named by its last `Started`.
+        let bound = record.component.clone();
         let items = match rt.read(&session, Seq(0)).await {
             Ok(items) => items,
             Err(e) => {
@@ -51,6 +51,16 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
             .collect();
         let runs = runs_of(&events);
         let Some((run, started, None)) = runs.last().cloned() else {
+            continue;
+        };
+        let Some(component) = bound.or_else(|| {
+            started.as_ref().and_then(|s| match &s.payload {
+                Payload::Lifecycle(LifecycleEvent::Started { component, .. }) => {
+                    Some(component.clone())
+                }
+                _ => None,
+            })
+        }) else {
             continue;
         };
         let journal = rt.inner.journals.open(&session).await?;
@@ -108,6 +118,8 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
             resumes: *resumes,
             checkpoint,
             previous_generation,
+            bind: record.component.is_none().then(|| component.clone()),
+            generation_floor: last_reserved(&events),
             replay: Some(ReplayPlan {
                 seed: *seed,
                 first_seq,
@@ -135,6 +147,16 @@ fn generation_before(events: &[SessionEvent], seq: Seq) -> Option<Generation> {
             Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) => Some(*generation),
             _ => None,
         })
+}
+
+/// The last generation the journal names as reserved.
+fn last_reserved(events: &[SessionEvent]) -> Option<Generation> {
+    events.iter().rev().find_map(|e| match &e.payload {
+        Payload::Lifecycle(LifecycleEvent::GenerationReserved { generation, .. }) => {
+            Some(*generation)
+        }
+        _ => None,
+    })
 }
 
 async fn close_unstarted(

@@ -634,6 +634,10 @@ pub(crate) struct RunPlan {
     pub resumes: Option<RunId>,
     pub checkpoint: Option<Vec<u8>>,
     pub previous_generation: Option<Generation>,
+    /// The component to bind an unbound worker to, with the reservation.
+    pub bind: Option<String>,
+    /// The last generation the journal names (a restore reserves past it).
+    pub generation_floor: Option<Generation>,
     pub replay: Option<ReplayPlan>,
 }
 
@@ -649,25 +653,13 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
 
     let result: Result<Outcome, ErrorOrCancel> = async {
         let worker = &plan.worker;
-        let gen_dir = worker
-            .reserve_generation(plan.previous_generation)
+        let reserved = worker
+            .reserve_generation(plan.generation_floor)
             .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
-        generation = gen_dir.generation;
-        if inner.config.sockets {
-            socket = super::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
-        }
-        let log = |name: &str| {
-            gen_dir
-                .dir
-                .open_with(name, cap_std::fs::OpenOptions::new().append(true))
-                .map(|f| f.into_std())
-                .map_err(|e| ErrorOrCancel::error("generation", format!("cannot open runs/{generation}/{name}: {e}")))
-        };
-        let stdout = log("worker.out.log")?;
-        let stderr = log("worker.err.log")?;
+        generation = reserved.generation;
         // The reservation and the start (or the replay marker) are one batch:
-        // one write, one sync on the start path after worker.json.
-        let reserved = LifecycleEvent::GenerationReserved {
+        // the one write and the one sync on the start path.
+        let reserved_entry = LifecycleEvent::GenerationReserved {
             worker_id: plan.worker_id,
             generation,
         };
@@ -694,9 +686,28 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
         };
         let written = ctx
             .journal
-            .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved), Payload::Lifecycle(second)])
+            .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)])
             .await
             .map_err(|e| ErrorOrCancel::error("journal", format!("the journal refused an entry: {e}")))?;
+        // worker.json and the rest of the layout, before anything is instantiated.
+        worker
+            .record_generation(generation, plan.bind.as_deref())
+            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        let gen_dir = worker
+            .lay_out_generation(reserved, plan.previous_generation)
+            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        if inner.config.sockets {
+            socket = super::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
+        }
+        let log = |name: &str| {
+            gen_dir
+                .dir
+                .open_with(name, cap_std::fs::OpenOptions::new().append(true))
+                .map(|f| f.into_std())
+                .map_err(|e| ErrorOrCancel::error("generation", format!("cannot open runs/{generation}/{name}: {e}")))
+        };
+        let stdout = log("worker.out.log")?;
+        let stderr = log("worker.err.log")?;
         first_seq.get_or_insert(written[0].seq);
         let clock_start = match &plan.replay {
             Some(replay) => replay.started.at_ms,

@@ -218,6 +218,7 @@ impl FileStore {
                 let file = fsutil::open_append(&segments, &name)
                     .map_err(io(format!("cannot open {}", path.display())))?
                     .into_std();
+                fsutil::count_sync();
                 file.set_len(scan.good_len)
                     .and_then(|()| file.sync_all())
                     .map_err(io(format!("cannot repair {}", path.display())))?;
@@ -299,6 +300,7 @@ impl FileStore {
         let path = files
             .segments_path
             .join(format!("{}.jsonl", writer.segment));
+        fsutil::count_sync();
         let result = writer
             .file
             .write_all(&buf)
