@@ -7,15 +7,16 @@
 //! [`Delivery::Gap`] and goes on. The writer never waits for an observer.
 
 pub mod event;
+mod live;
 pub mod schema;
 
 use crate::fsutil::now_ms;
 use crate::ids::{RunId, SegmentId, Seq, SessionId};
 use crate::store::{JournalItem, Store, StoreError};
 use event::{LifecycleEvent, Payload, RunFacts, SessionEvent};
+use live::{Live, Read};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokio::sync::broadcast;
 
 static APPENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -104,7 +105,7 @@ impl Journals {
         let head = self.store.head(session).await?;
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let journal = open.entry(session.clone()).or_insert_with(|| {
-            let (tx, _) = broadcast::channel(self.live_window);
+            let live = Live::new(self.live_window, head.last_seq);
             Arc::new(SessionJournal {
                 session: session.clone(),
                 store: self.store.clone(),
@@ -112,7 +113,7 @@ impl Journals {
                     last_seq: head.last_seq,
                     segment: head.active_segment,
                 }),
-                tx,
+                live,
             })
         });
         Ok(journal.clone())
@@ -143,7 +144,13 @@ pub struct SessionJournal {
     session: SessionId,
     store: Arc<dyn Store>,
     state: tokio::sync::Mutex<AppendState>,
-    tx: broadcast::Sender<Arc<SessionEvent>>,
+    live: Arc<Live>,
+}
+
+impl Drop for SessionJournal {
+    fn drop(&mut self) {
+        self.live.close();
+    }
 }
 
 impl std::fmt::Debug for SessionJournal {
@@ -180,7 +187,8 @@ impl SessionJournal {
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let mut state = self.state.lock().await;
         let first = state.last_seq.next();
-        self.write_locked(&mut state, run_id, build(first)).await
+        let events = self.write_locked(&mut state, run_id, build(first)).await?;
+        Ok(owned(events))
     }
 
     async fn write_locked(
@@ -188,14 +196,14 @@ impl SessionJournal {
         state: &mut AppendState,
         run_id: Option<RunId>,
         payloads: Vec<Payload>,
-    ) -> Result<Vec<SessionEvent>, StoreError> {
+    ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
         let at_ms = now_ms();
         let mut seq = state.last_seq;
-        let events: Vec<SessionEvent> = payloads
+        let events: Vec<Arc<SessionEvent>> = payloads
             .into_iter()
             .map(|payload| {
                 seq = seq.next();
-                SessionEvent {
+                Arc::new(SessionEvent {
                     session_id: self.session.clone(),
                     segment_id: state.segment,
                     run_id,
@@ -203,16 +211,40 @@ impl SessionJournal {
                     at_ms,
                     payload,
                     facts: None,
-                }
+                })
             })
             .collect();
-        self.store.append(&self.session, &events).await?;
-        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        state.last_seq = seq;
-        for event in &events {
-            let _ = self.tx.send(Arc::new(event.clone()));
-        }
+        self.publish_locked(state, &events).await?;
         Ok(events)
+    }
+
+    /// Store, then broadcast: the store and every subscriber share each
+    /// entry (one allocation an entry, no copies).
+    async fn publish_locked(
+        &self,
+        state: &mut AppendState,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        let Some(last) = events.last() else {
+            return Ok(());
+        };
+        self.store.append(&self.session, events).await?;
+        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        state.last_seq = last.seq;
+        self.live.publish(events);
+        Ok(())
+    }
+
+    /// Append one entry and return only its seq, once it is durable: the
+    /// emit path, which needs nothing else back.
+    pub async fn append_seq(
+        &self,
+        run_id: Option<RunId>,
+        payload: Payload,
+    ) -> Result<Seq, StoreError> {
+        let mut state = self.state.lock().await;
+        let events = self.write_locked(&mut state, run_id, vec![payload]).await?;
+        Ok(events[0].seq)
     }
 
     /// Append several entries of one run (or none) as one batch: one store
@@ -223,7 +255,8 @@ impl SessionJournal {
         payloads: Vec<Payload>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let mut state = self.state.lock().await;
-        self.write_locked(&mut state, run_id, payloads).await
+        let events = self.write_locked(&mut state, run_id, payloads).await?;
+        Ok(owned(events))
     }
 
     /// Start a new segment after the active one (compaction or branch): the
@@ -261,7 +294,8 @@ impl SessionJournal {
                 through_seq,
             }));
         }
-        self.write_locked(&mut state, None, entries).await
+        let events = self.write_locked(&mut state, None, entries).await?;
+        Ok(owned(events))
     }
 
     /// Append prebuilt entries (an import, such as a fork's copied
@@ -274,15 +308,8 @@ impl SessionJournal {
         let mut state = self.state.lock().await;
         let first = state.last_seq.next();
         let events = build(first, state.segment);
-        if events.is_empty() {
-            return Ok(events);
-        }
-        self.store.append(&self.session, &events).await?;
-        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        state.last_seq = events.last().map(|e| e.seq).unwrap_or(state.last_seq);
-        for event in &events {
-            let _ = self.tx.send(Arc::new(event.clone()));
-        }
+        let shared: Vec<Arc<SessionEvent>> = events.iter().cloned().map(Arc::new).collect();
+        self.publish_locked(&mut state, &shared).await?;
         Ok(events)
     }
 
@@ -313,11 +340,12 @@ impl SessionJournal {
             payload: Payload::Lifecycle(payload),
             facts: Some(facts.clone()),
         };
+        let event = Arc::new(event);
         self.store.finish(&event, &facts).await?;
         APPENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         state.last_seq = seq;
-        let _ = self.tx.send(Arc::new(event.clone()));
-        Ok(event)
+        self.live.publish(std::slice::from_ref(&event));
+        Ok(SessionEvent::clone(&event))
     }
 
     /// The last appended seq.
@@ -327,12 +355,15 @@ impl SessionJournal {
 
     /// Follow the session from after `after` (0: from the start).
     pub fn subscribe(&self, after: Seq) -> Subscription {
-        // Join the live broadcast before reading anything from the store.
-        let rx = self.tx.subscribe();
+        // Join the live tail before reading anything from the store.
+        self.live.join();
+        let live_seen = self.live.last_seq();
         Subscription {
             session: self.session.clone(),
             store: self.store.clone(),
-            rx,
+            live: self.live.clone(),
+            live_seen,
+            live_buf: VecDeque::new(),
             cursor: after,
             backlog: VecDeque::new(),
             catching_up: true,
@@ -343,7 +374,43 @@ impl SessionJournal {
 
     /// How many subscribers follow this session now.
     pub fn subscriber_count(&self) -> usize {
-        self.tx.receiver_count()
+        self.live.receivers()
+    }
+}
+
+fn owned(events: Vec<Arc<SessionEvent>>) -> Vec<SessionEvent> {
+    events
+        .into_iter()
+        .map(|e| Arc::try_unwrap(e).unwrap_or_else(|e| SessionEvent::clone(&e)))
+        .collect()
+}
+
+/// The length of an entry's journal line (without the newline), counted
+/// without building it.
+pub fn line_bytes(event: &SessionEvent) -> u64 {
+    let mut counter = ByteCounter(0);
+    let _ = serde_json::to_writer(&mut counter, event);
+    counter.0
+}
+
+/// The length of a payload's JSON, counted without building it.
+pub fn payload_bytes(payload: &Payload) -> u64 {
+    let mut counter = ByteCounter(0);
+    match serde_json::to_writer(&mut counter, payload) {
+        Ok(()) => counter.0,
+        Err(_) => u64::MAX,
+    }
+}
+
+struct ByteCounter(u64);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -351,7 +418,10 @@ impl SessionJournal {
 pub struct Subscription {
     session: SessionId,
     store: Arc<dyn Store>,
-    rx: broadcast::Receiver<Arc<SessionEvent>>,
+    live: Arc<Live>,
+    /// The last seq taken from the live tail.
+    live_seen: Seq,
+    live_buf: VecDeque<Arc<SessionEvent>>,
     cursor: Seq,
     backlog: VecDeque<JournalItem>,
     catching_up: bool,
@@ -365,6 +435,12 @@ impl std::fmt::Debug for Subscription {
             .field("session", &self.session)
             .field("cursor", &self.cursor)
             .finish()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.live.leave();
     }
 }
 
@@ -406,13 +482,27 @@ impl Subscription {
             }
             let event = match self.stash.take() {
                 Some(e) => e,
-                None => match self.rx.recv().await {
-                    Ok(e) => e,
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.lagged = true;
+                None => match self.live_buf.pop_front() {
+                    Some(e) => e,
+                    None => {
+                        match self.live.read_after(self.live_seen) {
+                            Read::Entries(entries) => {
+                                if let Some(last) = entries.last() {
+                                    self.live_seen = last.seq;
+                                }
+                                self.live_buf.extend(entries);
+                            }
+                            Read::Lagged => {
+                                self.lagged = true;
+                                if let Some(oldest) = self.live.oldest() {
+                                    self.live_seen = Seq(oldest.0 - 1);
+                                }
+                            }
+                            Read::Empty => self.live.changed(self.live_seen).await,
+                            Read::Closed => return None,
+                        }
                         continue;
                     }
-                    Err(broadcast::error::RecvError::Closed) => return None,
                 },
             };
             if event.seq <= self.cursor {

@@ -467,9 +467,7 @@ impl RunHost for RunCtx {
             )));
         }
         let payload = Payload::Agent(event);
-        let size = serde_json::to_vec(&payload)
-            .map(|v| v.len() as u64)
-            .unwrap_or(u64::MAX);
+        let size = crate::journal::payload_bytes(&payload);
         if size > self.limits.event_bytes {
             let what = self.break_limit("event_bytes", size, self.limits.event_bytes);
             return Ok(Err(EmitRefusal::LimitExceeded(what)));
@@ -509,13 +507,13 @@ impl RunHost for RunCtx {
             }
             ScriptStep::Live => {}
         }
-        let event = self
+        let seq = self
             .journal
-            .append(Some(self.run_id), payload)
+            .append_seq(Some(self.run_id), payload)
             .await
             .map_err(|e| HostFailure(format!("the journal refused an event: {e}")))?;
         self.count(size);
-        Ok(Ok(event.seq.0))
+        Ok(Ok(seq.0))
     }
 
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {

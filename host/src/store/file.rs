@@ -277,7 +277,7 @@ impl FileStore {
     fn write_batch(
         files: &SessionFiles,
         session: &SessionId,
-        events: &[SessionEvent],
+        events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
         let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut expected = writer.last_seq.next();
@@ -292,7 +292,7 @@ impl FileStore {
                 });
             }
             let start = buf.len();
-            serde_json::to_writer(&mut buf, event).expect("events serialize");
+            serde_json::to_writer(&mut buf, event.as_ref()).expect("events serialize");
             spans.push((start as u64, (buf.len() - start) as u32));
             buf.push(b'\n');
             expected = expected.next();
@@ -397,7 +397,11 @@ impl JournalStore for FileStore {
         })
     }
 
-    async fn append(&self, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError> {
+    async fn append(
+        &self,
+        session: &SessionId,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
         let files = self.open(session)?;
         let session = session.clone();
         let events = events.to_vec();
@@ -474,7 +478,11 @@ impl JournalStore for FileStore {
 
 #[async_trait]
 impl RunStore for FileStore {
-    async fn finish(&self, terminal: &SessionEvent, _facts: &RunFacts) -> Result<(), StoreError> {
+    async fn finish(
+        &self,
+        terminal: &Arc<SessionEvent>,
+        _facts: &RunFacts,
+    ) -> Result<(), StoreError> {
         // The facts ride on the terminal line itself: one line, one sync.
         debug_assert!(terminal.facts.is_some());
         self.append(&terminal.session_id, std::slice::from_ref(terminal))

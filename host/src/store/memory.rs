@@ -6,7 +6,7 @@ use crate::ids::{RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
 use async_trait::async_trait;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The default window per session.
 pub const DEFAULT_WINDOW: usize = 100_000;
@@ -15,7 +15,7 @@ struct Session {
     segment: SegmentId,
     last_seq: Seq,
     bytes: u64,
-    events: VecDeque<SessionEvent>,
+    events: VecDeque<Arc<SessionEvent>>,
     runs: HashMap<RunId, RunFacts>,
     checkpoints: HashMap<String, Vec<u8>>,
 }
@@ -51,7 +51,7 @@ impl MemoryStore {
         &self,
         s: &mut Session,
         session: &SessionId,
-        event: &SessionEvent,
+        event: &Arc<SessionEvent>,
     ) -> Result<(), StoreError> {
         let expected = s.last_seq.next();
         if event.seq != expected {
@@ -62,9 +62,7 @@ impl MemoryStore {
             });
         }
         s.last_seq = event.seq;
-        s.bytes += serde_json::to_vec(event)
-            .map(|v| v.len() as u64 + 1)
-            .unwrap_or(0);
+        s.bytes += crate::journal::line_bytes(event.as_ref()) + 1;
         s.events.push_back(event.clone());
         while s.events.len() > self.window {
             s.events.pop_front();
@@ -109,7 +107,11 @@ impl JournalStore for MemoryStore {
         })
     }
 
-    async fn append(&self, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError> {
+    async fn append(
+        &self,
+        session: &SessionId,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
         self.with(session, |s| {
             for event in events {
                 self.push(s, session, event)?;
@@ -136,8 +138,7 @@ impl JournalStore for MemoryStore {
                 .iter()
                 .skip(skip)
                 .take(limit)
-                .cloned()
-                .map(|e| JournalItem::Event(Box::new(e)))
+                .map(|e| JournalItem::Event(Box::new(SessionEvent::clone(e))))
                 .collect())
         })
     }
@@ -165,7 +166,11 @@ impl JournalStore for MemoryStore {
 
 #[async_trait]
 impl RunStore for MemoryStore {
-    async fn finish(&self, terminal: &SessionEvent, facts: &RunFacts) -> Result<(), StoreError> {
+    async fn finish(
+        &self,
+        terminal: &Arc<SessionEvent>,
+        facts: &RunFacts,
+    ) -> Result<(), StoreError> {
         let session = &terminal.session_id;
         self.with(session, |s| {
             self.push(s, session, terminal)?;

@@ -9,6 +9,7 @@ use crate::ids::{RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
 use async_trait::async_trait;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// One stored entry, as read back.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +116,11 @@ pub trait JournalStore: Send + Sync + 'static {
 
     /// Append `events` (dense, continuing the head). Durable when it returns
     /// `Ok`: the file store writes the batch once and syncs once.
-    async fn append(&self, session: &SessionId, events: &[SessionEvent]) -> Result<(), StoreError>;
+    async fn append(
+        &self,
+        session: &SessionId,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError>;
 
     /// Entries with seq > `after`, oldest first, at most `limit`.
     /// `Truncated` when entries right after `after` are no longer held.
@@ -149,7 +154,11 @@ pub trait RunStore: Send + Sync + 'static {
     /// The terminal write, in one call: `terminal` (which carries `facts`) is
     /// appended to the journal and the facts recorded together, so no crash
     /// leaves one without the other.
-    async fn finish(&self, terminal: &SessionEvent, facts: &RunFacts) -> Result<(), StoreError>;
+    async fn finish(
+        &self,
+        terminal: &Arc<SessionEvent>,
+        facts: &RunFacts,
+    ) -> Result<(), StoreError>;
 
     /// The facts of an ended run.
     async fn run_facts(

@@ -1,0 +1,233 @@
+//! The live tail of one session: a bounded ring of the newest entries that
+//! every subscriber reads by seq, and the wake-ups that tell them to.
+//!
+//! The writer's cost does not grow with subscribers: it pushes one shared
+//! `Arc` into the ring and, at most once per burst, wakes whoever waits.
+//! While entries come in faster than [`HOT`] apart, wake-ups are deferred
+//! and coalesced — flushed when [`MAX_DELAY`] has passed since the first
+//! deferred entry, when a quarter of the ring is pending (so nobody waiting
+//! lags for it), or by the flusher thread within about [`MAX_DELAY`] when
+//! the writer goes quiet. An entry that arrives after a pause wakes its
+//! subscribers at once. A subscriber drains everything new per wake.
+
+use super::event::SessionEvent;
+use crate::ids::Seq;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Entries closer together than this are a burst: their wake-ups coalesce.
+pub const HOT: Duration = Duration::from_micros(50);
+/// The longest a deferred wake-up waits.
+pub const MAX_DELAY: Duration = Duration::from_millis(1);
+
+/// What a subscriber's read of the ring found.
+pub(crate) enum Read {
+    /// New entries, oldest first.
+    Entries(Vec<Arc<SessionEvent>>),
+    /// Entries after the reader's position left the ring; it goes on from
+    /// the oldest one held.
+    Lagged,
+    /// Nothing new yet.
+    Empty,
+    /// The journal is closed and everything was read.
+    Closed,
+}
+
+struct State {
+    ring: VecDeque<Arc<SessionEvent>>,
+    last_seq: Seq,
+    closed: bool,
+    last_publish: Option<Instant>,
+    first_pending: Option<Instant>,
+    pending: usize,
+}
+
+/// One session's live tail.
+pub(crate) struct Live {
+    capacity: usize,
+    state: Mutex<State>,
+    notify: Notify,
+    receivers: AtomicUsize,
+    deferred: AtomicBool,
+}
+
+impl Live {
+    pub(crate) fn new(capacity: usize, last_seq: Seq) -> Arc<Self> {
+        Arc::new(Live {
+            capacity: capacity.max(1),
+            state: Mutex::new(State {
+                ring: VecDeque::new(),
+                last_seq,
+                closed: false,
+                last_publish: None,
+                first_pending: None,
+                pending: 0,
+            }),
+            notify: Notify::new(),
+            receivers: AtomicUsize::new(0),
+            deferred: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publish entries (already durable), in seq order.
+    pub(crate) fn publish(self: &Arc<Self>, events: &[Arc<SessionEvent>]) {
+        let Some(last) = events.last() else { return };
+        let now = Instant::now();
+        let wake = {
+            let mut st = self.lock();
+            for event in events {
+                st.ring.push_back(event.clone());
+            }
+            while st.ring.len() > self.capacity {
+                st.ring.pop_front();
+            }
+            st.last_seq = last.seq;
+            if self.receivers.load(Ordering::Relaxed) == 0 {
+                st.last_publish = Some(now);
+                return;
+            }
+            let hot = st.last_publish.is_some_and(|t| now.duration_since(t) < HOT);
+            st.last_publish = Some(now);
+            st.pending += events.len();
+            let first = *st.first_pending.get_or_insert(now);
+            let wake = !hot
+                || st.pending >= (self.capacity / 4).max(1)
+                || now.duration_since(first) >= MAX_DELAY;
+            if wake {
+                st.pending = 0;
+                st.first_pending = None;
+            }
+            wake
+        };
+        if wake {
+            self.deferred.store(false, Ordering::Relaxed);
+            self.notify.notify_waiters();
+        } else if !self.deferred.swap(true, Ordering::AcqRel) {
+            flusher().defer(Arc::downgrade(self));
+        }
+    }
+
+    /// Wake everyone waiting now (deferred wake-ups, and close).
+    fn flush(&self) {
+        if self.deferred.swap(false, Ordering::AcqRel) {
+            {
+                let mut st = self.lock();
+                st.pending = 0;
+                st.first_pending = None;
+            }
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// No more entries: subscribers end once they have read the ring.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.deferred.store(false, Ordering::Relaxed);
+        self.notify.notify_waiters();
+    }
+
+    /// The last published seq (a new reader starts after it).
+    pub(crate) fn last_seq(&self) -> Seq {
+        self.lock().last_seq
+    }
+
+    /// Entries after `after`.
+    pub(crate) fn read_after(&self, after: Seq) -> Read {
+        let st = self.lock();
+        let Some(front) = st.ring.front().map(|e| e.seq) else {
+            return if st.closed { Read::Closed } else { Read::Empty };
+        };
+        if after.0 + 1 < front.0 {
+            return Read::Lagged;
+        }
+        let skip = (after.0 + 1 - front.0) as usize;
+        if skip >= st.ring.len() {
+            return if st.closed { Read::Closed } else { Read::Empty };
+        }
+        Read::Entries(st.ring.iter().skip(skip).cloned().collect())
+    }
+
+    /// The oldest seq held (where a lagged reader goes on).
+    pub(crate) fn oldest(&self) -> Option<Seq> {
+        self.lock().ring.front().map(|e| e.seq)
+    }
+
+    /// Wait until something may have changed after `after`: returns at once
+    /// when entries after it are already there.
+    pub(crate) async fn changed(&self, after: Seq) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let st = self.lock();
+            if st.closed || st.last_seq > after {
+                return;
+            }
+        }
+        notified.await;
+    }
+
+    pub(crate) fn join(&self) {
+        self.receivers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn leave(&self) {
+        self.receivers.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn receivers(&self) -> usize {
+        self.receivers.load(Ordering::Relaxed)
+    }
+}
+
+/// The one thread that flushes deferred wake-ups of quiet writers.
+struct Flusher {
+    queue: Mutex<Vec<Weak<Live>>>,
+    thread: std::thread::Thread,
+}
+
+impl Flusher {
+    fn defer(&self, live: Weak<Live>) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(live);
+        self.thread.unpark();
+    }
+}
+
+fn flusher() -> &'static Flusher {
+    static FLUSHER: OnceLock<Flusher> = OnceLock::new();
+    FLUSHER.get_or_init(|| {
+        let handle = std::thread::Builder::new()
+            .name("cairn-wake".into())
+            .spawn(|| {
+                loop {
+                    let queue = &flusher().queue;
+                    if queue.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                        std::thread::park();
+                        continue;
+                    }
+                    std::thread::sleep(MAX_DELAY);
+                    let due = std::mem::take(&mut *queue.lock().unwrap_or_else(|p| p.into_inner()));
+                    for live in due {
+                        if let Some(live) = live.upgrade() {
+                            live.flush();
+                        }
+                    }
+                }
+            })
+            .expect("the wake-up flusher thread starts");
+        Flusher {
+            queue: Mutex::new(Vec::new()),
+            thread: handle.thread().clone(),
+        }
+    })
+}
