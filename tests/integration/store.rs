@@ -131,6 +131,43 @@ async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live(
     }
 }
 
+/// A burst's wake-ups are coalesced; the tail of a burst after which the
+/// writer goes quiet still reaches a waiting subscriber (the flusher).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_subscriber_gets_the_tail_of_a_burst_when_the_writer_goes_quiet() {
+    for kind in [Kind::Memory] {
+        let f = fixture(kind, 4096);
+        let journal = f.session("burst").await;
+        let mut sub = journal.subscribe(Seq(0));
+        assert!(matches!(next(&mut sub).await, Delivery::Event(e) if e.seq == Seq(1)));
+        let mut last = 1u64;
+        for round in 0..20u64 {
+            let waiter = tokio::spawn(async move {
+                while last < 1 + (round + 1) * 500 {
+                    match next(&mut sub).await {
+                        Delivery::Event(e) => {
+                            assert_eq!(e.seq.0, last + 1, "dense");
+                            last = e.seq.0;
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+                (sub, last)
+            });
+            // Let it wait, then a burst far faster than the hot threshold.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            for i in 0..500 {
+                journal.append(None, text(i)).await.unwrap();
+            }
+            // The writer goes quiet: the waiter must still see the burst's last seq.
+            (sub, last) = tokio::time::timeout(Duration::from_secs(10), waiter)
+                .await
+                .expect("the tail of the burst is delivered without another append")
+                .unwrap();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_subscriber_gets_one_gap_and_never_slows_the_writer() {
     for kind in KINDS {
