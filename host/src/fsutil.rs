@@ -188,3 +188,16 @@ pub fn crash_point(name: &str) {
         std::process::abort();
     }
 }
+
+/// Raise this process's soft open-file limit to its hard limit (what a
+/// server holding many sessions needs: each live run holds a few
+/// descriptors). Returns the limit now in force.
+pub fn raise_open_file_limit() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+    getrlimit(Resource::Nofile).current
+}

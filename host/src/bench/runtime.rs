@@ -192,7 +192,12 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
     ))
 }
 
-async fn density(dir: &Path, n: usize, progress: &mut dyn FnMut(String)) -> anyhow::Result<f64> {
+/// RSS per session waiting on a decision, and the descriptors open then.
+async fn density(
+    dir: &Path,
+    n: usize,
+    progress: &mut dyn FnMut(String),
+) -> anyhow::Result<(f64, usize)> {
     let mut config = RuntimeConfig::new(dir.join(format!("density-home-{n}")));
     config.sockets = false;
     config.host.pool.instances = (n + 16) as u32;
@@ -230,8 +235,15 @@ async fn density(dir: &Path, n: usize, progress: &mut dyn FnMut(String)) -> anyh
     }
     let after = rss_kib();
     let per = (after - before) / (n - 1).max(1) as f64;
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    progress(format!(
+        "runtime: density, {n} waiting: RSS {:.0} MiB, {fds} open descriptors",
+        after / 1024.0
+    ));
     rt.shutdown(Duration::from_secs(60)).await;
-    Ok(per)
+    Ok((per, fds))
 }
 
 async fn fan_out(subscribers: usize, events: usize) -> anyhow::Result<f64> {
@@ -448,11 +460,22 @@ pub async fn run(
 
     if only.wants("density") {
         let sizes: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
+        let limit = crate::fsutil::raise_open_file_limit().unwrap_or(1024) as usize;
+        let mut per_session_fds = 0usize;
         for &waiting in sizes {
+            let needed = 64 + waiting * per_session_fds;
+            if per_session_fds > 0 && needed > limit {
+                progress(format!(
+                    "runtime: density, {waiting} waiting: not measured — about {needed} open \
+                     descriptors needed ({per_session_fds} a waiting session), the limit is {limit}"
+                ));
+                continue;
+            }
             progress(format!(
                 "runtime: density, {waiting} sessions each waiting on a decision"
             ));
-            let per = density(dir, waiting, progress).await?;
+            let (per, fds) = density(dir, waiting, progress).await?;
+            per_session_fds = fds.div_ceil(waiting);
             rows.push(Row::new(
                 "runtime",
                 format!("RSS per waiting session ({waiting} live)"),

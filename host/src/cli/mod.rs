@@ -100,6 +100,7 @@ impl HomeArg {
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::fsutil::raise_open_file_limit();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

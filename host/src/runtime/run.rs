@@ -91,6 +91,32 @@ pub struct RunCtx {
     event_bytes: AtomicU64,
     broken: Mutex<Option<ErrorInfo>>,
     script: Mutex<Option<Script>>,
+    /// What the guest is doing, for the limit watcher: it measures the
+    /// artifacts only while the guest runs (suspended in a decision wait it
+    /// can write nothing), and ends with the run.
+    activity: watch::Sender<Activity>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activity {
+    Running,
+    Waiting,
+    Ended,
+}
+
+/// Marks the guest suspended in a wait until dropped.
+struct Suspended<'a>(&'a watch::Sender<Activity>);
+
+impl Drop for Suspended<'_> {
+    fn drop(&mut self) {
+        self.0.send_if_modified(|a| {
+            let waiting = *a == Activity::Waiting;
+            if waiting {
+                *a = Activity::Running;
+            }
+            waiting
+        });
+    }
 }
 
 impl RunCtx {
@@ -122,6 +148,7 @@ impl RunCtx {
             event_bytes: AtomicU64::new(0),
             broken: Mutex::new(None),
             script: Mutex::new(None),
+            activity: watch::channel(Activity::Running).0,
         }
     }
 
@@ -523,6 +550,14 @@ impl RunHost for RunCtx {
         if let Some(answer) = self.wait_replayed(&request).await? {
             return Ok(answer);
         }
+        self.activity.send_if_modified(|a| {
+            let running = *a == Activity::Running;
+            if running {
+                *a = Activity::Waiting;
+            }
+            running
+        });
+        let _suspended = Suspended(&self.activity);
         // The request and its route are one batch, written before anyone can
         // see the request, and the id is registered before anyone can answer.
         let present = self.present.load(Ordering::Relaxed);
@@ -748,9 +783,12 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
             checkpoint: plan.checkpoint.clone(),
             seed,
         };
+        // Hold no more descriptors than the run needs while it lives.
+        drop(gen_dir);
         execute(&inner.components, &ctx, &plan.prepared, sandbox, start).await
     }
     .await;
+    ctx.activity.send_replace(Activity::Ended);
     if let Some(socket) = socket {
         socket.stop();
     }
@@ -802,22 +840,28 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
 /// `artifacts/` (measured every few ticks; a breach traps the guest at its
 /// next epoch tick). Ends when the run does.
 fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
+    // Broken once more than `wall_ms` has passed.
+    let deadline = started + Duration::from_millis(ctx.limits.wall_ms.saturating_add(1));
     let mut done = ctx.cancel.subscribe();
+    let mut activity = ctx.activity.subscribe();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(25));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let now = *activity.borrow_and_update();
+            if now == Activity::Ended || ctx.failure().is_some() {
+                return;
+            }
             tokio::select! {
-                _ = tick.tick() => {}
+                _ = tick.tick(), if now == Activity::Running => {}
+                _ = activity.changed() => continue,
+                _ = tokio::time::sleep_until(deadline) => {
+                    let elapsed = started.elapsed().as_millis() as u64;
+                    ctx.break_limit("wall_ms", elapsed, ctx.limits.wall_ms);
+                    return;
+                }
                 _ = async { let _ = done.wait_for(|c| c.is_some()).await; } => return,
-            }
-            if Arc::strong_count(&ctx) == 1 || ctx.failure().is_some() {
-                return;
-            }
-            let elapsed = started.elapsed().as_millis() as u64;
-            if elapsed > ctx.limits.wall_ms {
-                ctx.break_limit("wall_ms", elapsed, ctx.limits.wall_ms);
-                return;
             }
             if let Some(dir) = &artifacts {
                 let dir = match dir.try_clone() {

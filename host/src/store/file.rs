@@ -23,7 +23,13 @@ pub struct FileStore {
     notes: Mutex<Vec<String>>,
 }
 
+/// How many sessions keep their files open; past it the least recently
+/// used idle ones are closed (and re-validated when next used), so a home
+/// of many parked sessions does not run out of descriptors.
+pub const MAX_OPEN_SESSIONS: usize = 1024;
+
 struct SessionFiles {
+    last_used: std::sync::atomic::AtomicU64,
     worker: WorkerDir,
     segments_path: PathBuf,
     writer: Mutex<Writer>,
@@ -67,14 +73,59 @@ pub struct Scan {
 pub fn scan_segment(
     bytes: &[u8],
     path: &std::path::Path,
-    mut prev: Option<Seq>,
+    prev: Option<Seq>,
 ) -> Result<Scan, StoreError> {
+    let mut items = Vec::new();
+    let (spans, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
+        let item = parse_line(line)?;
+        let seq = item.seq();
+        items.push(item);
+        Ok(seq)
+    })?;
+    Ok(Scan {
+        items,
+        spans,
+        good_len,
+        truncated_line,
+    })
+}
+
+/// Index a segment's bytes as [`scan_segment`] checks them — every line JSON
+/// with a dense seq, corruption failing closed with its line — without
+/// building the entries (what opening a session needs).
+pub fn index_segment(
+    bytes: &[u8],
+    path: &std::path::Path,
+    prev: Option<Seq>,
+) -> Result<Walked, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct SeqOnly {
+        seq: u64,
+    }
+    walk_segment(bytes, path, prev, |line| {
+        match serde_json::from_slice::<SeqOnly>(line) {
+            Ok(SeqOnly { seq }) if seq > 0 => Ok(Seq(seq)),
+            // The slow path names what is wrong.
+            _ => parse_line(line).map(|item| item.seq()),
+        }
+    })
+}
+
+/// A segment's line spans (offset, length), the byte length of its complete
+/// lines, and the line number of a crash-truncated final line.
+pub type Walked = (Vec<(u64, u32)>, u64, Option<usize>);
+
+fn walk_segment(
+    bytes: &[u8],
+    path: &std::path::Path,
+    mut prev: Option<Seq>,
+    mut seq_of: impl FnMut(&[u8]) -> Result<Seq, String>,
+) -> Result<Walked, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_path_buf(),
         line,
         reason,
     };
-    let mut items = Vec::new();
     let mut spans = Vec::new();
     let mut offset = 0usize;
     let mut line_no = 0usize;
@@ -91,8 +142,7 @@ pub fn scan_segment(
             truncated_line = Some(line_no);
             break;
         }
-        let item = parse_line(line).map_err(|reason| corrupt(line_no, reason))?;
-        let seq = item.seq();
+        let seq = seq_of(line).map_err(|reason| corrupt(line_no, reason))?;
         if let Some(p) = prev {
             if seq <= p {
                 return Err(corrupt(
@@ -105,15 +155,51 @@ pub fn scan_segment(
             }
         }
         prev = Some(seq);
-        items.push(item);
         spans.push((offset as u64, line.len() as u32));
         offset += line.len() + 1;
     }
-    Ok(Scan {
-        items,
-        spans,
-        good_len: offset as u64,
-        truncated_line,
+    Ok((spans, offset as u64, truncated_line))
+}
+
+/// A process-wide use counter (an order, not a time).
+fn use_tick() -> u64 {
+    static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    TICK.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Parse the lines `refs` locates in `buf` (which starts at byte `base`),
+/// splitting long runs across the machine's cores.
+fn parse_lines(buf: &[u8], base: u64, refs: &[LineRef]) -> Vec<Result<JournalItem, String>> {
+    let parse = |refs: &[LineRef]| -> Vec<Result<JournalItem, String>> {
+        refs.iter()
+            .map(|r| {
+                let at = (r.offset - base) as usize;
+                parse_line(&buf[at..at + r.len as usize])
+            })
+            .collect()
+    };
+    const PER_THREAD: usize = 16 * 1024;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(refs.len() / PER_THREAD)
+        .max(1);
+    if threads == 1 {
+        return parse(refs);
+    }
+    let chunk = refs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = refs
+            .chunks(chunk)
+            .map(|part| (part.len(), scope.spawn(move || parse(part))))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(n, h)| {
+                h.join()
+                    .unwrap_or_else(|_| vec![Err("the parser thread failed".to_string()); n])
+            })
+            .collect()
     })
 }
 
@@ -182,6 +268,9 @@ impl FileStore {
             .unwrap_or_else(|p| p.into_inner())
             .get(session)
         {
+            files
+                .last_used
+                .store(use_tick(), std::sync::atomic::Ordering::Relaxed);
             return Ok(files.clone());
         }
         let worker_id = self
@@ -206,8 +295,8 @@ impl FileStore {
             let bytes = segments
                 .read(&name)
                 .map_err(io(format!("cannot read {}", path.display())))?;
-            let scan = scan_segment(&bytes, &path, prev)?;
-            if let Some(line) = scan.truncated_line {
+            let (spans, good_len, truncated_line) = index_segment(&bytes, &path, prev)?;
+            if let Some(line) = truncated_line {
                 if *segment != meta.active_segment {
                     return Err(StoreError::Corrupt {
                         path,
@@ -219,7 +308,7 @@ impl FileStore {
                     .map_err(io(format!("cannot open {}", path.display())))?
                     .into_std();
                 fsutil::count_sync();
-                file.set_len(scan.good_len)
+                file.set_len(good_len)
                     .and_then(|()| file.sync_all())
                     .map_err(io(format!("cannot repair {}", path.display())))?;
                 self.notes
@@ -230,10 +319,12 @@ impl FileStore {
                         path.display()
                     ));
             }
-            if let Some(last) = scan.items.last() {
-                prev = Some(last.seq());
+            if !spans.is_empty() {
+                // Dense from the first: the last seq is the first's plus the count.
+                let first = prev.map(|p| p.next()).unwrap_or(Seq(1));
+                prev = Some(Seq(first.0 + spans.len() as u64 - 1));
             }
-            lines.extend(scan.spans.iter().map(|&(offset, len)| LineRef {
+            lines.extend(spans.iter().map(|&(offset, len)| LineRef {
                 segment: index as u32,
                 offset,
                 len,
@@ -255,6 +346,7 @@ impl FileStore {
             .map_err(io(format!("cannot stat {}", active_path.display())))?
             .len();
         let files = Arc::new(SessionFiles {
+            last_used: std::sync::atomic::AtomicU64::new(use_tick()),
             worker,
             segments_path,
             writer: Mutex::new(Writer {
@@ -267,10 +359,25 @@ impl FileStore {
                 lines,
             }),
         });
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(session.clone(), files.clone());
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() >= MAX_OPEN_SESSIONS {
+            // Close the least recently used idle quarter (nobody holds them).
+            let mut idle: Vec<(u64, SessionId)> = sessions
+                .iter()
+                .filter(|(_, f)| Arc::strong_count(f) == 1)
+                .map(|(id, f)| {
+                    (
+                        f.last_used.load(std::sync::atomic::Ordering::Relaxed),
+                        id.clone(),
+                    )
+                })
+                .collect();
+            idle.sort_unstable_by_key(|(t, _)| *t);
+            for (_, id) in idle.into_iter().take(MAX_OPEN_SESSIONS / 4) {
+                sessions.remove(&id);
+            }
+        }
+        let files = sessions.entry(session.clone()).or_insert(files).clone();
         Ok(files)
     }
 
@@ -339,27 +446,43 @@ impl FileStore {
                 writer.readers.clone(),
             )
         };
+        // Lines of one segment are contiguous: one positioned read per run
+        // of them, then the lines are parsed (on every core for long reads).
         let mut out = Vec::with_capacity(refs.len());
-        let mut buf = Vec::new();
-        for (i, r) in refs.iter().enumerate() {
+        let mut start = 0;
+        while start < refs.len() {
+            let segment = refs[start].segment;
+            let mut end = start + 1;
+            while end < refs.len()
+                && refs[end].segment == segment
+                && refs[end].offset == refs[end - 1].offset + refs[end - 1].len as u64 + 1
+            {
+                end += 1;
+            }
             let path = || {
                 files
                     .segments_path
-                    .join(format!("{}.jsonl", order[r.segment as usize]))
+                    .join(format!("{}.jsonl", order[segment as usize]))
             };
-            buf.resize(r.len as usize, 0);
-            readers[r.segment as usize]
-                .read_exact_at(&mut buf, r.offset)
+            let base = refs[start].offset;
+            let last = &refs[end - 1];
+            let mut buf = vec![0u8; (last.offset + last.len as u64 - base) as usize];
+            readers[segment as usize]
+                .read_exact_at(&mut buf, base)
                 .map_err(|e| io(format!("cannot read {}", path().display()))(e))?;
-            let item = parse_line(&buf).map_err(|reason| StoreError::Corrupt {
-                path: path(),
-                line: 0,
-                reason: format!(
-                    "entry {} changed on disk after it was written: {reason}",
-                    after.0 + 1 + i as u64
-                ),
-            })?;
-            out.push(item);
+            let first_seq = after.0 + 1 + start as u64;
+            let parsed = parse_lines(&buf, base, &refs[start..end]);
+            for (i, item) in parsed.into_iter().enumerate() {
+                out.push(item.map_err(|reason| StoreError::Corrupt {
+                    path: path(),
+                    line: 0,
+                    reason: format!(
+                        "entry {} changed on disk after it was written: {reason}",
+                        first_seq + i as u64
+                    ),
+                })?);
+            }
+            start = end;
         }
         Ok(out)
     }
