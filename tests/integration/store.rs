@@ -168,6 +168,41 @@ async fn a_waiting_subscriber_gets_the_tail_of_a_burst_when_the_writer_goes_quie
     }
 }
 
+/// Past `MAX_OPEN_SESSIONS` the file store closes idle sessions' files: a
+/// home of many sessions holds a bounded number of descriptors, and every
+/// session reads back whole after its files were closed and reopened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_store_keeps_a_bounded_number_of_sessions_open() {
+    let f = fixture(Kind::File, 64);
+    let n = cairn::store::file::MAX_OPEN_SESSIONS + 200;
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let before = fds();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let journal = f.session(&format!("many-{i}")).await;
+        journal.append(None, text(i as u64)).await.unwrap();
+        ids.push(journal.session().clone());
+        f.journals.close(journal.session());
+    }
+    let open = fds() - before;
+    assert!(
+        open < 4 * cairn::store::file::MAX_OPEN_SESSIONS,
+        "{open} descriptors open for {n} sessions"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let items = f.store.read(id, Seq(0), usize::MAX).await.unwrap();
+        assert_eq!(items.len(), 2, "session {i}");
+        let Some(e) = items[1].event() else {
+            panic!("session {i}")
+        };
+        assert_eq!(e.payload, text(i as u64), "session {i}");
+    }
+    // Appends to a session whose files were closed go on densely.
+    let journal = f.journals.open(&ids[0]).await.unwrap();
+    let e = journal.append(None, text(7)).await.unwrap();
+    assert_eq!(e.seq, Seq(3));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_subscriber_gets_one_gap_and_never_slows_the_writer() {
     for kind in KINDS {
