@@ -65,30 +65,30 @@ pub fn sync_dir(dir: &Dir) -> io::Result<()> {
 /// Replace `name` atomically: write a temp file, fsync it, rename it over
 /// `name`, fsync the directory.
 pub fn write_document(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple());
-    let result = (|| {
-        let mut file = create_file_new(dir, &tmp)?;
-        file.write_all(bytes)?;
-        count_sync();
-        file.sync_all()?;
-        dir.rename(&tmp, dir, name)?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = dir.remove_file(&tmp);
-    }
-    result
+    replace(dir, name, bytes, true)
 }
 
 /// Replace `name` atomically (temp file, rename) without syncing: for a
 /// document another durable record backs (the journal), reconciled from it
 /// after a power loss.
 pub fn write_document_unsynced(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    replace(dir, name, bytes, false)
+}
+
+fn replace(dir: &Dir, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
     let tmp = format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple());
     let result = (|| {
         let mut file = create_file_new(dir, &tmp)?;
         file.write_all(bytes)?;
-        dir.rename(&tmp, dir, name)
+        if sync {
+            count_sync();
+            file.sync_all()?;
+        }
+        dir.rename(&tmp, dir, name)?;
+        if sync {
+            sync_dir(dir)?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = dir.remove_file(&tmp);

@@ -261,10 +261,16 @@ impl Home {
             .map_err(io_err(format!("cannot store component {digest}")))
     }
 
+    /// The lock that serialises read-modify-write of this home's documents
+    /// (worker.json reservations, component grants).
+    fn reserve_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner.reserve.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Record that `workspace` uploaded `digest` (components are stored once,
     /// by digest, but each workspace sees only its own uploads).
     pub fn grant_component(&self, workspace: &str, digest: &str) -> Result<(), WorkerError> {
-        let _guard = self.inner.reserve.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = self.reserve_lock();
         let dir = fsutil::ensure_dir(&self.inner.root, "components")
             .map_err(io_err("cannot open components/"))?;
         let mut grants = self.grants(&dir);
@@ -366,7 +372,23 @@ impl Home {
     /// Every worker in this home, by id (UUIDv7: oldest first); workers being
     /// deleted are not listed.
     pub fn list_workers(&self) -> Result<Vec<WorkerId>, WorkerError> {
-        let mut ids = Vec::new();
+        let mut ids: Vec<WorkerId> = self
+            .worker_dirs()?
+            .into_iter()
+            .filter(|(_, dir)| {
+                !dir.as_ref()
+                    .is_some_and(|d| d.exists(DELETING) || d.exists(FORKING))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Every directory under `workers/` named by a worker id, opened when it
+    /// can be.
+    fn worker_dirs(&self) -> Result<Vec<(WorkerId, Option<Dir>)>, WorkerError> {
+        let mut dirs = Vec::new();
         for entry in self
             .inner
             .workers
@@ -374,16 +396,11 @@ impl Home {
             .map_err(io_err("cannot list workers/"))?
         {
             let entry = entry.map_err(io_err("cannot list workers/"))?;
-            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok())
-                && !entry
-                    .open_dir()
-                    .is_ok_and(|d| d.exists(DELETING) || d.exists(FORKING))
-            {
-                ids.push(id);
+            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                dirs.push((id, entry.open_dir().ok()));
             }
         }
-        ids.sort();
-        Ok(ids)
+        Ok(dirs)
     }
 
     /// Create a new worker aggregate holding `session`, bound to `component`.
@@ -687,18 +704,11 @@ impl WorkerDir {
     /// restore reserves past the journal's last reservation, so a
     /// `worker.json` a power loss rolled back never hands a number out twice.
     pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
-        let _guard = self
-            .home
-            .inner
-            .reserve
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let record = self.record()?;
-        let last = match floor {
-            Some(f) if f > record.last_generation => f,
-            _ => record.last_generation,
-        };
-        let generation = last.next();
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        let generation = floor
+            .map_or(record.last_generation, |f| f.max(record.last_generation))
+            .next();
         let runs = self
             .dir
             .open_dir("runs")
@@ -708,10 +718,8 @@ impl WorkerDir {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // The number is consumed all the same: the next start goes past it.
-                let mut record = record;
                 record.last_generation = generation;
-                let _ =
-                    fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(&record));
+                let _ = self.write_record_unsynced(&record);
                 return Err(WorkerError::GenerationCollision {
                     worker: self.id,
                     generation,
@@ -740,12 +748,7 @@ impl WorkerDir {
         generation: Generation,
         bind: Option<&str>,
     ) -> Result<(), WorkerError> {
-        let _guard = self
-            .home
-            .inner
-            .reserve
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let _guard = self.home.reserve_lock();
         let mut record = self.record()?;
         let mut changed = false;
         if record.last_generation < generation {
@@ -759,11 +762,17 @@ impl WorkerDir {
             changed = true;
         }
         if changed {
-            fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(&record)).map_err(
-                io_err(format!("worker {}: cannot write worker.json", self.id)),
-            )?;
+            self.write_record_unsynced(&record)?;
         }
         Ok(())
+    }
+
+    /// Replace `worker.json` atomically without syncing (the journal backs
+    /// what it records; see [`WorkerDir::reserve_generation`]).
+    fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
+        fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(record)).map_err(io_err(
+            format!("worker {}: cannot write worker.json", self.id),
+        ))
     }
 
     /// Lay out a reserved generation: `artifacts/` (a copy of generation
@@ -880,21 +889,8 @@ impl Home {
     /// Finish deletes a crash interrupted (workers with the marker).
     pub fn finish_deletes(&self) -> Result<Vec<WorkerId>, WorkerError> {
         let mut done = Vec::new();
-        for entry in self
-            .inner
-            .workers
-            .entries()
-            .map_err(io_err("cannot list workers/"))?
-        {
-            let entry = entry.map_err(io_err("cannot list workers/"))?;
-            let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<WorkerId>().ok())
-            else {
-                continue;
-            };
-            let Ok(dir) = entry.open_dir() else { continue };
+        for (id, dir) in self.worker_dirs()? {
+            let Some(dir) = dir else { continue };
             if !dir.exists(DELETING) && !dir.exists(FORKING) {
                 continue;
             }

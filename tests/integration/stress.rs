@@ -9,14 +9,7 @@ use cairn::runtime::{ComponentRef, StartRun};
 use cairn::{AgentEvent, Payload, Seq};
 
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+    cairn::bench::runtime::rss_kib() as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

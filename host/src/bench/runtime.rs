@@ -40,7 +40,8 @@ impl RunHost for NullHost {
     fn limit_broken(&self, _limit: &str, _value: u64, _max: u64) {}
 }
 
-fn rss_kib() -> f64 {
+/// This process's resident set, in KiB (0 where /proc is not there).
+pub fn rss_kib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

@@ -28,8 +28,11 @@ pub(crate) enum Read {
     /// New entries, oldest first.
     Entries(Vec<Arc<SessionEvent>>),
     /// Entries after the reader's position left the ring; it goes on from
-    /// the oldest one held.
-    Lagged,
+    /// `oldest`, the oldest one held.
+    Lagged {
+        /// The oldest seq the ring holds.
+        oldest: Seq,
+    },
     /// Nothing new yet.
     Empty,
     /// The journal is closed and everything was read.
@@ -145,18 +148,13 @@ impl Live {
             return if st.closed { Read::Closed } else { Read::Empty };
         };
         if after.0 + 1 < front.0 {
-            return Read::Lagged;
+            return Read::Lagged { oldest: front };
         }
         let skip = (after.0 + 1 - front.0) as usize;
         if skip >= st.ring.len() {
             return if st.closed { Read::Closed } else { Read::Empty };
         }
         Read::Entries(st.ring.iter().skip(skip).cloned().collect())
-    }
-
-    /// The oldest seq held (where a lagged reader goes on).
-    pub(crate) fn oldest(&self) -> Option<Seq> {
-        self.lock().ring.front().map(|e| e.seq)
     }
 
     /// Wait until something may have changed after `after`: returns at once

@@ -229,10 +229,16 @@ impl SessionJournal {
             return Ok(());
         };
         self.store.append(&self.session, events).await?;
-        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        state.last_seq = last.seq;
-        self.live.publish(events);
+        self.published(state, events, last.seq);
         Ok(())
+    }
+
+    /// After the store took `events` (through `last`): count, advance, and
+    /// hand them to the live tail.
+    fn published(&self, state: &mut AppendState, events: &[Arc<SessionEvent>], last: Seq) {
+        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        state.last_seq = last;
+        self.live.publish(events);
     }
 
     /// Append one entry and return only its seq, once it is durable: the
@@ -331,7 +337,7 @@ impl SessionJournal {
         let seq = state.last_seq.next();
         let at_ms = now_ms();
         let facts = facts(seq, at_ms);
-        let event = SessionEvent {
+        let event = Arc::new(SessionEvent {
             session_id: self.session.clone(),
             segment_id: state.segment,
             run_id: Some(run_id),
@@ -339,12 +345,9 @@ impl SessionJournal {
             at_ms,
             payload: Payload::Lifecycle(payload),
             facts: Some(facts.clone()),
-        };
-        let event = Arc::new(event);
+        });
         self.store.finish(&event, &facts).await?;
-        APPENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        state.last_seq = seq;
-        self.live.publish(std::slice::from_ref(&event));
+        self.published(&mut state, std::slice::from_ref(&event), seq);
         Ok(SessionEvent::clone(&event))
     }
 
@@ -385,18 +388,12 @@ fn owned(events: Vec<Arc<SessionEvent>>) -> Vec<SessionEvent> {
         .collect()
 }
 
-/// The length of an entry's journal line (without the newline), counted
-/// without building it.
-pub fn line_bytes(event: &SessionEvent) -> u64 {
+/// The length of a value's JSON (an entry's journal line without its
+/// newline, a payload), counted without building it; `u64::MAX` when it does
+/// not serialize.
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
     let mut counter = ByteCounter(0);
-    let _ = serde_json::to_writer(&mut counter, event);
-    counter.0
-}
-
-/// The length of a payload's JSON, counted without building it.
-pub fn payload_bytes(payload: &Payload) -> u64 {
-    let mut counter = ByteCounter(0);
-    match serde_json::to_writer(&mut counter, payload) {
+    match serde_json::to_writer(&mut counter, value) {
         Ok(()) => counter.0,
         Err(_) => u64::MAX,
     }
@@ -492,11 +489,9 @@ impl Subscription {
                                 }
                                 self.live_buf.extend(entries);
                             }
-                            Read::Lagged => {
+                            Read::Lagged { oldest } => {
                                 self.lagged = true;
-                                if let Some(oldest) = self.live.oldest() {
-                                    self.live_seen = Seq(oldest.0 - 1);
-                                }
+                                self.live_seen = Seq(oldest.0 - 1);
                             }
                             Read::Empty => self.live.changed(self.live_seen).await,
                             Read::Closed => return None,

@@ -104,18 +104,31 @@ enum Activity {
     Ended,
 }
 
+/// Move `activity` from `from` to `to` (nothing when it is elsewhere, such
+/// as `Ended`).
+fn shift(activity: &watch::Sender<Activity>, from: Activity, to: Activity) {
+    activity.send_if_modified(|a| {
+        let moved = *a == from;
+        if moved {
+            *a = to;
+        }
+        moved
+    });
+}
+
 /// Marks the guest suspended in a wait until dropped.
 struct Suspended<'a>(&'a watch::Sender<Activity>);
 
+impl<'a> Suspended<'a> {
+    fn begin(activity: &'a watch::Sender<Activity>) -> Self {
+        shift(activity, Activity::Running, Activity::Waiting);
+        Suspended(activity)
+    }
+}
+
 impl Drop for Suspended<'_> {
     fn drop(&mut self) {
-        self.0.send_if_modified(|a| {
-            let waiting = *a == Activity::Waiting;
-            if waiting {
-                *a = Activity::Running;
-            }
-            waiting
-        });
+        shift(self.0, Activity::Waiting, Activity::Running);
     }
 }
 
@@ -494,7 +507,7 @@ impl RunHost for RunCtx {
             )));
         }
         let payload = Payload::Agent(event);
-        let size = crate::journal::payload_bytes(&payload);
+        let size = crate::journal::json_len(&payload);
         if size > self.limits.event_bytes {
             let what = self.break_limit("event_bytes", size, self.limits.event_bytes);
             return Ok(Err(EmitRefusal::LimitExceeded(what)));
@@ -550,14 +563,7 @@ impl RunHost for RunCtx {
         if let Some(answer) = self.wait_replayed(&request).await? {
             return Ok(answer);
         }
-        self.activity.send_if_modified(|a| {
-            let running = *a == Activity::Running;
-            if running {
-                *a = Activity::Waiting;
-            }
-            running
-        });
-        let _suspended = Suspended(&self.activity);
+        let _suspended = Suspended::begin(&self.activity);
         // The request and its route are one batch, written before anyone can
         // see the request, and the id is registered before anyone can answer.
         let present = self.present.load(Ordering::Relaxed);

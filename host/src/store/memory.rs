@@ -62,7 +62,9 @@ impl MemoryStore {
             });
         }
         s.last_seq = event.seq;
-        s.bytes += crate::journal::line_bytes(event.as_ref()) + 1;
+        s.bytes = s
+            .bytes
+            .saturating_add(crate::journal::json_len(event.as_ref()).saturating_add(1));
         s.events.push_back(event.clone());
         while s.events.len() > self.window {
             s.events.pop_front();
