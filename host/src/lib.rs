@@ -8,6 +8,7 @@ pub mod component;
 pub mod config;
 pub mod examples;
 pub mod fsutil;
+pub mod home_lock;
 pub mod ids;
 pub mod journal;
 pub mod limits;

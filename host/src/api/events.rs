@@ -48,26 +48,37 @@ pub fn sse_event(d: &Delivery) -> Event {
 }
 
 /// A stream of an observation's deliveries; `stop` ends it after an event.
+/// When the host shuts down the stream ends with one `event: shutdown`.
 fn stream_of(
     obs: Observation,
+    closing: tokio::sync::watch::Receiver<bool>,
     keep: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
     stop: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
     let keep = std::sync::Arc::new(keep);
     let stop = std::sync::Arc::new(stop);
-    stream::unfold(Some(obs), move |obs| {
+    stream::unfold(Some((obs, closing)), move |state| {
         let keep = keep.clone();
         let stop = stop.clone();
         async move {
-            let mut obs = obs?;
+            let (mut obs, mut closing) = state?;
             loop {
-                match obs.next().await {
+                let next = tokio::select! {
+                    d = obs.next() => d,
+                    _ = closing.wait_for(|c| *c) => {
+                        let event = Event::default().event("shutdown").data(
+                            serde_json::json!({ "reason": "the host is shutting down" }).to_string(),
+                        );
+                        return Some((Ok(event), None));
+                    }
+                };
+                match next {
                     Some(Ok(d)) => {
                         if !keep(&d) {
                             continue;
                         }
                         let event = sse_event(&d);
-                        let next = if stop(&d) { None } else { Some(obs) };
+                        let next = if stop(&d) { None } else { Some((obs, closing)) };
                         return Some((Ok(event), next));
                     }
                     Some(Err(e)) => {
@@ -109,7 +120,7 @@ pub async fn session_events(
     let session = SessionId::parse(&id)?;
     own_session(&s, &ws, &session)?;
     let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
-    Ok(Sse::new(stream_of(obs, |_| true, |_| false))
+    Ok(Sse::new(stream_of(obs, s.rt.closing(), |_| true, |_| false))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
@@ -128,5 +139,5 @@ pub async fn run_events(
         _ => true,
     };
     let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
-    Ok(Sse::new(stream_of(obs, mine, end)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Ok(Sse::new(stream_of(obs, s.rt.closing(), mine, end)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }

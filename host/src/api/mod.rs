@@ -76,12 +76,30 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(rt.clone());
-    axum::serve(
+    let begin = rt.clone();
+    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
-    .await?;
-    rt.shutdown(std::time::Duration::from_secs(10)).await;
-    Ok(())
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        // Streams end and runs are cancelled (or parked) now, so the
+        // connections waiting on them close and the server can stop.
+        begin.begin_shutdown();
+        let _ = stopped_tx.send(());
+    });
+    let served = tokio::spawn(async move { server.await });
+    // Once shutdown began, connections get a few seconds to close.
+    let result = match stopped_rx.await {
+        Ok(()) => tokio::time::timeout(std::time::Duration::from_secs(5), served)
+            .await
+            .unwrap_or(Ok(Ok(()))),
+        Err(_) => served.await,
+    };
+    rt.shutdown(std::time::Duration::from_secs(5)).await;
+    match result {
+        Ok(r) => r,
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
 }

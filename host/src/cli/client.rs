@@ -36,26 +36,67 @@ pub enum Client {
 }
 
 impl TargetArgs {
-    /// Connect (or open the home).
-    pub async fn client(&self) -> anyhow::Result<Client> {
-        match &self.server {
-            Some(url) => Ok(Client::Remote {
-                base: url.trim_end_matches('/').to_string(),
-                http: reqwest::Client::new(),
-            }),
-            None => {
-                let home = self
-                    .home
-                    .clone()
-                    .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
-                    .unwrap_or_else(|| PathBuf::from(".cairn"));
-                let mut config = RuntimeConfig::load(home, None)?;
-                // A management command never restores or serves sockets;
-                // `cairn serve` and `cairn run` own live work.
-                config.restore = false;
-                config.sockets = false;
-                Ok(Client::Local(Runtime::open(config).await?))
-            }
+    fn home(&self) -> PathBuf {
+        self.home
+            .clone()
+            .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(".cairn"))
+    }
+
+    fn remote(url: &str) -> Client {
+        Client::Remote {
+            base: url.trim_end_matches('/').to_string(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// For a command that only reads: the home, read-only (no lock, no
+    /// repair, no restore), or the server. `live` asks for live events: a
+    /// served home is then read through its server, which has them.
+    pub async fn reader(&self, live: bool) -> anyhow::Result<Client> {
+        if let Some(url) = &self.server {
+            return Ok(Self::remote(url));
+        }
+        let home = self.home();
+        if live && let Some(url) = crate::home_lock::holder(&home).and_then(|h| h.url) {
+            eprintln!(
+                "cairn: home {} is served at {url}; following through the server",
+                home.display()
+            );
+            return Ok(Self::remote(&url));
+        }
+        let mut config = RuntimeConfig::load(home, None)?;
+        config.read_only = true;
+        config.restore = false;
+        config.sockets = false;
+        Ok(Client::Local(Runtime::open(config).await?))
+    }
+
+    /// For a command that writes (`command` names it in the home lock): the
+    /// home, owned for the command's length, or the server. A home a server
+    /// holds is reached through that server (said on stderr); one another
+    /// process holds is refused, naming it.
+    pub async fn writer(&self, command: &str) -> anyhow::Result<Client> {
+        if let Some(url) = &self.server {
+            return Ok(Self::remote(url));
+        }
+        let home = self.home();
+        let mut config = RuntimeConfig::load(home.clone(), None)?;
+        // A management command never restores or serves sockets; `cairn
+        // serve` and `cairn run` own live work.
+        config.restore = false;
+        config.sockets = false;
+        config.command = command.to_string();
+        match Runtime::open(config).await {
+            Ok(rt) => Ok(Client::Local(rt)),
+            Err(crate::runtime::RuntimeError::HomeBusy(busy)) => match busy.server_url() {
+                Some(url) => {
+                    eprintln!("cairn: {busy}; sending the request there");
+                    Ok(Self::remote(url))
+                }
+                None => Err(busy.into()),
+            },
+            Err(e) => Err(e.into()),
         }
     }
 }

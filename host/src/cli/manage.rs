@@ -104,7 +104,12 @@ async fn segment(
     op: super::client::SegmentOp,
 ) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(session)?;
-    let out = target.client().await?.segment(&session, op).await?;
+    let command = match op {
+        super::client::SegmentOp::Compact => "compact",
+        super::client::SegmentOp::Branch(_) => "branch",
+        super::client::SegmentOp::Fork(_) => "fork",
+    };
+    let out = target.writer(command).await?.segment(&session, op).await?;
     if target.json {
         println!("{out}");
     } else if let Some(prompt) = out["prompt"].as_str() {
@@ -161,7 +166,20 @@ fn state_name(v: &Value) -> String {
 }
 
 pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let sessions = args.target.client().await?.sessions().await?;
+    let sessions = match args.target.reader(false).await {
+        Ok(client) => client.sessions().await?,
+        Err(e)
+            if e.downcast_ref::<crate::runtime::RuntimeError>().is_some_and(|e| {
+                matches!(
+                    e,
+                    crate::runtime::RuntimeError::Worker(crate::worker::WorkerError::NoHome(_))
+                )
+            }) =>
+        {
+            Value::Array(vec![])
+        }
+        Err(e) => return Err(e),
+    };
     if args.target.json {
         println!("{sessions}");
         return Ok(ExitCode::SUCCESS);
@@ -196,7 +214,7 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(&args.session)?;
-    let (summary, runs) = args.target.client().await?.inspect(&session).await?;
+    let (summary, runs) = args.target.reader(false).await?.inspect(&session).await?;
     if args.target.json {
         println!(
             "{}",
@@ -252,7 +270,7 @@ pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn events(args: EventsArgs) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(&args.session)?;
-    let client = args.target.client().await?;
+    let client = args.target.reader(args.follow).await?;
     let json = args.target.json;
     let mut out = std::io::stdout();
     client
@@ -275,7 +293,7 @@ pub async fn events(args: EventsArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn export(args: SessionArg) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(&args.session)?;
-    let client = args.target.client().await?;
+    let client = args.target.reader(false).await?;
     let mut out = std::io::stdout().lock();
     let mut n = 0u64;
     client
@@ -306,7 +324,7 @@ pub async fn decide(args: DecideArgs) -> anyhow::Result<ExitCode> {
         (None, None) => unreachable!("clap requires one"),
     };
     args.target
-        .client()
+        .writer("decide")
         .await?
         .decide(&id, value.clone())
         .await?;
@@ -323,7 +341,7 @@ pub async fn decide(args: DecideArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn cancel(args: RunArg) -> anyhow::Result<ExitCode> {
     let run: RunId = args.run.parse()?;
-    args.target.client().await?.cancel(run).await?;
+    args.target.writer("cancel").await?.cancel(run).await?;
     if args.target.json {
         println!(
             "{}",
@@ -337,7 +355,7 @@ pub async fn cancel(args: RunArg) -> anyhow::Result<ExitCode> {
 
 pub async fn resume(args: RunArg) -> anyhow::Result<ExitCode> {
     let run: RunId = args.run.parse()?;
-    let started = args.target.client().await?.resume(run).await?;
+    let started = args.target.writer("resume").await?.resume(run).await?;
     if args.target.json {
         println!("{started}");
     } else {
@@ -351,7 +369,7 @@ pub async fn resume(args: RunArg) -> anyhow::Result<ExitCode> {
 
 pub async fn rm(args: SessionArg) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(&args.session)?;
-    args.target.client().await?.rm(&session).await?;
+    args.target.writer("rm").await?.rm(&session).await?;
     if args.target.json {
         println!(
             "{}",

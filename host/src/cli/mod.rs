@@ -81,12 +81,13 @@ pub struct HomeArg {
 }
 
 impl HomeArg {
-    /// The runtime config of this home.
-    pub fn runtime_config(&self) -> anyhow::Result<crate::runtime::RuntimeConfig> {
-        Ok(crate::runtime::RuntimeConfig::load(
-            self.path(),
-            self.config.as_deref(),
-        )?)
+    /// The runtime config of this home, for `command` (as the home lock
+    /// records it).
+    pub fn runtime_config(&self, command: &str) -> anyhow::Result<crate::runtime::RuntimeConfig> {
+        let mut config =
+            crate::runtime::RuntimeConfig::load(self.path(), self.config.as_deref())?;
+        config.command = command.to_string();
+        Ok(config)
     }
 
     fn path(&self) -> PathBuf {
@@ -141,7 +142,14 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cairn: {e:#}");
-            ExitCode::from(1)
+            // Another process owns the home: exit 2, having changed nothing.
+            let busy = e.chain().any(|c| {
+                c.downcast_ref::<crate::home_lock::LockError>()
+                    .is_some_and(|l| matches!(l, crate::home_lock::LockError::Busy { .. }))
+                    || c.downcast_ref::<crate::runtime::RuntimeError>()
+                        .is_some_and(|r| matches!(r, crate::runtime::RuntimeError::HomeBusy(_)))
+            });
+            ExitCode::from(if busy { 2 } else { 1 })
         }
     }
 }

@@ -21,7 +21,9 @@ pub struct ReplayArgs {
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let session = SessionId::parse(&args.session)?;
-    let mut config = args.home.runtime_config()?;
+    let mut config = args.home.runtime_config("replay")?;
+    // Offline replay reads only: no lock, no repair, nothing written.
+    config.read_only = true;
     config.restore = false;
     config.sockets = false;
     let rt = Runtime::open(config).await?;

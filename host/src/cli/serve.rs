@@ -20,7 +20,7 @@ pub struct ServeArgs {
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config = args.home.runtime_config()?;
+    let config = args.home.runtime_config("serve")?;
     if config.host.has_tokens() {
         if args.insecure_local {
             eprintln!(
@@ -55,6 +55,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     let addr = listener.local_addr()?;
+    rt.set_served_url(&format!("http://{addr}"))?;
     println!(
         "cairn: listening on http://{addr} (home {})",
         rt.home().path().display()
@@ -62,9 +63,32 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     std::io::stdout().flush()?;
     let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-        eprintln!("cairn: shutting down: draining live runs");
+        let signal = termination().await;
+        eprintln!("cairn: {signal}: shutting down (draining live runs; a second signal exits at once)");
+        tokio::spawn(async {
+            let again = termination().await;
+            eprintln!("cairn: {again} again: exiting now");
+            std::process::exit(130);
+        });
     };
-    crate::api::serve(listener, rt, shutdown).await?;
+    crate::api::serve(listener, rt.clone(), shutdown).await?;
+    rt.release_home();
+    eprintln!("cairn: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first SIGINT or SIGTERM, by name.
+async fn termination() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
 }

@@ -11,7 +11,7 @@ mod live;
 pub mod schema;
 
 use crate::fsutil::now_ms;
-use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::store::{JournalItem, Store, StoreError};
 use event::{LifecycleEvent, Payload, RunFacts, SessionEvent};
 use live::{Live, Read};
@@ -112,6 +112,7 @@ impl Journals {
                 state: tokio::sync::Mutex::new(AppendState {
                     last_seq: head.last_seq,
                     segment: head.active_segment,
+                    last_generation: head.last_generation,
                 }),
                 live,
             })
@@ -137,6 +138,7 @@ impl Journals {
 struct AppendState {
     last_seq: Seq,
     segment: SegmentId,
+    last_generation: Generation,
 }
 
 /// One session's journal: the serialized writer and the live broadcast.
@@ -228,7 +230,9 @@ impl SessionJournal {
         let Some(last) = events.last() else {
             return Ok(());
         };
-        self.store.append(&self.session, events).await?;
+        self.store
+            .append(&self.session, state.last_seq.next(), events)
+            .await?;
         self.published(state, events, last.seq);
         Ok(())
     }
@@ -238,6 +242,12 @@ impl SessionJournal {
     fn published(&self, state: &mut AppendState, events: &[Arc<SessionEvent>], last: Seq) {
         APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
         state.last_seq = last;
+        for g in events
+            .iter()
+            .filter_map(|e| crate::store::reserved_generation(e))
+        {
+            state.last_generation = state.last_generation.max(g);
+        }
         self.live.publish(events);
     }
 
@@ -265,10 +275,11 @@ impl SessionJournal {
         Ok(owned(events))
     }
 
-    /// Start a new segment after the active one (compaction or branch): the
-    /// store switches segment, then the new segment's first entries are
-    /// written — `SegmentCreated { lineage }` and, for a compaction, its
-    /// summary. Returns them.
+    /// Start a new segment after the active one (compaction or branch):
+    /// its first entries — `SegmentCreated { lineage }` and, for a
+    /// compaction, its summary — go to the store with the switch, so a
+    /// crash leaves either the old segment active or the new one complete.
+    /// Returns them.
     pub async fn start_segment(
         &self,
         compacted: Option<(String, Seq)>,
@@ -277,10 +288,6 @@ impl SessionJournal {
         let mut state = self.state.lock().await;
         let parent = state.segment;
         let segment = SegmentId::new();
-        self.store
-            .start_segment(&self.session, segment, parent)
-            .await?;
-        state.segment = segment;
         let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
             segment_id: segment,
             compacted_from: compacted
@@ -300,8 +307,34 @@ impl SessionJournal {
                 through_seq,
             }));
         }
-        let events = self.write_locked(&mut state, None, entries).await?;
+        let at_ms = now_ms();
+        let mut seq = state.last_seq;
+        let events: Vec<Arc<SessionEvent>> = entries
+            .into_iter()
+            .map(|payload| {
+                seq = seq.next();
+                Arc::new(SessionEvent {
+                    session_id: self.session.clone(),
+                    segment_id: segment,
+                    run_id: None,
+                    seq,
+                    at_ms,
+                    payload,
+                    facts: None,
+                })
+            })
+            .collect();
+        self.store
+            .start_segment(&self.session, segment, parent, &events)
+            .await?;
+        state.segment = segment;
+        self.published(&mut state, &events, seq);
         Ok(owned(events))
+    }
+
+    /// The last generation the journal names as reserved (0: none).
+    pub async fn last_generation(&self) -> Generation {
+        self.state.lock().await.last_generation
     }
 
     /// Append prebuilt entries (an import, such as a fork's copied
@@ -337,6 +370,7 @@ impl SessionJournal {
         let seq = state.last_seq.next();
         let at_ms = now_ms();
         let facts = facts(seq, at_ms);
+        crate::fsutil::crash_point("before-terminal");
         let event = Arc::new(SessionEvent {
             session_id: self.session.clone(),
             segment_id: state.segment,

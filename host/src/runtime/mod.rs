@@ -5,6 +5,7 @@
 
 mod catalog;
 pub mod decisions;
+pub mod failure;
 mod history;
 pub mod lineage;
 mod observers;
@@ -69,6 +70,11 @@ pub struct RuntimeConfig {
     pub restore: bool,
     /// Serve `runs/<gen>/worker.sock` while a generation is live.
     pub sockets: bool,
+    /// Only read the home: take no lock, repair, restore and write nothing
+    /// (`ls`, `inspect`, `events`, `export`, offline `replay`).
+    pub read_only: bool,
+    /// What this process is, as the home lock records it (`serve`, `run`, …).
+    pub command: String,
 }
 
 impl RuntimeConfig {
@@ -96,6 +102,8 @@ impl RuntimeConfig {
             retention: Duration::from_secs(600),
             restore: true,
             sockets: true,
+            read_only: false,
+            command: "embedded".into(),
         }
     }
 }
@@ -303,6 +311,20 @@ pub enum RuntimeError {
     /// The run task ended without a terminal write.
     #[error("{0}")]
     RunLost(String),
+    /// Another process owns the home.
+    #[error(transparent)]
+    HomeBusy(#[from] crate::home_lock::LockError),
+    /// The disk refused what the command had to write.
+    #[error("{0}")]
+    Storage(String),
+    /// The session's files are corrupt; every other session is unaffected.
+    #[error("session {session} is corrupt: {reason}")]
+    Corrupt {
+        /// The session.
+        session: SessionId,
+        /// What is wrong (`path:line: what`).
+        reason: String,
+    },
 }
 
 impl RuntimeError {
@@ -327,6 +349,9 @@ impl RuntimeError {
             | RuntimeError::InvalidRequest(_) => "invalid_request",
             RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => "conflict",
             RuntimeError::ShuttingDown => "shutting_down",
+            RuntimeError::HomeBusy(_) => "home_busy",
+            RuntimeError::Storage(_) => "storage",
+            RuntimeError::Corrupt { .. } => "corrupt",
             _ => "internal",
         }
     }
@@ -345,6 +370,11 @@ pub(crate) struct SessionLive {
 
 pub(crate) struct Inner {
     home: Home,
+    /// The home's OS lock, held while this runtime owns the home (none for
+    /// a reader).
+    lock: Mutex<Option<crate::home_lock::HomeLock>>,
+    /// What the owner's open repaired, for people.
+    recovery: Vec<String>,
     store: Arc<dyn Store>,
     file_store: Option<Arc<FileStore>>,
     journals: Journals,
@@ -353,6 +383,8 @@ pub(crate) struct Inner {
     sessions: Mutex<HashMap<SessionId, SessionLive>>,
     runs: Mutex<HashMap<RunId, LiveRecord>>,
     draining: AtomicBool,
+    /// Set when shutdown begins: followers' streams end.
+    closing: watch::Sender<bool>,
     restored: Mutex<Vec<RunId>>,
     /// Draft sessions: a stable id in memory, with its workspace.
     drafts: Mutex<HashMap<SessionId, String>>,
@@ -384,19 +416,41 @@ impl Runtime {
     /// Open a runtime on `config.home`. With `config.restore`, interrupted
     /// runs found there are restored by replay (see [`Runtime::restored`]).
     pub async fn open(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        let home = Home::open(&config.home)?;
+        let read_only = config.read_only;
+        // One writer per home: the lock first, before anything is read
+        // that a writer could be changing.
+        let lock = match read_only {
+            true => None,
+            false => Some(crate::home_lock::HomeLock::acquire(
+                &config.home,
+                &config.command,
+            )?),
+        };
+        let home = match read_only {
+            true => Home::open_existing(&config.home)?,
+            false => Home::open(&config.home)?,
+        };
+        let recovery = match read_only {
+            true => Vec::new(),
+            false => home.recover().notes(),
+        };
         let (store, file_store): (Arc<dyn Store>, _) = match config.store {
             StoreKind::File => {
-                let fs = Arc::new(FileStore::new(home.clone()));
+                let fs = Arc::new(match read_only {
+                    true => FileStore::read_only(home.clone()),
+                    false => FileStore::new(home.clone()),
+                });
                 (fs.clone(), Some(fs))
             }
             StoreKind::Memory { window } => (Arc::new(MemoryStore::new(window)), None),
         };
         let journals = Journals::new(store.clone(), config.live_window);
-        let restore = config.restore && file_store.is_some();
+        let restore = config.restore && file_store.is_some() && !read_only;
         let rt = Runtime {
             inner: Arc::new(Inner {
                 home,
+                lock: Mutex::new(lock),
+                recovery,
                 store,
                 file_store,
                 journals,
@@ -408,13 +462,13 @@ impl Runtime {
                 sessions: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
+                closing: watch::channel(false).0,
                 restored: Mutex::new(Vec::new()),
                 drafts: Mutex::new(HashMap::new()),
                 ended: Default::default(),
                 config,
             }),
         };
-        rt.inner.home.finish_deletes()?;
         if restore {
             replay::restore_all(&rt).await?;
         }
@@ -426,13 +480,37 @@ impl Runtime {
         &self.inner.home
     }
 
-    /// What recovery did while opening journals, for people.
+    /// What recovery did while opening the home and its journals, for
+    /// people.
     pub fn recovery_notes(&self) -> Vec<String> {
+        let mut notes = self.inner.recovery.clone();
+        notes.extend(
+            self.inner
+                .file_store
+                .as_ref()
+                .map(|s| s.take_notes())
+                .unwrap_or_default(),
+        );
+        notes
+    }
+
+    /// Record the URL this process serves its home at (in the home lock, so
+    /// a second writer is sent there).
+    pub fn set_served_url(&self, url: &str) -> Result<(), RuntimeError> {
+        let mut lock = self.inner.lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(lock) = lock.as_mut() {
+            lock.set_url(url)?;
+        }
+        Ok(())
+    }
+
+    /// Give the home lock up (at the end of a shutdown).
+    pub fn release_home(&self) {
         self.inner
-            .file_store
-            .as_ref()
-            .map(|s| s.take_notes())
-            .unwrap_or_default()
+            .lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     async fn resolve(
@@ -543,13 +621,29 @@ impl Runtime {
             return Err(RuntimeError::SessionExists(session));
         }
         let worker = self.inner.home.create_worker(&session, None, workspace)?;
+        // Staged until its first entry is durable; a failure undoes it, a
+        // crash leaves it to the next owner to roll back.
+        let created = async {
+            let segment = worker.metadata()?.active_segment;
+            self.inner.journals.create(&session, segment).await?;
+            crate::fsutil::crash_point("create-before-publish");
+            worker.publish()?;
+            Ok::<_, RuntimeError>(())
+        }
+        .await;
+        if let Err(e) = created {
+            self.inner.journals.close(&session);
+            if let Some(fs) = &self.inner.file_store {
+                fs.forget(&session);
+            }
+            self.inner.home.discard_staged(&worker);
+            return Err(e);
+        }
         self.inner
             .drafts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&session);
-        let segment = worker.metadata()?.active_segment;
-        self.inner.journals.create(&session, segment).await?;
         Ok((session, worker.id()))
     }
 
@@ -712,6 +806,7 @@ impl Runtime {
             info: prepared.info().clone(),
             component: prepared.digest().to_string(),
         };
+        let (durable_tx, durable_rx) = tokio::sync::oneshot::channel();
         let (resumes, checkpoint) = match resume {
             Some((r, c)) => (Some(r), Some(c)),
             None => (None, None),
@@ -729,10 +824,19 @@ impl Runtime {
             checkpoint,
             previous_generation,
             bind,
-            generation_floor: None,
+            generation_floor: Some(journal.last_generation().await),
             replay: None,
+            durable: Some(durable_tx),
         };
         self.spawn_run(plan);
+        // Answer only once the run's first batch is durable, so an accepted
+        // run id never disappears in a crash.
+        if durable_rx.await.is_err() {
+            // The run ended before its first entries were written.
+            if let Err(RuntimeError::RunLost(message)) = self.wait(run_id).await {
+                return Err(RuntimeError::Storage(message));
+            }
+        }
         Ok(started)
     }
 
@@ -1032,11 +1136,20 @@ impl Runtime {
             .collect()
     }
 
-    /// Drain: refuse new starts, cancel live runs (or park those whose policy
-    /// is `park` and whose controller can), wait for every controller, and
-    /// remove their sockets.
-    pub async fn shutdown(&self, wait: Duration) {
+    /// Set once shutdown begins (followers end their streams on it).
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.inner.closing.subscribe()
+    }
+
+    /// Begin a shutdown without waiting: refuse new starts, end followers'
+    /// streams, and cancel live runs (or park those whose policy is `park`).
+    pub fn begin_shutdown(&self) {
+        self.cancel_for_shutdown();
+    }
+
+    fn cancel_for_shutdown(&self) -> Vec<Arc<RunCtx>> {
         self.inner.draining.store(true, Ordering::SeqCst);
+        self.inner.closing.send_replace(true);
         let live: Vec<Arc<RunCtx>> = {
             let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
             runs.values().map(|r| r.ctx.clone()).collect()
@@ -1048,6 +1161,13 @@ impl Runtime {
                 ctx.cancel(CancelReason::Shutdown, "the host is shutting down");
             }
         }
+        live
+    }
+
+    /// Drain: [`Runtime::begin_shutdown`], then wait (at most `wait`) for
+    /// every controller, and remove their sockets.
+    pub async fn shutdown(&self, wait: Duration) {
+        let live = self.cancel_for_shutdown();
         let waits = live.iter().map(|ctx| {
             let rt = self.clone();
             let run = ctx.run_id;

@@ -120,6 +120,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
             previous_generation,
             bind: record.component.is_none().then(|| component.clone()),
             generation_floor: last_reserved(&events),
+            durable: None,
             replay: Some(ReplayPlan {
                 seed: *seed,
                 first_seq,

@@ -15,6 +15,7 @@ use crate::journal::event::{
     AgentEvent, ApprovalRoute, CancelReason, DecidedBy, ErrorInfo, FinishOutcome, LifecycleEvent,
     Liveness, LivenessPolicy, Payload, RunFacts, RunStatus, SessionEvent, Usage,
 };
+use super::failure::FailureCode;
 use crate::limits::Limits;
 use crate::worker::WorkerDir;
 use async_trait::async_trait;
@@ -213,7 +214,7 @@ impl RunCtx {
     pub(crate) fn break_limit(&self, limit: &str, value: u64, max: u64) -> String {
         let what = format!("{limit}: {value} (at most {max})");
         self.fail(ErrorInfo {
-            code: "limit_exceeded".into(),
+            code: FailureCode::LimitExceeded.as_str().into(),
             message: format!("the run exceeded a limit: {what}"),
             details: Some(serde_json::json!({ "limit": limit, "value": value, "max": max })),
         });
@@ -232,9 +233,27 @@ impl RunCtx {
             "replay diverged at seq {seq}: the journal has {expected}, the controller did {got}"
         );
         self.fail(ErrorInfo {
-            code: "replay_diverged".into(),
+            code: FailureCode::ReplayDiverged.as_str().into(),
             message: message.clone(),
             details: Some(serde_json::json!({ "seq": seq, "expected": expected, "got": got })),
+        });
+        HostFailure(message)
+    }
+
+    /// The journal refused a write: a fence conflict means another writer
+    /// holds the session (this run has lost authority and writes nothing
+    /// more); any other store failure is the disk's (`storage`). Either
+    /// ends the run.
+    fn refused(&self, what: &str, e: crate::store::StoreError) -> HostFailure {
+        let code = match &e {
+            crate::store::StoreError::Conflict { .. } => FailureCode::LostAuthority,
+            _ => FailureCode::Storage,
+        };
+        let message = format!("the journal refused {what}: {e}");
+        self.fail(ErrorInfo {
+            code: code.as_str().into(),
+            message: message.clone(),
+            details: None,
         });
         HostFailure(message)
     }
@@ -259,7 +278,7 @@ impl RunCtx {
         self.journal
             .append(Some(self.run_id), Payload::Lifecycle(event))
             .await
-            .map_err(|e| HostFailure(format!("the journal refused an entry: {e}")))
+            .map_err(|e| self.refused("an entry", e))
     }
 
     fn advance_clock(&self, at_ms: u64) {
@@ -551,7 +570,7 @@ impl RunHost for RunCtx {
             .journal
             .append_seq(Some(self.run_id), payload)
             .await
-            .map_err(|e| HostFailure(format!("the journal refused an event: {e}")))?;
+            .map_err(|e| self.refused("an event", e))?;
         self.count(size);
         Ok(Ok(seq.0))
     }
@@ -617,9 +636,7 @@ impl RunHost for RunCtx {
             if let Some((id, _)) = &registered {
                 self.broker.withdraw(id);
             }
-            return Err(HostFailure(format!(
-                "the journal refused a decision request: {e}"
-            )));
+            return Err(self.refused("a decision request", e));
         }
         match registered {
             None => Ok(Answer::Park),
@@ -678,10 +695,12 @@ pub(crate) struct RunPlan {
     /// The last generation the journal names (a restore reserves past it).
     pub generation_floor: Option<Generation>,
     pub replay: Option<ReplayPlan>,
+    /// Told once the run's first batch (reservation and start) is durable.
+    pub durable: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Run to the end and make the terminal write. Returns the run's facts.
-pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, String> {
+pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts, String> {
     let inner = rt.inner.clone();
     let ctx = plan.ctx.clone();
     let started = Instant::now();
@@ -727,7 +746,13 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
             .journal
             .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)])
             .await
-            .map_err(|e| ErrorOrCancel::error("journal", format!("the journal refused an entry: {e}")))?;
+            .map_err(|e| {
+                let failure = ctx.refused("the run's first entries", e);
+                ErrorOrCancel::error(FailureCode::Storage.as_str(), failure.0)
+            })?;
+        if let Some(durable) = plan.durable.take() {
+            let _ = durable.send(());
+        }
         // worker.json and the rest of the layout, before anything is instantiated.
         worker
             .record_generation(generation, plan.bind.as_deref())
@@ -798,7 +823,9 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
     if let Some(socket) = socket {
         socket.stop();
     }
-    if ctx.failure().is_some_and(|f| f.code == "replay_diverged")
+    if ctx
+        .failure()
+        .is_some_and(|f| FailureCode::ReplayDiverged.is(&f.code))
         && let Err(e) = plan.worker.mark_stale()
     {
         eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
@@ -819,27 +846,48 @@ pub(crate) async fn run_task(rt: Runtime, plan: RunPlan) -> Result<RunFacts, Str
     let component = plan.prepared.digest().to_string();
     let (run_id, session) = (ctx.run_id, ctx.session.clone());
     let (continues, resumes) = (plan.continues, plan.resumes);
-    ctx.journal
-        .finish(run_id, terminal, |seq, at_ms| RunFacts {
-            run_id,
-            session_id: session,
-            component,
-            status,
-            outcome,
-            usage,
-            started_at_ms,
-            ended_at_ms: at_ms,
-            first_seq: first_seq.unwrap_or(seq),
-            last_seq: seq,
-            generation,
-            checkpoint,
-            pending_decisions: pending,
-            continues,
-            resumes,
-        })
-        .await
-        .map(|e| e.facts.expect("a terminal event carries its facts"))
-        .map_err(|e| format!("cannot journal the end of run {run_id}: {e}"))
+    if let Some(lost) = ctx
+        .failure()
+        .filter(|f| FailureCode::LostAuthority.is(&f.code))
+    {
+        // Another writer holds the session: write nothing more, and let
+        // the next open of the session read what that writer wrote.
+        inner.journals.close(&session);
+        return Err(format!("run {run_id} ended without a terminal entry: {}", lost.message));
+    }
+    let facts = |seq: Seq, at_ms: u64| RunFacts {
+        run_id,
+        session_id: session.clone(),
+        component: component.clone(),
+        status,
+        outcome,
+        usage: usage.clone(),
+        started_at_ms,
+        ended_at_ms: at_ms,
+        first_seq: first_seq.unwrap_or(seq),
+        last_seq: seq,
+        generation,
+        checkpoint: checkpoint.clone(),
+        pending_decisions: pending.clone(),
+        continues,
+        resumes,
+    };
+    // A disk that refuses the terminal entry (full, failing) is retried
+    // until it takes it, so no run stays `running` without a task; the
+    // session's run slot stays held meanwhile.
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match ctx.journal.finish(run_id, terminal.clone(), &facts).await {
+            Ok(e) => return Ok(e.facts.expect("a terminal event carries its facts")),
+            Err(crate::store::StoreError::Io { .. })
+                if !inner.draining.load(Ordering::SeqCst) =>
+            {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(format!("cannot journal the end of run {run_id}: {e}")),
+        }
+    }
 }
 
 /// Enforce the limits nothing else sees: the wall clock, and the bytes under
@@ -998,13 +1046,13 @@ async fn terminal_of(
                 Some(key),
             ),
             Err(e) => failed(ErrorInfo {
-                code: "checkpoint".into(),
+                code: FailureCode::Checkpoint.as_str().into(),
                 message: format!("cannot store the park checkpoint: {e}"),
                 details: None,
             }),
         },
         Ok(Outcome::Failed { code, message }) => failed(ErrorInfo {
-            code: "controller_error".into(),
+            code: FailureCode::ControllerError.as_str().into(),
             message: format!("{code}: {message}"),
             details: Some(serde_json::json!({ "controller_code": code })),
         }),

@@ -5,9 +5,9 @@
 //! reported); any other corrupt line, a duplicate seq or a hole fails closed
 //! with the path and line number.
 
-use super::{Head, JournalItem, JournalStore, RunStore, StoreError};
+use super::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
 use crate::fsutil;
-use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
 use crate::worker::{Home, WorkerDir};
 use async_trait::async_trait;
@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex};
 /// Journals and run facts in worker aggregates under a [`Home`].
 pub struct FileStore {
     home: Home,
+    /// A reader of a home another process owns: it repairs nothing (a torn
+    /// tail may be a line the owner is still writing) and writes nothing.
+    read_only: bool,
     sessions: Mutex<HashMap<SessionId, Arc<SessionFiles>>>,
     notes: Mutex<Vec<String>>,
 }
@@ -43,6 +46,7 @@ struct Writer {
     file: std::fs::File,
     len: u64,
     last_seq: Seq,
+    last_generation: Generation,
     segment: SegmentId,
     /// Where each entry is: `lines[seq - 1]`. Seq is dense from 1, so a read
     /// from any cursor is a slice of this and one positioned read per line.
@@ -97,16 +101,54 @@ pub fn index_segment(
     bytes: &[u8],
     path: &std::path::Path,
     prev: Option<Seq>,
+    last_generation: &mut Generation,
 ) -> Result<Walked, StoreError> {
+    /// Just enough of a line: its seq, and the generation a
+    /// `generation_reserved` entry names.
     #[derive(serde::Deserialize)]
-    struct SeqOnly {
+    struct Head<'a> {
         seq: u64,
+        #[serde(borrow, default)]
+        payload: Option<PayloadHead<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PayloadHead<'a> {
+        #[serde(borrow, default)]
+        kind: Option<&'a str>,
+        #[serde(borrow, default)]
+        event: Option<EventHead<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct EventHead<'a> {
+        #[serde(rename = "type", borrow, default)]
+        ty: Option<&'a str>,
+        #[serde(default)]
+        generation: Option<serde_json::Value>,
     }
     walk_segment(bytes, path, prev, |line| {
-        match serde_json::from_slice::<SeqOnly>(line) {
-            Ok(SeqOnly { seq }) if seq > 0 => Ok(Seq(seq)),
+        match serde_json::from_slice::<Head>(line) {
+            Ok(Head { seq, payload }) if seq > 0 => {
+                if let Some(EventHead {
+                    ty: Some("generation_reserved" | "started" | "resumed_by_replay"),
+                    generation: Some(g),
+                }) = payload
+                    .filter(|p| p.kind == Some("lifecycle"))
+                    .and_then(|p| p.event)
+                    && let Some(g) = g.as_u64()
+                {
+                    *last_generation = (*last_generation).max(Generation(g));
+                }
+                Ok(Seq(seq))
+            }
             // The slow path names what is wrong.
-            _ => parse_line(line).map(|item| item.seq()),
+            _ => parse_line(line).map(|item| {
+                if let JournalItem::Event(e) = &item
+                    && let Some(g) = super::reserved_generation(e)
+                {
+                    *last_generation = (*last_generation).max(g);
+                }
+                item.seq()
+            }),
         }
     })
 }
@@ -238,8 +280,18 @@ impl FileStore {
     pub fn new(home: Home) -> Self {
         FileStore {
             home,
+            read_only: false,
             sessions: Mutex::new(HashMap::new()),
             notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A store that only reads the home (whose owner is another process):
+    /// it repairs nothing and refuses every write.
+    pub fn read_only(home: Home) -> Self {
+        FileStore {
+            read_only: true,
+            ..FileStore::new(home)
         }
     }
 
@@ -289,13 +341,15 @@ impl FileStore {
         let mut prev = Some(Seq(0));
         let mut lines = Vec::new();
         let mut readers = Vec::new();
+        let mut last_generation = Generation(0);
         for (index, segment) in order.iter().enumerate() {
             let name = format!("{segment}.jsonl");
             let path = segments_path.join(&name);
             let bytes = segments
                 .read(&name)
                 .map_err(io(format!("cannot read {}", path.display())))?;
-            let (spans, good_len, truncated_line) = index_segment(&bytes, &path, prev)?;
+            let (spans, good_len, truncated_line) =
+                index_segment(&bytes, &path, prev, &mut last_generation)?;
             if let Some(line) = truncated_line {
                 if *segment != meta.active_segment {
                     return Err(StoreError::Corrupt {
@@ -304,6 +358,10 @@ impl FileStore {
                         reason: "truncated line in a segment that is not the active one".into(),
                     });
                 }
+            }
+            if let Some(line) = truncated_line
+                && !self.read_only
+            {
                 let file = fsutil::open_append(&segments, &name)
                     .map_err(io(format!("cannot open {}", path.display())))?
                     .into_std();
@@ -338,13 +396,18 @@ impl FileStore {
         }
         let active = format!("{}.jsonl", meta.active_segment);
         let active_path = segments_path.join(&active);
-        let file = fsutil::open_append(&segments, &active)
-            .map_err(io(format!("cannot open {}", active_path.display())))?
-            .into_std();
-        let len = file
-            .metadata()
-            .map_err(io(format!("cannot stat {}", active_path.display())))?
-            .len();
+        let file = if self.read_only {
+            segments.open(&active)
+        } else {
+            fsutil::open_append(&segments, &active)
+        }
+        .map_err(io(format!("cannot open {}", active_path.display())))?
+        .into_std();
+        // What this store indexed (a reader leaves a torn tail alone).
+        let len = lines
+            .last()
+            .filter(|l| l.segment as usize == order.len() - 1)
+            .map_or(0, |l| l.offset + u64::from(l.len) + 1);
         let files = Arc::new(SessionFiles {
             last_used: std::sync::atomic::AtomicU64::new(use_tick()),
             worker,
@@ -355,6 +418,7 @@ impl FileStore {
                 file,
                 len,
                 last_seq: prev.unwrap_or(Seq(0)),
+                last_generation,
                 segment: meta.active_segment,
                 lines,
             }),
@@ -384,29 +448,15 @@ impl FileStore {
     fn write_batch(
         files: &SessionFiles,
         session: &SessionId,
+        expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
         let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut expected = writer.last_seq.next();
-        let mut buf = Vec::with_capacity(events.len() * 256);
-        let mut spans = Vec::with_capacity(events.len());
-        for event in events {
-            if event.seq != expected {
-                return Err(StoreError::OutOfOrder {
-                    session: session.clone(),
-                    expected,
-                    got: event.seq,
-                });
-            }
-            let start = buf.len();
-            serde_json::to_writer(&mut buf, event.as_ref()).expect("events serialize");
-            spans.push((start as u64, (buf.len() - start) as u32));
-            buf.push(b'\n');
-            expected = expected.next();
-        }
         let path = files
             .segments_path
             .join(format!("{}.jsonl", writer.segment));
+        Self::fence(&writer, &path, session, expected, events)?;
+        let (buf, spans) = encode(events);
         fsutil::count_sync();
         let result = writer
             .file
@@ -417,6 +467,45 @@ impl FileStore {
             let _ = writer.file.set_len(writer.len);
             return Err(io(format!("cannot append to {}", path.display()))(e));
         }
+        Self::advance(&mut writer, events, &buf, spans);
+        Ok(())
+    }
+
+    /// The fence: the batch must continue this store's head, and the
+    /// active segment must still end where this store last wrote — bytes
+    /// past it are another process's appends.
+    fn fence(
+        writer: &Writer,
+        path: &std::path::Path,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        check_fence(session, writer.last_seq, expected, events)?;
+        let on_disk = writer
+            .file
+            .metadata()
+            .map_err(io(format!("cannot stat {}", path.display())))?
+            .len();
+        if on_disk != writer.len {
+            let mut tail = Vec::new();
+            if on_disk > writer.len {
+                use std::os::unix::fs::FileExt;
+                tail = vec![0u8; (on_disk - writer.len).min(64 << 20) as usize];
+                let _ = writer.file.read_exact_at(&mut tail, writer.len);
+            }
+            let more = tail.iter().filter(|&&b| b == b'\n').count() as u64;
+            return Err(StoreError::Conflict {
+                session: session.clone(),
+                expected,
+                head: Seq(writer.last_seq.0 + more),
+            });
+        }
+        Ok(())
+    }
+
+    /// Record a written batch: its lines, the length, the head.
+    fn advance(writer: &mut Writer, events: &[Arc<SessionEvent>], buf: &[u8], spans: Spans) {
         let (base, segment) = (writer.len, (writer.order.len() - 1) as u32);
         writer
             .lines
@@ -426,8 +515,12 @@ impl FileStore {
                 len,
             }));
         writer.len += buf.len() as u64;
-        writer.last_seq = expected.0.checked_sub(1).map(Seq).unwrap_or(Seq(0));
-        Ok(())
+        if let Some(last) = events.last() {
+            writer.last_seq = last.seq;
+        }
+        for g in events.iter().filter_map(|e| super::reserved_generation(e)) {
+            writer.last_generation = writer.last_generation.max(g);
+        }
     }
 
     fn read_all(
@@ -488,6 +581,21 @@ impl FileStore {
     }
 }
 
+type Spans = Vec<(u64, u32)>;
+
+/// The batch's lines (each ending in a newline) and each one's span.
+fn encode(events: &[Arc<SessionEvent>]) -> (Vec<u8>, Spans) {
+    let mut buf = Vec::with_capacity(events.len() * 256);
+    let mut spans = Vec::with_capacity(events.len());
+    for event in events {
+        let start = buf.len();
+        serde_json::to_writer(&mut buf, event.as_ref()).expect("events serialize");
+        spans.push((start as u64, (buf.len() - start) as u32));
+        buf.push(b'\n');
+    }
+    (buf, spans)
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
@@ -517,18 +625,23 @@ impl JournalStore for FileStore {
         Ok(Head {
             last_seq: writer.last_seq,
             active_segment: writer.segment,
+            last_generation: writer.last_generation,
         })
     }
 
     async fn append(
         &self,
         session: &SessionId,
+        expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly(session.clone()));
+        }
         let files = self.open(session)?;
         let session = session.clone();
         let events = events.to_vec();
-        blocking(move || Self::write_batch(&files, &session, &events)).await
+        blocking(move || Self::write_batch(&files, &session, expected, &events)).await
     }
 
     async fn read(
@@ -546,10 +659,21 @@ impl JournalStore for FileStore {
         session: &SessionId,
         segment: SegmentId,
         parent: SegmentId,
+        first: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly(session.clone()));
+        }
         let files = self.open(session)?;
+        let session = session.clone();
+        let first = first.to_vec();
         blocking(move || {
             let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let active_path = files
+                .segments_path
+                .join(format!("{}.jsonl", writer.segment));
+            let expected = first.first().map_or(writer.last_seq.next(), |e| e.seq);
+            Self::fence(&writer, &active_path, &session, expected, &first)?;
             let dir = files
                 .worker
                 .session_dir()
@@ -557,13 +681,22 @@ impl JournalStore for FileStore {
                 .map_err(io(format!("cannot open {}", files.segments_path.display())))?;
             let name = format!("{segment}.jsonl");
             let path = files.segments_path.join(&name);
-            for file in [name.clone(), format!("{segment}.trace.jsonl")] {
-                fsutil::create_file_new(&dir, &file)
-                    .map_err(io(format!("cannot create {}", path.display())))?;
-            }
+            // The new segment is complete — its first entries written and
+            // synced — before metadata.json names it active; a crash before
+            // the switch leaves an unnamed file nobody reads.
+            let (buf, spans) = encode(&first);
+            let mut file = fsutil::create_file_new(&dir, &name)
+                .map_err(io(format!("cannot create {}", path.display())))?
+                .into_std();
+            fsutil::create_file_new(&dir, &format!("{segment}.trace.jsonl"))
+                .map_err(io(format!("cannot create {}", path.display())))?;
+            fsutil::count_sync();
+            file.write_all(&buf)
+                .and_then(|()| file.sync_data())
+                .map_err(io(format!("cannot write {}", path.display())))?;
             fsutil::sync_dir(&dir)
                 .map_err(io(format!("cannot sync {}", files.segments_path.display())))?;
-            // The segment exists before metadata.json names it active.
+            fsutil::crash_point("segment-before-switch");
             let mut meta = files.worker.metadata()?;
             meta.segments.push(crate::worker::SegmentRef {
                 segment_id: segment,
@@ -583,6 +716,7 @@ impl JournalStore for FileStore {
             writer.file = file;
             writer.len = 0;
             writer.segment = segment;
+            Self::advance(&mut writer, &first, &buf, spans);
             Ok(())
         })
         .await
@@ -608,8 +742,12 @@ impl RunStore for FileStore {
     ) -> Result<(), StoreError> {
         // The facts ride on the terminal line itself: one line, one sync.
         debug_assert!(terminal.facts.is_some());
-        self.append(&terminal.session_id, std::slice::from_ref(terminal))
-            .await
+        self.append(
+            &terminal.session_id,
+            terminal.seq,
+            std::slice::from_ref(terminal),
+        )
+        .await
     }
 
     async fn run_facts(
@@ -630,6 +768,9 @@ impl RunStore for FileStore {
         run: RunId,
         bytes: &[u8],
     ) -> Result<String, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly(session.clone()));
+        }
         let files = self.open(session)?;
         let bytes = bytes.to_vec();
         blocking(move || {

@@ -1,8 +1,8 @@
 //! The in-memory store: a bounded window of each session's newest events.
 //! It serves observers; it is not complete (see [`JournalStore::is_complete`]).
 
-use super::{Head, JournalItem, JournalStore, RunStore, StoreError};
-use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use super::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
+use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
 use async_trait::async_trait;
 use std::collections::{HashMap, VecDeque};
@@ -14,6 +14,7 @@ pub const DEFAULT_WINDOW: usize = 100_000;
 struct Session {
     segment: SegmentId,
     last_seq: Seq,
+    last_generation: Generation,
     bytes: u64,
     events: VecDeque<Arc<SessionEvent>>,
     runs: HashMap<RunId, RunFacts>,
@@ -47,19 +48,24 @@ impl MemoryStore {
         f(s)
     }
 
+    /// Append `events` after the fence let them through.
     fn push(
         &self,
         s: &mut Session,
         session: &SessionId,
-        event: &Arc<SessionEvent>,
+        expected: Seq,
+        events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
-        let expected = s.last_seq.next();
-        if event.seq != expected {
-            return Err(StoreError::OutOfOrder {
-                session: session.clone(),
-                expected,
-                got: event.seq,
-            });
+        check_fence(session, s.last_seq, expected, events)?;
+        for event in events {
+            self.push_one(s, event);
+        }
+        Ok(())
+    }
+
+    fn push_one(&self, s: &mut Session, event: &Arc<SessionEvent>) {
+        if let Some(g) = super::reserved_generation(event) {
+            s.last_generation = s.last_generation.max(g);
         }
         s.last_seq = event.seq;
         s.bytes = s
@@ -69,7 +75,6 @@ impl MemoryStore {
         while s.events.len() > self.window {
             s.events.pop_front();
         }
-        Ok(())
     }
 }
 
@@ -91,6 +96,7 @@ impl JournalStore for MemoryStore {
             Session {
                 segment,
                 last_seq: Seq(0),
+                last_generation: Generation(0),
                 bytes: 0,
                 events: VecDeque::new(),
                 runs: HashMap::new(),
@@ -105,6 +111,7 @@ impl JournalStore for MemoryStore {
             Ok(Head {
                 last_seq: s.last_seq,
                 active_segment: s.segment,
+                last_generation: s.last_generation,
             })
         })
     }
@@ -112,14 +119,10 @@ impl JournalStore for MemoryStore {
     async fn append(
         &self,
         session: &SessionId,
+        expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
-        self.with(session, |s| {
-            for event in events {
-                self.push(s, session, event)?;
-            }
-            Ok(())
-        })
+        self.with(session, |s| self.push(s, session, expected, events))
     }
 
     async fn read(
@@ -150,9 +153,15 @@ impl JournalStore for MemoryStore {
         session: &SessionId,
         segment: SegmentId,
         _parent: SegmentId,
+        first: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
         self.with(session, |s| {
+            let expected = first.first().map_or(s.last_seq.next(), |e| e.seq);
+            check_fence(session, s.last_seq, expected, first)?;
             s.segment = segment;
+            for event in first {
+                self.push_one(s, event);
+            }
             Ok(())
         })
     }
@@ -175,7 +184,7 @@ impl RunStore for MemoryStore {
     ) -> Result<(), StoreError> {
         let session = &terminal.session_id;
         self.with(session, |s| {
-            self.push(s, session, terminal)?;
+            self.push(s, session, terminal.seq, std::slice::from_ref(terminal))?;
             s.runs.insert(facts.run_id, facts.clone());
             Ok(())
         })

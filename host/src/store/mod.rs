@@ -5,7 +5,7 @@
 pub mod file;
 pub mod memory;
 
-use crate::ids::{RunId, SegmentId, Seq, SessionId};
+use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
 use async_trait::async_trait;
 use std::path::PathBuf;
@@ -50,6 +50,9 @@ pub struct Head {
     pub last_seq: Seq,
     /// The segment appends go to.
     pub active_segment: SegmentId,
+    /// The last generation a `GenerationReserved` entry names (0: none):
+    /// a new run reserves past it, whatever `worker.json` says.
+    pub last_generation: Generation,
 }
 
 /// A store failure; every variant names what it concerns.
@@ -77,6 +80,24 @@ pub enum StoreError {
         /// The seq it got.
         got: Seq,
     },
+    /// A fenced append found the journal's head elsewhere than the writer
+    /// expected: another writer appended, so this one has lost authority
+    /// over the session and must not write.
+    #[error(
+        "session {session}: the append expected to continue at seq {expected} but the journal's head is seq {head}; another writer holds this session"
+    )]
+    Conflict {
+        /// The session.
+        session: SessionId,
+        /// The seq the writer expected to write next.
+        expected: Seq,
+        /// The seq the journal really ends at.
+        head: Seq,
+    },
+    /// The store was opened to read only (a reader of a home another
+    /// process owns).
+    #[error("session {0}: this store is open read-only; only the home's owner writes")]
+    ReadOnly(SessionId),
     /// A stored line is corrupt; the store fails closed.
     #[error("{path}:{line}: {reason}")]
     Corrupt {
@@ -114,11 +135,15 @@ pub trait JournalStore: Send + Sync + 'static {
     /// Where the journal stands; `UnknownSession` when it does not exist.
     async fn head(&self, session: &SessionId) -> Result<Head, StoreError>;
 
-    /// Append `events` (dense, continuing the head). Durable when it returns
-    /// `Ok`: the file store writes the batch once and syncs once.
+    /// Append `events` (dense, the first numbered `expected`). Fenced: when
+    /// the journal's head is not `expected - 1` — another writer moved it —
+    /// nothing is written and the answer is `Conflict { expected, head }`.
+    /// Durable when it returns `Ok`: the file store writes the batch once
+    /// and syncs once.
     async fn append(
         &self,
         session: &SessionId,
+        expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError>;
 
@@ -131,13 +156,17 @@ pub trait JournalStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError>;
 
-    /// Make `segment` (a child of `parent`) the active segment: appends go
-    /// there from now on. Durable when it returns.
+    /// Make `segment` (a child of `parent`) the active segment, with `first`
+    /// (its `SegmentCreated` entry and what goes with it, fenced like an
+    /// append) as its first entries: appends go there from now on. The
+    /// switch is atomic: a crash leaves the old segment active, or the new
+    /// one active with every entry of `first`. Durable when it returns.
     async fn start_segment(
         &self,
         session: &SessionId,
         segment: SegmentId,
         parent: SegmentId,
+        first: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError>;
 
     /// Bytes the session's journal holds.
@@ -182,3 +211,47 @@ pub trait RunStore: Send + Sync + 'static {
 /// A store that is both.
 pub trait Store: JournalStore + RunStore {}
 impl<T: JournalStore + RunStore> Store for T {}
+
+/// The fence every store applies before it writes: `events` must be dense
+/// from `expected`, and `expected` must continue `head`.
+pub fn check_fence(
+    session: &SessionId,
+    head: Seq,
+    expected: Seq,
+    events: &[Arc<SessionEvent>],
+) -> Result<(), StoreError> {
+    if expected != head.next() {
+        return Err(StoreError::Conflict {
+            session: session.clone(),
+            expected,
+            head,
+        });
+    }
+    let mut next = expected;
+    for event in events {
+        if event.seq != next {
+            return Err(StoreError::OutOfOrder {
+                session: session.clone(),
+                expected: next,
+                got: event.seq,
+            });
+        }
+        next = next.next();
+    }
+    Ok(())
+}
+
+/// The generation an entry names (`GenerationReserved`, `Started`,
+/// `ResumedByReplay`): a new run reserves past every one its journal names,
+/// a fork's copied history included.
+pub fn reserved_generation(event: &SessionEvent) -> Option<Generation> {
+    use crate::journal::event::{LifecycleEvent as L, Payload};
+    match &event.payload {
+        Payload::Lifecycle(
+            L::GenerationReserved { generation, .. }
+            | L::Started { generation, .. }
+            | L::ResumedByReplay { generation, .. },
+        ) => Some(*generation),
+        _ => None,
+    }
+}

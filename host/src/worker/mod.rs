@@ -12,14 +12,20 @@ use crate::fsutil::{self, DocumentError};
 use crate::ids::{Generation, SegmentId, SessionId, WorkerId};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The on-disk format of a worker aggregate, recorded in `session.json`.
 pub const FORMAT: &str = "worker-aggregate-v1";
-const DOC_VERSION: u64 = 1;
+pub(crate) const DOC_VERSION: u64 = 1;
+
+mod cleanup;
+mod docs;
+use cleanup::{CREATING, DELETING, FORKING, LAYING_OUT, is_staged};
+pub use cleanup::Recovery;
+pub use docs::*;
 
 /// Something went wrong with the layout on disk.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +48,9 @@ pub enum WorkerError {
         #[source]
         source: DocumentError,
     },
+    /// There is no home here (a reader creates none).
+    #[error("no cairn home at {0} (nothing has been written there yet)")]
+    NoHome(PathBuf),
     /// No such worker in this home.
     #[error("no worker {0} in this home")]
     NoSuchWorker(WorkerId),
@@ -68,115 +77,6 @@ pub enum WorkerError {
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> WorkerError {
     let context = context.into();
     move |source| WorkerError::Io { context, source }
-}
-
-/// Whether a worker's record may go on running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkerStatus {
-    /// Normal.
-    Active,
-    /// A replay diverged: never continued, never silently restarted.
-    Stale,
-}
-
-/// `worker.json`: catalog authority.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerRecord {
-    /// Always 1.
-    pub version: u64,
-    /// The worker.
-    pub worker_id: WorkerId,
-    /// Its one session.
-    pub session_id: SessionId,
-    /// The workspace it is attributed to.
-    pub workspace: String,
-    /// Its execution binding: the component digest, `sha256:<hex>`; absent
-    /// until the first run binds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub component: Option<String>,
-    /// When it was created (ms since the epoch).
-    pub created_at_ms: u64,
-    /// The last durably reserved run generation (0: none yet).
-    pub last_generation: Generation,
-    /// Active or stale.
-    pub status: WorkerStatus,
-}
-
-/// One segment in `metadata.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SegmentRef {
-    /// The segment.
-    pub segment_id: SegmentId,
-    /// Its parent, when it compacts or branches one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<SegmentId>,
-}
-
-/// `metadata.json`: the current projection of the worker (not a transcript).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerMetadata {
-    /// Always 1.
-    pub version: u64,
-    /// The segment appends go to.
-    pub active_segment: SegmentId,
-    /// A segment being prepared (compaction), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_segment: Option<SegmentId>,
-    /// Every segment of the session, in creation order.
-    pub segments: Vec<SegmentRef>,
-    /// Child workers delegated by this one.
-    #[serde(default)]
-    pub children: Vec<WorkerId>,
-    /// The session this one was forked from, and before which message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forked_from: Option<ForkParent>,
-    /// Registered peers.
-    #[serde(default)]
-    pub peers: Vec<WorkerId>,
-}
-
-/// Where a forked worker came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ForkParent {
-    /// The source session.
-    pub session_id: SessionId,
-    /// The source worker.
-    pub worker_id: WorkerId,
-    /// The source `Started` entry the fork was taken before.
-    pub before_seq: crate::ids::Seq,
-}
-
-/// `session/session.json`: fixes the aggregate's one session id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionDoc {
-    /// Always 1.
-    pub version: u64,
-    /// Always [`FORMAT`].
-    pub format: String,
-    /// The session.
-    pub session_id: SessionId,
-    /// The worker holding it.
-    pub worker_id: WorkerId,
-    /// When it was created.
-    pub created_at_ms: u64,
-}
-
-/// `index/sessions/<key>.json`: session id → worker id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IndexEntry {
-    /// Always 1.
-    pub version: u64,
-    /// The session.
-    pub session_id: SessionId,
-    /// Its worker.
-    pub worker_id: WorkerId,
 }
 
 /// A cairn home: the root of the file layout.
@@ -215,7 +115,30 @@ impl Home {
             .map_err(io_err(format!("cannot open {shown}/index/sessions")))?;
         let workers = fsutil::ensure_dir(&root, "workers")
             .map_err(io_err(format!("cannot open {shown}/workers")))?;
-        Ok(Home {
+        Ok(Self::from_dirs(path, root, index, workers))
+    }
+
+    /// Open the home at `path` to read it: nothing is created.
+    pub fn open_existing(path: &Path) -> Result<Home, WorkerError> {
+        let shown = path.display().to_string();
+        let missing = |e: io::Error, what: &str| {
+            if e.kind() == io::ErrorKind::NotFound {
+                WorkerError::NoHome(path.to_path_buf())
+            } else {
+                io_err(format!("cannot open {shown}{what}"))(e)
+            }
+        };
+        let root =
+            Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| missing(e, ""))?;
+        let index = root
+            .open_dir("index/sessions")
+            .map_err(|e| missing(e, "/index/sessions"))?;
+        let workers = root.open_dir("workers").map_err(|e| missing(e, "/workers"))?;
+        Ok(Self::from_dirs(path, root, index, workers))
+    }
+
+    fn from_dirs(path: &Path, root: Dir, index: Dir, workers: Dir) -> Home {
+        Home {
             inner: Arc::new(HomeInner {
                 path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
                 root,
@@ -223,7 +146,7 @@ impl Home {
                 workers,
                 reserve: Mutex::new(()),
             }),
-        })
+        }
     }
 
     /// The home's path on the host.
@@ -365,7 +288,7 @@ impl Home {
             self.inner
                 .workers
                 .open_dir(id.to_string())
-                .is_ok_and(|d| !d.exists(FORKING))
+                .is_ok_and(|d| !is_staged(&d))
         }))
     }
 
@@ -377,7 +300,7 @@ impl Home {
             .into_iter()
             .filter(|(_, dir)| {
                 !dir.as_ref()
-                    .is_some_and(|d| d.exists(DELETING) || d.exists(FORKING))
+                    .is_some_and(|d| d.exists(DELETING) || is_staged(d))
             })
             .map(|(id, _)| id)
             .collect();
@@ -403,112 +326,138 @@ impl Home {
         Ok(dirs)
     }
 
-    /// Create a new worker aggregate holding `session`, bound to `component`.
-    /// The index entry is written first, then the aggregate.
+    /// Create a new worker aggregate holding `session`, bound to
+    /// `component`. It stays invisible (a `creating` marker) until
+    /// [`WorkerDir::publish`]: a crash before that leaves nothing served, and
+    /// the next owner rolls it back.
     pub fn create_worker(
         &self,
         session: &SessionId,
         component: Option<&str>,
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError> {
-        self.create_worker_inner(session, component, workspace, false)
+        self.create_worker_inner(session, component, workspace, CREATING)
     }
 
-    /// Like [`Home::create_worker`], but the worker stays invisible (a
-    /// `forking` marker) until [`WorkerDir::publish`]; a crash before that
-    /// leaves nothing served, and the next open removes the remains.
+    /// Like [`Home::create_worker`], for a fork (a `forking` marker).
     pub fn create_worker_staged(
         &self,
         session: &SessionId,
         component: Option<&str>,
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError> {
-        self.create_worker_inner(session, component, workspace, true)
+        self.create_worker_inner(session, component, workspace, FORKING)
     }
 
+    /// The aggregate is laid out under a name no walk sees, renamed into
+    /// place whole (with its marker), and only then named by the index: at
+    /// no moment does the index name a half-made worker.
     fn create_worker_inner(
         &self,
         session: &SessionId,
         component: Option<&str>,
         workspace: &str,
-        staged: bool,
+        marker: &str,
     ) -> Result<WorkerDir, WorkerError> {
         let worker_id = WorkerId::new();
         let segment = SegmentId::new();
         let now = fsutil::now_ms();
+        let ctx = format!("cannot create worker {worker_id}");
+        let temp = format!("{LAYING_OUT}{worker_id}");
+        let laid_out = (|| -> Result<(), WorkerError> {
+            let dir = fsutil::create_dir_new(&self.inner.workers, &temp)
+                .map_err(io_err(ctx.clone()))?;
+            fsutil::write_document(&dir, marker, b"{\"version\": 1}\n")
+                .map_err(io_err(ctx.clone()))?;
+            let session_dir =
+                fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
+            let segments =
+                fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
+            fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
+            for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
+                fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
+            }
+            fsutil::sync_dir(&segments).map_err(io_err(ctx.clone()))?;
+            let doc = SessionDoc {
+                version: DOC_VERSION,
+                format: FORMAT.to_string(),
+                session_id: session.clone(),
+                worker_id,
+                created_at_ms: now,
+            };
+            fsutil::write_document(&session_dir, "session.json", &to_json(&doc))
+                .map_err(io_err(ctx.clone()))?;
+            let meta = WorkerMetadata {
+                version: DOC_VERSION,
+                active_segment: segment,
+                pending_segment: None,
+                segments: vec![SegmentRef {
+                    segment_id: segment,
+                    parent: None,
+                }],
+                children: vec![],
+                forked_from: None,
+                peers: vec![],
+            };
+            fsutil::write_document(&dir, "metadata.json", &to_json(&meta))
+                .map_err(io_err(ctx.clone()))?;
+            let record = WorkerRecord {
+                version: DOC_VERSION,
+                worker_id,
+                session_id: session.clone(),
+                workspace: workspace.to_string(),
+                component: component.map(str::to_string),
+                created_at_ms: now,
+                last_generation: Generation(0),
+                status: WorkerStatus::Active,
+            };
+            fsutil::write_document(&dir, "worker.json", &to_json(&record))
+                .map_err(io_err(ctx.clone()))?;
+            fsutil::crash_point("create-laid-out");
+            self.inner
+                .workers
+                .rename(&temp, &self.inner.workers, worker_id.to_string())
+                .map_err(io_err(ctx.clone()))?;
+            fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx.clone()))?;
+            Ok(())
+        })();
+        if let Err(e) = laid_out {
+            let _ = self.inner.workers.remove_dir_all(&temp);
+            return Err(e);
+        }
+        fsutil::crash_point("create-before-index");
         let entry = IndexEntry {
             version: DOC_VERSION,
             session_id: session.clone(),
             worker_id,
         };
-        fsutil::write_document(
+        if let Err(e) = fsutil::write_document(
             &self.inner.index,
             &Self::index_name(session),
             &to_json(&entry),
-        )
-        .map_err(io_err(format!(
-            "cannot write the index entry of session {session}"
-        )))?;
-
-        let ctx = format!("cannot create worker {worker_id}");
-        let dir = fsutil::create_dir_new(&self.inner.workers, &worker_id.to_string())
-            .map_err(io_err(ctx.clone()))?;
-        if staged {
-            fsutil::write_document(&dir, FORKING, b"{\"version\": 1}\n")
-                .map_err(io_err(ctx.clone()))?;
+        ) {
+            let _ = self.remove_worker_dir(&worker_id.to_string());
+            return Err(io_err(format!(
+                "cannot write the index entry of session {session}"
+            ))(e));
         }
-        let session_dir = fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
-        let segments =
-            fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
-        fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
-        for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
-            fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
-        }
-        fsutil::sync_dir(&segments).map_err(io_err(ctx.clone()))?;
-        let doc = SessionDoc {
-            version: DOC_VERSION,
-            format: FORMAT.to_string(),
-            session_id: session.clone(),
-            worker_id,
-            created_at_ms: now,
-        };
-        fsutil::write_document(&session_dir, "session.json", &to_json(&doc))
-            .map_err(io_err(ctx.clone()))?;
-        let meta = WorkerMetadata {
-            version: DOC_VERSION,
-            active_segment: segment,
-            pending_segment: None,
-            segments: vec![SegmentRef {
-                segment_id: segment,
-                parent: None,
-            }],
-            children: vec![],
-            forked_from: None,
-            peers: vec![],
-        };
-        fsutil::write_document(&dir, "metadata.json", &to_json(&meta))
-            .map_err(io_err(ctx.clone()))?;
-        let record = WorkerRecord {
-            version: DOC_VERSION,
-            worker_id,
-            session_id: session.clone(),
-            workspace: workspace.to_string(),
-            component: component.map(str::to_string),
-            created_at_ms: now,
-            last_generation: Generation(0),
-            status: WorkerStatus::Active,
-        };
-        fsutil::write_document(&dir, "worker.json", &to_json(&record))
-            .map_err(io_err(ctx.clone()))?;
-        fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx))?;
+        fsutil::crash_point("create-after-index");
         self.open_worker_any(worker_id)
+    }
+
+    /// Undo a staged worker this process could not finish (a failed
+    /// creation): its index entry and its directory.
+    pub fn discard_staged(&self, worker: &WorkerDir) {
+        if is_staged(&worker.dir) {
+            let _ = self.delete_worker(worker.id, &worker.session);
+        }
     }
 
     /// Open an existing worker aggregate, checking that its documents agree.
     /// A worker being deleted, or a fork not yet published, is not there.
     pub fn open_worker(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
         let worker = self.open_worker_any(worker_id)?;
-        if worker.dir.exists(FORKING) {
+        if is_staged(&worker.dir) {
             return Err(WorkerError::NoSuchWorker(worker_id));
         }
         Ok(worker)
@@ -675,13 +624,16 @@ impl WorkerDir {
         copy_tree(&from, &artifacts, 0).map_err(io_err(ctx))
     }
 
-    /// Make a staged worker visible (the last step of a fork).
+    /// Make a staged worker visible (the last step of a creation or a
+    /// fork).
     pub fn publish(&self) -> Result<(), WorkerError> {
         let ctx = format!("worker {}: cannot publish", self.id);
-        match self.dir.remove_file(FORKING) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(ctx)(e)),
+        for marker in [CREATING, FORKING] {
+            match self.dir.remove_file(marker) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(ctx)(e)),
+            }
         }
         fsutil::sync_dir(&self.dir).map_err(io_err(format!("worker {}: cannot publish", self.id)))
     }
@@ -835,87 +787,6 @@ impl WorkerDir {
     }
 }
 
-/// The marker a delete leaves first in `workers/<id>/`: from then on the
-/// worker is gone for every reader, and a retried delete (or the next open)
-/// finishes the removal.
-const DELETING: &str = "deleting";
-/// The marker of a fork still being written.
-const FORKING: &str = "forking";
-
-impl Home {
-    /// Delete a worker in seed 003's order, after its runs were stopped: the
-    /// durable `deleting` marker, then the index entry, then the directory.
-    /// A crash at any step leaves a state the next call (or
-    /// [`Home::finish_deletes`]) completes; nothing half-deleted is served.
-    pub fn delete_worker(
-        &self,
-        worker_id: WorkerId,
-        session: &SessionId,
-    ) -> Result<(), WorkerError> {
-        let name = worker_id.to_string();
-        let ctx = format!("cannot delete worker {worker_id}");
-        match self.inner.workers.open_dir(&name) {
-            Ok(dir) => {
-                if !dir.exists(DELETING) {
-                    fsutil::write_document(&dir, DELETING, b"{\"version\": 1}\n")
-                        .map_err(io_err(ctx.clone()))?;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(ctx)(e)),
-        }
-        fsutil::crash_point("delete-after-marker");
-        let index = Self::index_name(session);
-        if let Ok(entry) =
-            fsutil::read_document::<IndexEntry>(&self.inner.index, &index, DOC_VERSION)
-            && entry.worker_id == worker_id
-        {
-            self.inner
-                .index
-                .remove_file(&index)
-                .map_err(io_err(ctx.clone()))?;
-            fsutil::sync_dir(&self.inner.index).map_err(io_err(ctx.clone()))?;
-        }
-        fsutil::crash_point("delete-after-index");
-        match self.inner.workers.remove_dir_all(&name) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(ctx)(e)),
-        }
-        fsutil::sync_dir(&self.inner.workers)
-            .map_err(io_err(format!("cannot delete worker {worker_id}")))
-    }
-
-    /// Finish deletes a crash interrupted (workers with the marker).
-    pub fn finish_deletes(&self) -> Result<Vec<WorkerId>, WorkerError> {
-        let mut done = Vec::new();
-        for (id, dir) in self.worker_dirs()? {
-            let Some(dir) = dir else { continue };
-            if !dir.exists(DELETING) && !dir.exists(FORKING) {
-                continue;
-            }
-            let session = dir
-                .open_dir("session")
-                .ok()
-                .and_then(|d| {
-                    fsutil::read_document::<SessionDoc>(&d, "session.json", DOC_VERSION).ok()
-                })
-                .map(|d| d.session_id);
-            match session {
-                Some(s) => self.delete_worker(id, &s)?,
-                None => {
-                    self.inner
-                        .workers
-                        .remove_dir_all(id.to_string())
-                        .map_err(io_err(format!("cannot delete worker {id}")))?;
-                }
-            }
-            done.push(id);
-        }
-        Ok(done)
-    }
-}
-
 /// Copy regular files and directories; symlinks and anything else are not
 /// followed (they are skipped), so a guest cannot make the host copy from
 /// outside its tree.
@@ -938,8 +809,3 @@ fn copy_tree(from: &Dir, to: &Dir, depth: usize) -> io::Result<()> {
     Ok(())
 }
 
-fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(value).expect("documents serialize");
-    bytes.push(b'\n');
-    bytes
-}

@@ -1,0 +1,191 @@
+//! One writer per home: an exclusive OS lock on `<home>/cairn.lock`.
+//!
+//! A process that writes a home holds `flock(LOCK_EX)` on the file for its
+//! whole life; the kernel releases it when the process dies, so a stale file
+//! left by a dead process is simply taken over. The file records who holds
+//! it (pid, command, start, and for `cairn serve` its URL), so a second
+//! writer is told exactly who is in the way — and, for a served home, where
+//! to send its request instead. Readers never take the lock.
+
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The lock file's name inside a home.
+pub const LOCK_FILE: &str = "cairn.lock";
+
+/// What the lock file says about its holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// Always 1.
+    pub version: u64,
+    /// The holding process.
+    pub pid: u32,
+    /// What it runs (`serve`, `run`, `rm`, …).
+    pub command: String,
+    /// When it took the lock (ms since the epoch).
+    pub started_at_ms: u64,
+    /// Where it serves the API, for `cairn serve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// The home is held by another process.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another live process holds the lock.
+    #[error("{}", busy_message(home, holder.as_ref()))]
+    Busy {
+        /// The home.
+        home: PathBuf,
+        /// Who holds it, when the file says.
+        holder: Option<Holder>,
+    },
+    /// The lock file cannot be opened or written.
+    #[error("cannot lock {path}: {source}")]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn busy_message(home: &Path, holder: Option<&Holder>) -> String {
+    let home = home.display();
+    match holder {
+        Some(Holder {
+            pid, url: Some(url), ..
+        }) => format!("home {home} is served by pid {pid} at {url}"),
+        Some(Holder { pid, command, .. }) => {
+            format!("home {home} is in use by pid {pid} (cairn {command}); try again when it ends")
+        }
+        None => format!("home {home} is locked by another process"),
+    }
+}
+
+impl LockError {
+    /// The URL of the server holding the home, if one does.
+    pub fn server_url(&self) -> Option<&str> {
+        match self {
+            LockError::Busy {
+                holder: Some(Holder { url: Some(url), .. }),
+                ..
+            } => Some(url),
+            _ => None,
+        }
+    }
+}
+
+/// The held lock; dropping it (or the process dying) releases it.
+#[derive(Debug)]
+pub struct HomeLock {
+    file: File,
+    path: PathBuf,
+    holder: Holder,
+}
+
+impl HomeLock {
+    /// Take the lock of the home at `home` (created when missing) for
+    /// `command`, or say who holds it.
+    pub fn acquire(home: &Path, command: &str) -> Result<HomeLock, LockError> {
+        let path = home.join(LOCK_FILE);
+        let io = |source| LockError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(home).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(crate::fsutil::FILE_MODE)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(LockError::Busy {
+                    home: home.to_path_buf(),
+                    holder: read_holder(&mut file),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
+        }
+        let mut lock = HomeLock {
+            file,
+            path: path.clone(),
+            holder: Holder {
+                version: 1,
+                pid: std::process::id(),
+                command: command.to_string(),
+                started_at_ms: crate::fsutil::now_ms(),
+                url: None,
+            },
+        };
+        if let Err(e) = lock.write() {
+            return Err(io(e));
+        }
+        Ok(lock)
+    }
+
+    /// Record the URL this process serves the home at.
+    pub fn set_url(&mut self, url: &str) -> Result<(), LockError> {
+        self.holder.url = Some(url.to_string());
+        self.write().map_err(|source| LockError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// What the lock file says now.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    fn write(&mut self) -> std::io::Result<()> {
+        let mut bytes = serde_json::to_vec(&self.holder).expect("a holder serializes");
+        bytes.push(b'\n');
+        self.file.set_len(0)?;
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(&bytes)?;
+        self.file.sync_data()
+    }
+}
+
+impl Drop for HomeLock {
+    fn drop(&mut self) {
+        // Say nobody holds it before the kernel releases it with the file.
+        let _ = self.file.set_len(0);
+    }
+}
+
+fn read_holder(file: &mut File) -> Option<Holder> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    serde_json::from_str(text.trim()).ok()
+}
+
+/// Who holds the home at `home` now, if anyone (a reader's look: it takes
+/// nothing). `None` when the lock is free or there is no home.
+pub fn holder(home: &Path) -> Option<Holder> {
+    let mut file = File::open(home.join(LOCK_FILE)).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            None
+        }
+        Err(_) => read_holder(&mut file).or(Some(Holder {
+            version: 1,
+            pid: 0,
+            command: "?".into(),
+            started_at_ms: 0,
+            url: None,
+        })),
+    }
+}

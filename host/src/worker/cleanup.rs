@@ -1,0 +1,230 @@
+//! Deletes, and what an owner finishes or rolls back when it opens a home:
+//! interrupted deletes, staged workers (a creation or a fork a crash cut
+//! short), and index entries a crash or a hand lost.
+
+use super::*;
+
+/// The marker a delete leaves first in `workers/<id>/`: from then on the
+/// worker is gone for every reader, and a retried delete (or the next
+/// owner's open) finishes the removal. It is the last file removed.
+pub(super) const DELETING: &str = "deleting";
+/// The marker of a fork still being written.
+pub(super) const FORKING: &str = "forking";
+/// The marker of a session still being created.
+pub(super) const CREATING: &str = "creating";
+/// The prefix of a worker directory being laid out before it is renamed
+/// into place (never a worker id, so no walk of `workers/` sees it).
+pub(super) const LAYING_OUT: &str = ".new-";
+
+/// Whether a worker directory is staged (not yet published).
+pub(super) fn is_staged(dir: &Dir) -> bool {
+    dir.exists(FORKING) || dir.exists(CREATING)
+}
+
+/// What an owner's open found and did, for people.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Deletes finished.
+    pub deleted: Vec<WorkerId>,
+    /// Staged workers (a creation or fork a crash interrupted) rolled back.
+    pub rolled_back: Vec<WorkerId>,
+    /// Index entries written again for workers that had lost theirs.
+    pub reindexed: Vec<SessionId>,
+    /// What could not be repaired (the workers stay listed as corrupt).
+    pub problems: Vec<String>,
+}
+
+impl Recovery {
+    /// One line per thing done, for people.
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for w in &self.deleted {
+            out.push(format!("finished the interrupted delete of worker {w}"));
+        }
+        for w in &self.rolled_back {
+            out.push(format!(
+                "rolled back worker {w}: its creation (or fork) was interrupted before it was published"
+            ));
+        }
+        for s in &self.reindexed {
+            out.push(format!("session {s}: wrote its lost index entry again"));
+        }
+        out.extend(self.problems.iter().cloned());
+        out
+    }
+}
+
+impl Home {
+    /// Delete a worker in seed 003's order, after its runs were stopped: the
+    /// durable `deleting` marker, then the index entry, then the directory's
+    /// contents, the marker last. A crash at any step leaves a state the
+    /// next call (or the next owner's [`Home::recover`]) completes; nothing
+    /// half-deleted is served, and nothing unmarked is left behind.
+    pub fn delete_worker(
+        &self,
+        worker_id: WorkerId,
+        session: &SessionId,
+    ) -> Result<(), WorkerError> {
+        let name = worker_id.to_string();
+        let ctx = format!("cannot delete worker {worker_id}");
+        match self.inner.workers.open_dir(&name) {
+            Ok(dir) => {
+                if !dir.exists(DELETING) {
+                    fsutil::write_document(&dir, DELETING, b"{\"version\": 1}\n")
+                        .map_err(io_err(ctx.clone()))?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(ctx)(e)),
+        }
+        fsutil::crash_point("delete-after-marker");
+        self.remove_index_entry(session, worker_id)
+            .map_err(io_err(ctx.clone()))?;
+        fsutil::crash_point("delete-after-index");
+        self.remove_worker_dir(&name).map_err(io_err(ctx))
+    }
+
+    /// Remove the index entry of `session` if it names `worker_id`.
+    fn remove_index_entry(&self, session: &SessionId, worker_id: WorkerId) -> io::Result<()> {
+        let index = Self::index_name(session);
+        if let Ok(entry) =
+            fsutil::read_document::<IndexEntry>(&self.inner.index, &index, DOC_VERSION)
+            && entry.worker_id == worker_id
+        {
+            self.inner.index.remove_file(&index)?;
+            fsutil::sync_dir(&self.inner.index)?;
+        }
+        Ok(())
+    }
+
+    /// Remove `workers/<name>`: everything in it but its marker first, then
+    /// the marker, then the directory.
+    pub(super) fn remove_worker_dir(&self, name: &str) -> io::Result<()> {
+        let dir = match self.inner.workers.open_dir(name) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let markers = [DELETING, FORKING, CREATING];
+        for entry in dir.entries()? {
+            let entry = entry?;
+            let file = entry.file_name();
+            let Some(file) = file.to_str() else {
+                continue;
+            };
+            if markers.contains(&file) {
+                continue;
+            }
+            if entry.file_type()?.is_dir() {
+                dir.remove_dir_all(file)?;
+            } else {
+                dir.remove_file(file)?;
+            }
+        }
+        fsutil::crash_point("delete-before-marker-removed");
+        for marker in markers {
+            match dir.remove_file(marker) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.inner.workers.remove_dir(name)?;
+        fsutil::sync_dir(&self.inner.workers)
+    }
+
+    /// What the owner does when it opens a home: finish interrupted
+    /// deletes, roll back staged workers, remove half-laid-out directories,
+    /// and write lost index entries again. Never fails as a whole: what it
+    /// cannot repair is reported, and that worker alone stays unusable.
+    pub fn recover(&self) -> Recovery {
+        let mut out = Recovery::default();
+        let Ok(entries) = self.inner.workers.entries() else {
+            out.problems
+                .push(format!("cannot list {}/workers", self.path().display()));
+            return out;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with(LAYING_OUT) {
+                if let Err(e) = self.inner.workers.remove_dir_all(name) {
+                    out.problems
+                        .push(format!("cannot remove workers/{name} (half laid out): {e}"));
+                }
+                continue;
+            }
+            let Ok(id) = name.parse::<WorkerId>() else {
+                continue;
+            };
+            let Ok(dir) = entry.open_dir() else { continue };
+            let deleting = dir.exists(DELETING);
+            if deleting || is_staged(&dir) {
+                let session = dir
+                    .open_dir("session")
+                    .ok()
+                    .and_then(|d| {
+                        fsutil::read_document::<SessionDoc>(&d, "session.json", DOC_VERSION).ok()
+                    })
+                    .map(|d| d.session_id);
+                let result = match &session {
+                    Some(s) => self.delete_worker(id, s),
+                    None => self.remove_worker_dir(name).map_err(io_err(format!(
+                        "cannot remove worker {id}"
+                    ))),
+                };
+                match result {
+                    Ok(()) if deleting => out.deleted.push(id),
+                    Ok(()) => out.rolled_back.push(id),
+                    Err(e) => out.problems.push(e.to_string()),
+                }
+                continue;
+            }
+            self.reindex(id, &dir, &mut out);
+        }
+        out
+    }
+
+    /// Write the index entry of a published worker that lost it, unless
+    /// another worker claims the session (then both are reported).
+    fn reindex(&self, id: WorkerId, dir: &Dir, out: &mut Recovery) {
+        let Some(doc) = dir.open_dir("session").ok().and_then(|d| {
+            fsutil::read_document::<SessionDoc>(&d, "session.json", DOC_VERSION).ok()
+        }) else {
+            return;
+        };
+        if doc.worker_id != id {
+            return;
+        }
+        let index = Self::index_name(&doc.session_id);
+        match fsutil::read_document::<IndexEntry>(&self.inner.index, &index, DOC_VERSION) {
+            Ok(entry) if entry.worker_id == id && entry.session_id == doc.session_id => {}
+            Ok(entry)
+                if entry.session_id == doc.session_id
+                    && self
+                        .inner
+                        .workers
+                        .exists(entry.worker_id.to_string()) =>
+            {
+                out.problems.push(format!(
+                    "session {}: workers {} and {id} both hold it; the index names {}",
+                    doc.session_id, entry.worker_id, entry.worker_id
+                ));
+            }
+            _ => {
+                let entry = IndexEntry {
+                    version: DOC_VERSION,
+                    session_id: doc.session_id.clone(),
+                    worker_id: id,
+                };
+                match fsutil::write_document(&self.inner.index, &index, &to_json(&entry)) {
+                    Ok(()) => out.reindexed.push(doc.session_id),
+                    Err(e) => out.problems.push(format!(
+                        "session {}: cannot write its index entry again: {e}",
+                        doc.session_id
+                    )),
+                }
+            }
+        }
+    }
+}

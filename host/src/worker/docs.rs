@@ -1,0 +1,122 @@
+//! The documents of a worker aggregate and the index: versioned JSON,
+//! written atomically, probed for their version before the full parse.
+
+use crate::ids::{Generation, SegmentId, SessionId, WorkerId};
+use serde::{Deserialize, Serialize};
+
+/// Whether a worker's record may go on running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerStatus {
+    /// Normal.
+    Active,
+    /// A replay diverged: never continued, never silently restarted.
+    Stale,
+}
+
+/// `worker.json`: catalog authority.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerRecord {
+    /// Always 1.
+    pub version: u64,
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its one session.
+    pub session_id: SessionId,
+    /// The workspace it is attributed to.
+    pub workspace: String,
+    /// Its execution binding: the component digest, `sha256:<hex>`; absent
+    /// until the first run binds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+    /// When it was created (ms since the epoch).
+    pub created_at_ms: u64,
+    /// The last durably reserved run generation (0: none yet).
+    pub last_generation: Generation,
+    /// Active or stale.
+    pub status: WorkerStatus,
+}
+
+/// One segment in `metadata.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentRef {
+    /// The segment.
+    pub segment_id: SegmentId,
+    /// Its parent, when it compacts or branches one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SegmentId>,
+}
+
+/// `metadata.json`: the current projection of the worker (not a transcript).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerMetadata {
+    /// Always 1.
+    pub version: u64,
+    /// The segment appends go to.
+    pub active_segment: SegmentId,
+    /// A segment being prepared (compaction), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_segment: Option<SegmentId>,
+    /// Every segment of the session, in creation order.
+    pub segments: Vec<SegmentRef>,
+    /// Child workers delegated by this one.
+    #[serde(default)]
+    pub children: Vec<WorkerId>,
+    /// The session this one was forked from, and before which message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkParent>,
+    /// Registered peers.
+    #[serde(default)]
+    pub peers: Vec<WorkerId>,
+}
+
+/// Where a forked worker came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkParent {
+    /// The source session.
+    pub session_id: SessionId,
+    /// The source worker.
+    pub worker_id: WorkerId,
+    /// The source `Started` entry the fork was taken before.
+    pub before_seq: crate::ids::Seq,
+}
+
+/// `session/session.json`: fixes the aggregate's one session id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionDoc {
+    /// Always 1.
+    pub version: u64,
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The session.
+    pub session_id: SessionId,
+    /// The worker holding it.
+    pub worker_id: WorkerId,
+    /// When it was created.
+    pub created_at_ms: u64,
+}
+
+/// `index/sessions/<key>.json`: session id → worker id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexEntry {
+    /// Always 1.
+    pub version: u64,
+    /// The session.
+    pub session_id: SessionId,
+    /// Its worker.
+    pub worker_id: WorkerId,
+}
+
+/// A document as written: pretty JSON and a newline.
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("documents serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
