@@ -86,3 +86,39 @@ pub fn enc(s: &str) -> String {
         })
         .collect()
 }
+
+/// The Python of one pinned environment under `target/py-tools`, made on
+/// first use (with `python3 -m venv`, then `pip install` of `requirements`)
+/// and reused; a file lock keeps parallel test processes from building it
+/// twice. A test that needs a Python tool calls this instead of assuming
+/// the tool is installed.
+pub fn py_tool(requirements: &[&str]) -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("py-tools");
+    std::fs::create_dir_all(&target).unwrap();
+    let lock = std::fs::File::create(target.join("py-tools.lock")).unwrap();
+    lock.lock().expect("lock target/py-tools.lock");
+    let python = dir.join("bin/python");
+    let stamp = dir.join("requirements.txt");
+    let wanted = requirements.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.output().expect("python3 runs");
+            assert!(
+                out.status.success(),
+                "provisioning target/py-tools failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        if !python.exists() {
+            run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&dir));
+        }
+        run(std::process::Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(requirements));
+        std::fs::write(&stamp, &wanted).unwrap();
+    }
+    python
+}

@@ -1,6 +1,6 @@
 //! schemathesis (PyPI) against `/openapi.json`: a bounded number of
-//! generated requests per operation, and no 5xx allowed. `.ci/run` installs
-//! it; elsewhere, `pip install 'schemathesis>=4,<5'`.
+//! generated requests per operation, and no 5xx allowed. The test provisions
+//! its pinned schemathesis itself (`target/py-tools`).
 
 use cairn::runtime::{Runtime, RuntimeConfig};
 
@@ -15,7 +15,10 @@ async fn schemathesis_finds_no_server_error() {
     tokio::spawn(async move { cairn::api::serve(listener, rt, std::future::pending()).await });
     // Through the Python module, not the `st` script: a fresh pyenv has no
     // shim for a script until `pyenv rehash`.
-    let run = tokio::process::Command::new("python3")
+    let python = tokio::task::spawn_blocking(|| super::common::py_tool(&["schemathesis==4.32.5"]))
+        .await
+        .unwrap();
+    let run = tokio::process::Command::new(python)
         .args([
             "-c",
             "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'st'; sys.exit(schemathesis())",
@@ -39,7 +42,7 @@ async fn schemathesis_finds_no_server_error() {
     let out = match run {
         Ok(out) => out,
         Err(e) => panic!(
-            "cannot run schemathesis (`st`): {e}; install it with pip install 'schemathesis>=4,<5' (.ci/run does)"
+            "cannot run schemathesis from target/py-tools: {e}"
         ),
     };
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -147,8 +147,23 @@ async fn a_fork_at_every_user_message_carries_exactly_the_prefix() {
     );
     let mut child_run = start_req("sandbox-probe", "");
     child_run.session = Some(forked.session_id.clone());
-    run_to_end(&rt, child_run, None).await;
-    assert!(child_dir.join("runs/1/artifacts/probe.txt").exists());
+    let (_, child_facts, _) = run_to_end(&rt, child_run, None).await;
+    // The copied history names generation 1 (the source's first run); the
+    // fork's own first run reserves past every generation it names.
+    assert_eq!(child_facts.generation, cairn::Generation(2));
+    let reserved: Vec<u64> = events(&rt, &forked.session_id)
+        .await
+        .iter()
+        .filter_map(|e| match &e.payload {
+            cairn::Payload::Lifecycle(cairn::LifecycleEvent::GenerationReserved {
+                generation,
+                ..
+            }) => Some(generation.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reserved, vec![2], "no generation is named twice");
+    assert!(child_dir.join("runs/2/artifacts/probe.txt").exists());
     // Not a user message: refused, naming why.
     let err = rt.fork(&source, Seq(1), None).await.unwrap_err();
     assert!(err.to_string().contains("not a user message"), "{err}");
@@ -252,6 +267,7 @@ fn delete_killed_at_each_step_is_finished_and_never_served_half_done() {
         "delete-before-remove",
         "delete-after-marker",
         "delete-after-index",
+        "delete-before-marker-removed",
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
@@ -277,8 +293,20 @@ fn delete_killed_at_each_step_is_finished_and_never_served_half_done() {
             assert!(out.status.success(), "{step}: the retry deletes");
         } else {
             assert_eq!(listed, serde_json::json!([]), "{step}: gone for readers");
+            // A reader changed nothing; the next owner finishes the delete
+            // (this `rm` then finds nothing left to delete).
+            assert_eq!(
+                std::fs::read_dir(home.join("workers")).unwrap().count(),
+                workers,
+                "{step}: a reader removes nothing"
+            );
+            let marked = std::fs::read_dir(home.join("workers"))
+                .unwrap()
+                .flatten()
+                .all(|d| d.path().join("deleting").exists());
+            assert!(marked, "{step}: what is left still carries its marker");
+            cairn_in(&home, &["rm", &session], None);
         }
-        let _ = workers;
         let out = cairn_in(&home, &["ls", "--json"], None);
         assert_eq!(
             serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
@@ -336,6 +364,9 @@ fn fork_killed_at_each_step_leaves_no_half_fork() {
             1,
             "{step}: only the source is served"
         );
+        // The next owner rolls the staged fork back (this `rm` of a
+        // session that was never there only opens the home as its owner).
+        cairn_in(&home, &["rm", "never-created"], None);
         assert_eq!(
             std::fs::read_dir(home.join("workers")).unwrap().count(),
             1,

@@ -33,7 +33,10 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     assert_eq!(facts.status, RunStatus::Finished);
 
     let home = tmp.path().join("home");
-    assert_eq!(names(&home), set(&["components", "index", "workers"]));
+    assert_eq!(
+        names(&home),
+        set(&["cairn.lock", "components", "index", "workers"])
+    );
     assert_eq!(
         names(&home.join("components")).len(),
         1,

@@ -48,7 +48,7 @@ fn fixture(kind: Kind, live_window: usize) -> Fixture {
 impl Fixture {
     async fn session(&self, id: &str) -> Arc<SessionJournal> {
         let session = SessionId::parse(id).unwrap();
-        let worker = self.home.create_worker(&session, None, "local").unwrap();
+        let worker = self.home.create_published_worker(&session, None, "local").unwrap();
         let segment = worker.metadata().unwrap().active_segment;
         self.journals.create(&session, segment).await.unwrap()
     }
@@ -248,7 +248,7 @@ async fn a_cursor_older_than_the_window_gets_a_gap_at_the_oldest_held() {
     let journals = Journals::new(store, 64);
     let session = SessionId::parse("window").unwrap();
     let segment = home
-        .create_worker(&session, None, "local")
+        .create_published_worker(&session, None, "local")
         .unwrap()
         .metadata()
         .unwrap()
@@ -492,7 +492,7 @@ async fn path_escaping_ids_address_nothing_outside_the_store() {
     for id in ["../../escape", "/etc/passwd", "..", "a/../../b"] {
         let session = SessionId::parse(id).unwrap();
         let segment = home
-            .create_worker(&session, None, "local")
+            .create_published_worker(&session, None, "local")
             .unwrap()
             .metadata()
             .unwrap()

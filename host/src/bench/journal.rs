@@ -45,7 +45,7 @@ async fn store_rate(
 ) -> anyhow::Result<f64> {
     let session = SessionId::parse(name)?;
     let segment = home
-        .create_worker(&session, None, "bench")?
+        .create_published_worker(&session, None, "bench")?
         .metadata()?
         .active_segment;
     let journals = Journals::new(store, 64);

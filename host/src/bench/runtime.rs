@@ -285,7 +285,7 @@ async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<f64> {
     {
         let store: Arc<dyn Store> = Arc::new(FileStore::new(home.clone()));
         let segment = home
-            .create_worker(&session, None, "bench")?
+            .create_published_worker(&session, None, "bench")?
             .metadata()?
             .active_segment;
         let journals = Journals::new(store, 64);
@@ -354,7 +354,7 @@ async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
         let journals = Journals::new(store, 16);
         for i in 0..n {
             let session = SessionId::parse(&format!("interrupted-{i}"))?;
-            let worker = h.create_worker(&session, Some(&digest), "bench")?;
+            let worker = h.create_published_worker(&session, Some(&digest), "bench")?;
             let journal = journals
                 .create(&session, worker.metadata()?.active_segment)
                 .await?;

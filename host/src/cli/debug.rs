@@ -43,7 +43,7 @@ pub async fn debug(cmd: Debug) -> anyhow::Result<ExitCode> {
             let journal = match home.lookup(&session)? {
                 Some(_) => journals.open(&session).await?,
                 None => {
-                    let worker = home.create_worker(&session, None, "local")?;
+                    let worker = home.create_published_worker(&session, None, "local")?;
                     journals
                         .create(&session, worker.metadata()?.active_segment)
                         .await?

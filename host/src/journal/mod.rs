@@ -365,6 +365,19 @@ impl SessionJournal {
         payload: LifecycleEvent,
         facts: impl FnOnce(Seq, u64) -> RunFacts,
     ) -> Result<SessionEvent, StoreError> {
+        self.finish_then(run_id, payload, facts, || {}).await
+    }
+
+    /// [`SessionJournal::finish`], calling `stored` once the terminal entry
+    /// is durable and before anyone can see it (so whoever sees the end of
+    /// a run finds the run already let go of).
+    pub async fn finish_then(
+        &self,
+        run_id: RunId,
+        payload: LifecycleEvent,
+        facts: impl FnOnce(Seq, u64) -> RunFacts,
+        stored: impl FnOnce(),
+    ) -> Result<SessionEvent, StoreError> {
         debug_assert!(payload.is_terminal());
         let mut state = self.state.lock().await;
         let seq = state.last_seq.next();
@@ -381,6 +394,7 @@ impl SessionJournal {
             facts: Some(facts.clone()),
         });
         self.store.finish(&event, &facts).await?;
+        stored();
         self.published(&mut state, std::slice::from_ref(&event), seq);
         Ok(SessionEvent::clone(&event))
     }

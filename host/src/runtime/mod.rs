@@ -787,7 +787,7 @@ impl Runtime {
             if live.deleting {
                 return Err(RuntimeError::UnknownSession(session));
             }
-            if let Some(run) = &live.run {
+            if let Some(run) = live.run.as_ref().filter(|r| !r.ended.load(Ordering::SeqCst)) {
                 return Err(RuntimeError::LiveRun {
                     session,
                     run: run.run_id,
@@ -1165,7 +1165,7 @@ impl Runtime {
     }
 
     /// Drain: [`Runtime::begin_shutdown`], then wait (at most `wait`) for
-    /// every controller, and remove their sockets.
+    /// every controller, remove their sockets, and give the home lock up.
     pub async fn shutdown(&self, wait: Duration) {
         let live = self.cancel_for_shutdown();
         let waits = live.iter().map(|ctx| {
@@ -1180,7 +1180,21 @@ impl Runtime {
             for ctx in &live {
                 ctx.cancel(CancelReason::Shutdown, "the host is shutting down");
             }
+            // Give controllers that ignore the cancel their grace to trap.
+            let _ = tokio::time::timeout(
+                run::CANCEL_GRACE * 6,
+                futures_join_all(live.iter().map(|ctx| {
+                    let rt = self.clone();
+                    let run = ctx.run_id;
+                    async move {
+                        let _ = rt.wait(run).await;
+                    }
+                })),
+            )
+            .await;
         }
+        // Drained: this runtime no longer owns the home.
+        self.release_home();
     }
 }
 

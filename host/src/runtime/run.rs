@@ -87,6 +87,9 @@ pub struct RunCtx {
     pub(crate) journal_bytes: AtomicU64,
     pub(crate) clock: Mutex<Option<JournalClock>>,
     pub(crate) running: AtomicBool,
+    /// Set once the terminal entry is durable: the session is free for the
+    /// next run from then on.
+    pub(crate) ended: AtomicBool,
     pub(crate) retrying: AtomicBool,
     events: AtomicU64,
     event_bytes: AtomicU64,
@@ -157,6 +160,7 @@ impl RunCtx {
             journal_bytes: AtomicU64::new(0),
             clock: Mutex::new(None),
             running: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
             retrying: AtomicBool::new(false),
             events: AtomicU64::new(0),
             event_bytes: AtomicU64::new(0),
@@ -877,7 +881,12 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     // session's run slot stays held meanwhile.
     let mut backoff = Duration::from_millis(50);
     loop {
-        match ctx.journal.finish(run_id, terminal.clone(), &facts).await {
+        let stored = || ctx.ended.store(true, Ordering::SeqCst);
+        match ctx
+            .journal
+            .finish_then(run_id, terminal.clone(), &facts, stored)
+            .await
+        {
             Ok(e) => return Ok(e.facts.expect("a terminal event carries its facts")),
             Err(crate::store::StoreError::Io { .. })
                 if !inner.draining.load(Ordering::SeqCst) =>

@@ -103,7 +103,10 @@ impl Runtime {
                 .sessions
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            sessions.get(session).and_then(|l| l.run.clone())
+            sessions
+                .get(session)
+                .and_then(|l| l.run.clone())
+                .filter(|r| !r.ended.load(Ordering::SeqCst))
         };
         let state = match &live {
             Some(run) => {

@@ -339,6 +339,20 @@ impl Home {
         self.create_worker_inner(session, component, workspace, CREATING)
     }
 
+    /// A new worker, published at once (for tools and tests that write its
+    /// journal themselves; the runtime stages a creation until its first
+    /// entry is durable).
+    pub fn create_published_worker(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        let worker = self.create_worker(session, component, workspace)?;
+        worker.publish()?;
+        Ok(worker)
+    }
+
     /// Like [`Home::create_worker`], for a fork (a `forking` marker).
     pub fn create_worker_staged(
         &self,
