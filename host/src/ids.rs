@@ -45,6 +45,11 @@ macro_rules! uuid_v7_id {
             pub fn as_uuid(&self) -> Uuid {
                 self.0
             }
+
+            /// The all-zero id: "none known" (a corrupt session's row).
+            pub fn nil() -> Self {
+                $name(Uuid::nil())
+            }
         }
 
         impl Default for $name {

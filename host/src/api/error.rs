@@ -62,7 +62,8 @@ impl From<RuntimeError> for ApiError {
         let code = e.code();
         let status = match code {
             "not_found" => StatusCode::NOT_FOUND,
-            "live_run" | "conflict" => StatusCode::CONFLICT,
+            "live_run" | "conflict" | "corrupt" => StatusCode::CONFLICT,
+            "storage" => StatusCode::SERVICE_UNAVAILABLE,
             "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "unsupported_policy" | "invalid_component" | "invalid_request" | "limit_exceeded" => {
                 StatusCode::BAD_REQUEST

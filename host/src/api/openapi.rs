@@ -120,6 +120,20 @@ pub fn document() -> Value {
     let uint = json!({ "type": "integer", "minimum": 0 });
     let boolean = json!({ "type": "boolean" });
     let string = json!({ "type": "string" });
+    let page_query = || {
+        vec![
+            (
+                "limit",
+                json!({ "type": "integer", "minimum": 1, "maximum": 1000 }),
+                "rows per page (default 1000)",
+            ),
+            (
+                "cursor",
+                json!({ "type": "string" }),
+                "the x-next-cursor of the page before",
+            ),
+        ]
+    };
     d.add(Op {
         method: "get",
         path: "/healthz",
@@ -162,8 +176,8 @@ pub fn document() -> Value {
     d.add(Op {
         method: "get",
         path: "/v1/sessions",
-        summary: "list sessions",
-        query: vec![],
+        summary: "list sessions, oldest first; a damaged one has state `corrupt` and its reason; the next page's cursor is the `x-next-cursor` header",
+        query: page_query(),
         body: Body::None,
         ok: (200, Reply::Json(r)),
         errors: &[],
@@ -262,8 +276,12 @@ pub fn document() -> Value {
     d.add(Op {
         method: "get",
         path: "/v1/runs",
-        summary: "list runs, newest first",
-        query: vec![],
+        summary: "list runs, newest first; the next page's cursor is the `x-next-cursor` header",
+        query: {
+            let mut q = page_query();
+            q.push(("session", string.clone(), "only this session's runs (all, oldest first)"));
+            q
+        },
         body: Body::None,
         ok: (200, Reply::Json(r)),
         errors: &[],

@@ -9,7 +9,7 @@ use crate::ids::{RunId, SessionId};
 use crate::journal::event::{CancelReason, Liveness, LivenessPolicy, RunStatus};
 use crate::runtime::{ComponentRef, RunSummary, RuntimeError, StartRun};
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 
@@ -114,15 +114,30 @@ pub async fn start(
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
-) -> Result<Json<Vec<RunSummary>>, ApiError> {
-    let mut mine = Vec::new();
-    for session in s.rt.list_sessions().await? {
-        if own_session(&s, &ws, &session).is_ok() {
-            mine.extend(s.rt.session_runs(&session).await?);
-        }
+    Query(q): Query<super::wire::RunsQuery>,
+) -> Result<(axum::http::HeaderMap, Json<Vec<RunSummary>>), ApiError> {
+    if let Some(session) = &q.session {
+        let session = crate::ids::SessionId::parse(session)?;
+        own_session(&s, &ws, &session)?;
+        let runs = s
+            .rt
+            .session_runs(&session)
+            .await
+            .map_err(|e| e.for_session(&session))?;
+        return Ok((Default::default(), Json(runs)));
     }
-    mine.sort_by_key(|r| std::cmp::Reverse(r.run_id));
-    Ok(Json(mine))
+    let page = s
+        .rt
+        .runs_page(
+            Some(&ws.0),
+            q.cursor.as_deref(),
+            q.limit.unwrap_or(crate::runtime::MAX_PAGE),
+        )
+        .await?;
+    Ok((
+        super::sessions::next_cursor_header(page.next_cursor),
+        Json(page.items),
+    ))
 }
 
 pub async fn get(

@@ -5,12 +5,12 @@ use super::AppState;
 use super::auth::{Workspace, own_session};
 use super::body::{JsonBody, parse};
 use super::error::ApiError;
-use super::wire::{BranchRequest, CreateSession, CreatedSession, ForkRequest};
+use super::wire::{BranchRequest, CreateSession, CreatedSession, ForkRequest, PageQuery};
 use crate::ids::{Seq, SessionId};
 use crate::runtime::{Forked, SegmentStarted, SessionSummary};
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::{Extension, Json};
 
 pub async fn create(
@@ -58,15 +58,26 @@ pub async fn create(
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
-) -> Result<Json<Vec<SessionSummary>>, ApiError> {
-    let mut out = Vec::new();
-    for session in s.rt.list_sessions().await? {
-        let summary = s.rt.summary(&session).await?;
-        if summary.workspace == ws.0 {
-            out.push(summary);
-        }
+    Query(q): Query<PageQuery>,
+) -> Result<(HeaderMap, Json<Vec<SessionSummary>>), ApiError> {
+    let page = s
+        .rt
+        .sessions_page(
+            Some(&ws.0),
+            q.cursor.as_deref(),
+            q.limit.unwrap_or(crate::runtime::MAX_PAGE),
+        )
+        .await?;
+    Ok((next_cursor_header(page.next_cursor), Json(page.items)))
+}
+
+/// The `x-next-cursor` header of a page that has a next one.
+pub fn next_cursor_header(cursor: Option<String>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Some(c) = cursor.and_then(|c| c.parse().ok()) {
+        headers.insert("x-next-cursor", c);
     }
-    Ok(Json(out))
+    headers
 }
 
 pub async fn get(

@@ -183,3 +183,31 @@ pub struct DecisionsQuery {
     #[serde(default)]
     pub session: Option<String>,
 }
+
+/// `?limit=&cursor=` of a listing (`GET /v1/sessions`); the next page's
+/// cursor comes back in the `x-next-cursor` header.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Rows per page (1–1000, default 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where to go on: the `x-next-cursor` of the page before.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `?limit=&cursor=&session=` of `GET /v1/runs`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// Rows per page (1–1000, default 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where to go on: the `x-next-cursor` of the page before.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Only this session's runs (all of them, oldest first).
+    #[serde(default)]
+    pub session: Option<String>,
+}

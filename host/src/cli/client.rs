@@ -144,12 +144,46 @@ impl Client {
         match self {
             Client::Local(rt) => {
                 let mut out = Vec::new();
-                for s in rt.list_sessions().await? {
-                    out.push(serde_json::to_value(rt.summary(&s).await?)?);
+                let mut cursor = None;
+                loop {
+                    let page = rt
+                        .sessions_page(None, cursor.as_deref(), crate::runtime::MAX_PAGE)
+                        .await?;
+                    for row in page.items {
+                        out.push(serde_json::to_value(row)?);
+                    }
+                    match page.next_cursor {
+                        Some(c) => cursor = Some(c),
+                        None => break,
+                    }
                 }
                 Ok(Value::Array(out))
             }
-            Client::Remote { .. } => self.get("/v1/sessions").await,
+            Client::Remote { base, http } => {
+                let mut out = Vec::new();
+                let mut url = format!("{base}/v1/sessions");
+                loop {
+                    let resp = http
+                        .get(&url)
+                        .send()
+                        .await
+                        .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
+                    let resp = check(resp).await?;
+                    let next = resp
+                        .headers()
+                        .get("x-next-cursor")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    if let Value::Array(rows) = resp.json().await? {
+                        out.extend(rows);
+                    }
+                    match next {
+                        Some(c) => url = format!("{base}/v1/sessions?cursor={}", enc(&c)),
+                        None => break,
+                    }
+                }
+                Ok(Value::Array(out))
+            }
         }
     }
 
@@ -164,15 +198,12 @@ impl Client {
                 let summary = self
                     .get(&format!("/v1/sessions/{}", enc(session.as_str())))
                     .await?;
-                let runs = self.get("/v1/runs").await?;
+                let runs = self
+                    .get(&format!("/v1/runs?session={}", enc(session.as_str())))
+                    .await?;
                 let mine: Vec<Value> = runs
                     .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter(|r| r["session_id"] == session.as_str())
-                            .cloned()
-                            .collect()
-                    })
+                    .map(|a| a.to_vec())
                     .unwrap_or_default();
                 Ok((summary, Value::Array(mine)))
             }

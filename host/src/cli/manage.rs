@@ -159,6 +159,7 @@ pub async fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
 
 fn state_name(v: &Value) -> String {
     match v["state"]["state"].as_str() {
+        Some("corrupt") => "corrupt".to_string(),
         Some("blocked") => format!("blocked ({})", v["state"]["on"].as_str().unwrap_or("?")),
         Some(s) => s.to_string(),
         None => "?".into(),
@@ -199,15 +200,24 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
         "{:<width$}  {:<20}  {:>6}  {:<10}  LAST RUN",
         "SESSION", "STATE", "EVENTS", "STATUS"
     );
-    for r in rows {
+    for r in &rows {
         println!(
             "{:<width$}  {:<20}  {:>6}  {:<10}  {}",
             r["session_id"].as_str().unwrap_or(""),
-            state_name(&r),
+            state_name(r),
             r["last_seq"],
             r["last_run"]["status"].as_str().unwrap_or("-"),
             r["last_run"]["run_id"].as_str().unwrap_or("-"),
         );
+    }
+    for r in &rows {
+        if let Some(reason) = r["corrupt"].as_str() {
+            println!(
+                "\ncorrupt: session {} (worker {}): {reason}",
+                r["session_id"].as_str().unwrap_or("?"),
+                r["worker_id"].as_str().unwrap_or("?")
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

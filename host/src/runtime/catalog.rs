@@ -2,7 +2,7 @@
 
 use super::state::{ObserverCounts, runs_of};
 use super::{Runtime, RuntimeError};
-use crate::ids::{RunId, Seq, SessionId};
+use crate::ids::{RunId, SessionId};
 use crate::journal::event::{CancelReason, RunFacts, RunStatus};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -114,14 +114,55 @@ impl Runtime {
         Ok(out)
     }
 
-    /// Every run in the home, newest first (by RunId, a UUIDv7).
-    pub async fn list_runs(&self) -> Result<Vec<RunSummary>, RuntimeError> {
-        let mut all = Vec::new();
-        for session in self.list_sessions().await? {
-            all.extend(self.session_runs(&session).await?);
-        }
-        all.sort_by_key(|r| std::cmp::Reverse(r.run_id));
-        Ok(all)
+    /// A page of runs, newest first (by RunId, a UUIDv7): those of
+    /// `workspace` (`None`: all), older than the run `cursor`, at most
+    /// `limit`. Read from the run index, not the journals.
+    pub async fn runs_page(
+        &self,
+        workspace: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<super::Page<RunSummary>, RuntimeError> {
+        let before: Option<RunId> = match cursor {
+            None => None,
+            Some(c) => Some(c.parse().map_err(|_| {
+                RuntimeError::InvalidRequest(format!("cursor {c:?} is not one this host gave out"))
+            })?),
+        };
+        let limit = limit.clamp(1, super::MAX_PAGE);
+        let (rows, more) = self.run_index().await?.page(workspace, before, limit);
+        let live: std::collections::HashMap<RunId, bool> = {
+            let sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            sessions
+                .values()
+                .filter_map(|l| l.run.as_ref())
+                .map(|r| (r.run_id, r.running.load(Ordering::Relaxed)))
+                .collect()
+        };
+        let next_cursor = more.then(|| rows.last().map(|(id, _)| id.to_string())).flatten();
+        let items = rows
+            .into_iter()
+            .map(|(run_id, r)| {
+                let state = match (&r.facts, live.get(&run_id)) {
+                    (Some(f), _) => f.status.into(),
+                    (None, Some(false)) => RunState::Preparing,
+                    // Running here, or interrupted and awaiting restore.
+                    (None, _) => RunState::Running,
+                };
+                RunSummary {
+                    run_id,
+                    observers: self.counts(&r.session),
+                    session_id: r.session,
+                    state,
+                    facts: r.facts,
+                }
+            })
+            .collect();
+        Ok(super::Page { items, next_cursor })
     }
 
     /// The session a run belongs to.
@@ -135,16 +176,11 @@ impl Runtime {
         {
             return Ok(r.ctx.session.clone());
         }
-        for session in self.list_sessions().await? {
-            let items = self.read(&session, Seq(0)).await?;
-            if items
-                .iter()
-                .any(|i| i.event().is_some_and(|e| e.run_id == Some(run)))
-            {
-                return Ok(session);
-            }
-        }
-        Err(RuntimeError::UnknownRun(run))
+        self.run_index()
+            .await?
+            .get(run)
+            .map(|r| r.session)
+            .ok_or(RuntimeError::UnknownRun(run))
     }
 
     /// One run's summary.
@@ -186,6 +222,7 @@ impl Runtime {
         super::segments::crash_point("delete-before-remove");
         self.inner.home.delete_worker(worker, session)?;
         self.inner.journals.close(session);
+        self.inner.run_index.forget_session(session);
         if let Some(fs) = &self.inner.file_store {
             fs.forget(session);
         }

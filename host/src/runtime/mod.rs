@@ -5,6 +5,9 @@
 
 mod catalog;
 pub mod decisions;
+mod error;
+mod listing;
+mod run_index;
 pub mod failure;
 mod history;
 pub mod lineage;
@@ -15,7 +18,7 @@ mod segments;
 mod socket;
 pub mod state;
 
-use crate::component::{ComponentError, Components, Info, Prepared};
+use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};
 use crate::journal::event::{
     CancelReason, DecidedBy, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts, RunStatus,
@@ -24,8 +27,10 @@ use crate::journal::{Journals, Subscription};
 use crate::store::file::FileStore;
 use crate::store::memory::MemoryStore;
 use crate::store::{JournalItem, Store, StoreError};
-use crate::worker::{Home, WorkerDir, WorkerError, WorkerStatus};
+use crate::worker::{Home, WorkerDir, WorkerStatus};
 pub use catalog::{Metrics, RunState, RunSummary};
+pub use error::RuntimeError;
+pub use listing::{MAX_PAGE, Page};
 pub use decisions::{DecideError, PendingDecision};
 pub use observers::{AttachSpec, Observation};
 use run::{RunCtx, RunPlan};
@@ -194,169 +199,6 @@ pub struct Started {
     pub component: String,
 }
 
-/// Why a command was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    /// The component is unusable.
-    #[error(transparent)]
-    Component(#[from] ComponentError),
-    /// The layout on disk failed.
-    #[error(transparent)]
-    Worker(#[from] WorkerError),
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A decision was refused.
-    #[error(transparent)]
-    Decide(#[from] DecideError),
-    /// The session already has a live run.
-    #[error("session {session} already has a live run: {run}")]
-    LiveRun {
-        /// The session.
-        session: SessionId,
-        /// Its live run.
-        run: RunId,
-    },
-    /// The session exists already.
-    #[error("session {0} exists already")]
-    SessionExists(SessionId),
-    /// No such session here.
-    #[error("no session {0}")]
-    UnknownSession(SessionId),
-    /// No such built-in example.
-    #[error("no built-in example {name:?} (built-in: {known})")]
-    UnknownExample {
-        /// The name asked for.
-        name: String,
-        /// The names there are.
-        known: String,
-    },
-    /// No component with that digest is stored here.
-    #[error("no component {0} is stored in this home")]
-    UnknownComponent(String),
-    /// The run names no component and the worker has none yet.
-    #[error("session {0} has no component yet: name one")]
-    NoComponent(SessionId),
-    /// The worker is bound to another component.
-    #[error(
-        "worker {worker} is bound to component {bound}; this run names {given}. Replay must re-run the code that wrote the journal, so a worker keeps its component"
-    )]
-    ComponentMismatch {
-        /// The worker.
-        worker: WorkerId,
-        /// Its binding.
-        bound: String,
-        /// The component given.
-        given: String,
-    },
-    /// The worker is stale and may not run again.
-    #[error("worker {0} is stale (a replay diverged); it is never continued")]
-    Stale(WorkerId),
-    /// The worker and the session given disagree.
-    #[error("worker {worker} holds session {held}, not {given}")]
-    SessionMismatch {
-        /// The worker.
-        worker: WorkerId,
-        /// Its session.
-        held: SessionId,
-        /// The session given.
-        given: SessionId,
-    },
-    /// The liveness policy cannot be honoured by this controller.
-    #[error("the controller {name} cannot park, so liveness `park` is refused")]
-    UnsupportedPolicy {
-        /// The controller's name.
-        name: String,
-    },
-    /// A requested limit is above the workspace's ceiling.
-    #[error(transparent)]
-    AboveCeiling(#[from] crate::limits::AboveCeiling),
-    /// The request is too large.
-    #[error("the prompt is {size} bytes; at most {max} are accepted")]
-    TooLarge {
-        /// Its size.
-        size: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// No such run.
-    #[error("no run {0}")]
-    UnknownRun(RunId),
-    /// The run is not in a state the command needs.
-    #[error("run {run} is {state}; {needed}")]
-    WrongRunState {
-        /// The run.
-        run: RunId,
-        /// Its state.
-        state: String,
-        /// What the command needs.
-        needed: String,
-    },
-    /// Another observer holds the session's claim.
-    #[error(
-        "session {session} is claimed by observer {holder}; attach with takeover to displace it"
-    )]
-    ClaimHeld {
-        /// The session.
-        session: SessionId,
-        /// The claimant.
-        holder: String,
-    },
-    /// The runtime is shutting down.
-    #[error("the host is shutting down; no new runs start")]
-    ShuttingDown,
-    /// The request does not fit the session (a seq that is not there, say).
-    #[error("{0}")]
-    InvalidRequest(String),
-    /// The run task ended without a terminal write.
-    #[error("{0}")]
-    RunLost(String),
-    /// Another process owns the home.
-    #[error(transparent)]
-    HomeBusy(#[from] crate::home_lock::LockError),
-    /// The disk refused what the command had to write.
-    #[error("{0}")]
-    Storage(String),
-    /// The session's files are corrupt; every other session is unaffected.
-    #[error("session {session} is corrupt: {reason}")]
-    Corrupt {
-        /// The session.
-        session: SessionId,
-        /// What is wrong (`path:line: what`).
-        reason: String,
-    },
-}
-
-impl RuntimeError {
-    /// A stable snake_case code for wire errors.
-    pub fn code(&self) -> &'static str {
-        match self {
-            RuntimeError::Component(_) => "invalid_component",
-            RuntimeError::LiveRun { .. } => "live_run",
-            RuntimeError::SessionExists(_) => "conflict",
-            RuntimeError::UnknownSession(_)
-            | RuntimeError::UnknownRun(_)
-            | RuntimeError::UnknownExample { .. }
-            | RuntimeError::UnknownComponent(_) => "not_found",
-            RuntimeError::Decide(DecideError::NotPending(_)) => "not_found",
-            RuntimeError::Decide(DecideError::Conflict { .. }) => "conflict",
-            RuntimeError::UnsupportedPolicy { .. } => "unsupported_policy",
-            RuntimeError::TooLarge { .. } => "too_large",
-            RuntimeError::AboveCeiling(_) => "limit_exceeded",
-            RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => "conflict",
-            RuntimeError::SessionMismatch { .. }
-            | RuntimeError::NoComponent(_)
-            | RuntimeError::InvalidRequest(_) => "invalid_request",
-            RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => "conflict",
-            RuntimeError::ShuttingDown => "shutting_down",
-            RuntimeError::HomeBusy(_) => "home_busy",
-            RuntimeError::Storage(_) => "storage",
-            RuntimeError::Corrupt { .. } => "corrupt",
-            _ => "internal",
-        }
-    }
-}
-
 /// A live session's in-memory record: observers, claim, live run. Never
 /// serialized; a restart has none of it.
 #[derive(Default)]
@@ -375,6 +217,8 @@ pub(crate) struct Inner {
     lock: Mutex<Option<crate::home_lock::HomeLock>>,
     /// What the owner's open repaired, for people.
     recovery: Vec<String>,
+    /// Run id → session and facts, without reading journals.
+    run_index: run_index::RunIndex,
     store: Arc<dyn Store>,
     file_store: Option<Arc<FileStore>>,
     journals: Journals,
@@ -451,6 +295,7 @@ impl Runtime {
                 home,
                 lock: Mutex::new(lock),
                 recovery,
+                run_index: Default::default(),
                 store,
                 file_store,
                 journals,
@@ -691,7 +536,10 @@ impl Runtime {
         };
         let worker = match existing {
             Some(worker_id) => {
-                let worker = inner.home.open_worker(worker_id)?;
+                let worker = inner.home.open_worker(worker_id).map_err(|e| match &req.session {
+                    Some(s) => RuntimeError::from(e).for_session(s),
+                    None => e.into(),
+                })?;
                 if let Some(given) = &req.session
                     && given != worker.session_id()
                 {
@@ -715,7 +563,9 @@ impl Runtime {
             }
         };
         let session = worker.session_id().clone();
-        let record = worker.record()?;
+        let record = worker
+            .record()
+            .map_err(|e| RuntimeError::from(e).for_session(&session))?;
         if let Some(ws) = &req.workspace
             && *ws != record.workspace
         {
@@ -766,7 +616,11 @@ impl Runtime {
                 name: prepared.info().name.clone(),
             });
         }
-        let journal = inner.journals.open(&session).await?;
+        let journal = inner
+            .journals
+            .open(&session)
+            .await
+            .map_err(|e| RuntimeError::from(e).for_session(&session))?;
         let run_id = RunId::new();
         // The worktree carries over from the last generation (generation 0
         // is the worktree a fork brought along, when there is one).
@@ -796,6 +650,9 @@ impl Runtime {
             ctx.set_present(live.observers.values().any(|o| o.present));
             live.run = Some(ctx.clone());
         }
+        inner
+            .run_index
+            .started(run_id, &session, &record.workspace);
         let after = journal.last_seq().await;
         let worker_id = worker.id();
         let started = Started {
@@ -859,6 +716,7 @@ impl Runtime {
         tokio::spawn(async move {
             let facts = run::run_task(rt.clone(), plan).await;
             if let Ok(f) = &facts {
+                rt.inner.run_index.ended(f);
                 let i = match f.status {
                     RunStatus::Finished => 0,
                     RunStatus::Failed => 1,
@@ -979,23 +837,19 @@ impl Runtime {
                 }),
             };
         }
-        for summary in self.list_sessions().await? {
-            if let Some(facts) = self.inner.store.run_facts(&summary, run).await? {
-                return Ok((summary, facts));
-            }
+        match self.run_index().await?.get(run) {
+            Some(run_index::IndexedRun {
+                session,
+                facts: Some(facts),
+                ..
+            }) => Ok((session, facts)),
+            Some(_) => Err(RuntimeError::WrongRunState {
+                run,
+                state: "interrupted".into(),
+                needed: "it has not ended (it is restored when its home's owner opens it)".into(),
+            }),
+            None => Err(RuntimeError::UnknownRun(run)),
         }
-        Err(RuntimeError::UnknownRun(run))
-    }
-
-    /// Every persisted session id in this home.
-    pub async fn list_sessions(&self) -> Result<Vec<SessionId>, RuntimeError> {
-        let mut out = Vec::new();
-        for id in self.inner.home.list_workers()? {
-            if let Ok(w) = self.inner.home.open_worker(id) {
-                out.push(w.session_id().clone());
-            }
-        }
-        Ok(out)
     }
 
     /// Follow a session from after `after`, without attaching as an observer.
@@ -1007,7 +861,7 @@ impl Runtime {
         match self.inner.journals.open(session).await {
             Ok(j) => Ok(j.subscribe(after)),
             Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(RuntimeError::from(e).for_session(session)),
         }
     }
 
@@ -1043,7 +897,8 @@ impl Runtime {
     ) -> Result<Vec<JournalItem>, RuntimeError> {
         match self.inner.store.read(session, after, usize::MAX).await {
             Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
-            other => Ok(other?),
+            Err(e) => Err(RuntimeError::from(e).for_session(session)),
+            Ok(items) => Ok(items),
         }
     }
 
@@ -1066,8 +921,22 @@ impl Runtime {
     }
 
     /// The workspace a session is attributed to.
+    /// Read leniently: a damaged session still names its workspace when
+    /// `worker.json` does, so its owner (and only its owner) learns it is
+    /// corrupt.
     pub fn session_workspace(&self, session: &SessionId) -> Result<String, RuntimeError> {
-        Ok(self.open_worker_of(session)?.record()?.workspace)
+        let worker = self
+            .inner
+            .home
+            .lookup(session)
+            .map_err(|e| RuntimeError::from(e).for_session(session))?
+            .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
+        let entry = self.inner.home.worker_entry(worker);
+        match entry.workspace {
+            Some(ws) => Ok(ws),
+            // Nothing names its workspace any more: the host's own.
+            None => Ok(self.inner.config.workspace.clone()),
+        }
     }
 
     /// The host config.

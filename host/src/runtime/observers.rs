@@ -132,7 +132,7 @@ impl Runtime {
         let journal = match self.inner.journals.open(session).await {
             Ok(j) => j,
             Err(StoreError::UnknownSession(s)) => return Err(RuntimeError::UnknownSession(s)),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(RuntimeError::from(e).for_session(session)),
         };
         let sub = journal.subscribe(spec.after);
         let id = NEXT_OBSERVER.fetch_add(1, Ordering::Relaxed);

@@ -8,6 +8,7 @@
 
 use super::run::{ErrorOrCancel, ReplayPlan, RunCtx, RunPlan, Script, execute};
 use super::state::runs_of;
+use super::failure::FailureCode;
 use super::{ComponentRef, Runtime, RuntimeError};
 use crate::component::{JournalClock, Outcome, RunStart, Sandbox};
 use crate::ids::{Generation, RunId, Seq, SessionId};
@@ -30,7 +31,13 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
                 continue;
             }
         };
-        let record = worker.record()?;
+        let record = match worker.record() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("cairn: not restoring worker {worker_id}: {e}");
+                continue;
+            }
+        };
         let session = worker.session_id().clone();
         // A worker bound only in the journal (worker.json's unsynced write
         // lost to a power loss) is named by its last `Started`.
@@ -63,11 +70,19 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
         }) else {
             continue;
         };
-        let journal = rt.inner.journals.open(&session).await?;
+        let journal = match rt.inner.journals.open(&session).await {
+            Ok(j) => j,
+            Err(e) => {
+                eprintln!("cairn: not restoring session {session}: {e}");
+                continue;
+            }
+        };
+        rt.inner.run_index.started(run, &session, &record.workspace);
         let Some(started) = started else {
             // It died between reserving a generation and starting: nothing
             // ran, and its prompt was never journaled. Close it, visibly.
-            close_unstarted(rt, &journal, run, &component, &events).await?;
+            let message = "the host stopped after reserving a generation and before the run started; nothing ran";
+            close_run(rt, &journal, run, &component, &events, FailureCode::Interrupted, message).await;
             continue;
         };
         if record.status == WorkerStatus::Stale {
@@ -86,14 +101,33 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
         else {
             unreachable!("runs_of keeps Started entries only")
         };
+        // A restore that cannot even begin is journaled and the worker is
+        // marked stale: never only a line on stderr.
+        let (j, c, ev, w) = (&journal, &component, &events, &worker);
+        let restore_failed = move |why: String| async move {
+            let message = format!("run {run} cannot be restored: {why}");
+            eprintln!("cairn: {message}");
+            close_run(rt, j, run, c, ev, FailureCode::RestoreFailed, &message).await;
+            if let Err(e) = w.mark_stale() {
+                eprintln!("cairn: cannot mark worker {worker_id} stale: {e}");
+            }
+        };
         let prepared = match rt.resolve(&ComponentRef::Digest(component.clone())).await {
             Ok((p, _)) => p,
             Err(e) => {
-                eprintln!("cairn: cannot restore run {run}: {e}");
+                restore_failed(format!("its component is not usable: {e}")).await;
                 continue;
             }
         };
         let checkpoint = rt.parked_checkpoint(&session, *resumes).await;
+        if resumes.is_some() && checkpoint.is_none() {
+            restore_failed(format!(
+                "the park checkpoint of run {} it resumed cannot be read",
+                resumes.map(|r| r.to_string()).unwrap_or_default()
+            ))
+            .await;
+            continue;
+        }
         let ctx = rt.replay_ctx(run, &session, &journal, *liveness, &record.workspace);
         ctx.set_script(Script::of_run(&events, run, false));
         {
@@ -160,13 +194,17 @@ fn last_reserved(events: &[SessionEvent]) -> Option<Generation> {
     })
 }
 
-async fn close_unstarted(
+/// Close an interrupted run that cannot go on with a journaled `failed`
+/// (`code`, `message`); when even that cannot be written, say so.
+async fn close_run(
     rt: &Runtime,
     journal: &crate::journal::SessionJournal,
     run: RunId,
     component: &str,
     events: &[SessionEvent],
-) -> Result<(), RuntimeError> {
+    code: FailureCode,
+    message: &str,
+) {
     let first_seq = events.iter().find(|e| e.run_id == Some(run)).map(|e| e.seq);
     let generation = events
         .iter()
@@ -182,20 +220,19 @@ async fn close_unstarted(
     let session = journal.session().clone();
     let now = crate::fsutil::now_ms();
     let component = component.to_string();
-    let _ = rt;
-    journal
+    let closed = journal
         .finish(
             run,
             LifecycleEvent::Failed {
                 error: ErrorInfo {
-                    code: "interrupted".into(),
-                    message: "the host stopped after reserving a generation and before the run started; nothing ran".into(),
+                    code: code.as_str().into(),
+                    message: message.to_string(),
                     details: None,
                 },
             },
             |seq, at_ms| crate::journal::event::RunFacts {
                 run_id: run,
-                session_id: session,
+                session_id: session.clone(),
                 component,
                 status: RunStatus::Failed,
                 outcome: None,
@@ -211,8 +248,15 @@ async fn close_unstarted(
                 resumes: None,
             },
         )
-        .await?;
-    Ok(())
+        .await;
+    match closed {
+        Ok(e) => {
+            if let Some(f) = &e.facts {
+                rt.inner.run_index.ended(f);
+            }
+        }
+        Err(e) => eprintln!("cairn: cannot journal the end of run {run} of session {session}: {e}"),
+    }
 }
 
 /// How one run replayed offline.

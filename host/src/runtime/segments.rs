@@ -285,6 +285,8 @@ impl Runtime {
             .await?;
         crash_point("fork-before-publish");
         worker.publish()?;
+        self.index_session(worker.session_id(), &record.workspace)
+            .await;
         Ok(Forked {
             session_id: worker.session_id().clone(),
             worker_id: worker.id(),

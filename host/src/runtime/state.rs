@@ -37,6 +37,9 @@ pub enum AgentState {
     Parked,
     /// No live run; the last one ended otherwise, or there was none.
     Done,
+    /// The session's files are damaged (`corrupt` says how); every other
+    /// session is unaffected.
+    Corrupt,
 }
 
 /// Observer counts.
@@ -83,11 +86,20 @@ pub struct SessionSummary {
     /// The session this one was forked from, and before which seq.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<(SessionId, Seq)>,
+    /// Why the session cannot be read (`path:line: what`), when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrupt: Option<String>,
 }
 
 impl Runtime {
     /// The session's summary, computed from the records.
     pub async fn summary(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
+        self.summary_inner(session)
+            .await
+            .map_err(|e| e.for_session(session))
+    }
+
+    async fn summary_inner(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
         let worker = self.open_worker_of(session)?;
         let record = worker.record()?;
         let meta = worker.metadata()?;
@@ -152,6 +164,7 @@ impl Runtime {
             active_segment: meta.active_segment,
             segments: meta.segments.iter().map(|s| s.segment_id).collect(),
             forked_from: meta.forked_from.map(|f| (f.session_id, f.before_seq)),
+            corrupt: None,
         })
     }
 }

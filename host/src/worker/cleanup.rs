@@ -78,6 +78,7 @@ impl Home {
             Err(e) => return Err(io_err(ctx)(e)),
         }
         fsutil::crash_point("delete-after-marker");
+        self.known().remove(session);
         self.remove_index_entry(session, worker_id)
             .map_err(io_err(ctx.clone()))?;
         fsutil::crash_point("delete-after-index");
@@ -196,6 +197,7 @@ impl Home {
         if doc.worker_id != id {
             return;
         }
+        self.known().insert(doc.session_id.clone(), id);
         let index = Self::index_name(&doc.session_id);
         match fsutil::read_document::<IndexEntry>(&self.inner.index, &index, DOC_VERSION) {
             Ok(entry) if entry.worker_id == id && entry.session_id == doc.session_id => {}
@@ -212,12 +214,7 @@ impl Home {
                 ));
             }
             _ => {
-                let entry = IndexEntry {
-                    version: DOC_VERSION,
-                    session_id: doc.session_id.clone(),
-                    worker_id: id,
-                };
-                match fsutil::write_document(&self.inner.index, &index, &to_json(&entry)) {
+                match self.write_index_entry(&doc.session_id, id) {
                     Ok(()) => out.reindexed.push(doc.session_id),
                     Err(e) => out.problems.push(format!(
                         "session {}: cannot write its index entry again: {e}",

@@ -92,6 +92,11 @@ struct HomeInner {
     workers: Dir,
     /// Serializes generation reservations within this process.
     reserve: Mutex<()>,
+    /// Every published session of the home and its worker, as the owner's
+    /// open found them (and kept current since): an index entry lost while
+    /// this process owns the home is written again instead of letting the
+    /// session id get a second worker.
+    known: Mutex<std::collections::HashMap<SessionId, WorkerId>>,
 }
 
 impl std::fmt::Debug for Home {
@@ -145,6 +150,7 @@ impl Home {
                 index,
                 workers,
                 reserve: Mutex::new(()),
+                known: Mutex::new(Default::default()),
             }),
         }
     }
@@ -273,12 +279,43 @@ impl Home {
                 .filter(|d| !d.exists(DELETING))
                 .map(|_| entry.worker_id)),
             Ok(_) => Ok(None),
-            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) if e.is_not_found() => Ok(self.reindex_known(session)),
             Err(source) => Err(WorkerError::Document {
                 worker: "index".into(),
                 source,
             }),
         }
+    }
+
+    /// A session whose index entry is gone but whose worker this process
+    /// knows: its entry is written again.
+    fn reindex_known(&self, session: &SessionId) -> Option<WorkerId> {
+        let worker = *self.known().get(session)?;
+        let dir = self.inner.workers.open_dir(worker.to_string()).ok()?;
+        if dir.exists(DELETING) {
+            return None;
+        }
+        self.write_index_entry(session, worker).ok()?;
+        Some(worker)
+    }
+
+    pub(crate) fn known(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<SessionId, WorkerId>> {
+        self.inner.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_index_entry(&self, session: &SessionId, worker_id: WorkerId) -> io::Result<()> {
+        let entry = IndexEntry {
+            version: DOC_VERSION,
+            session_id: session.clone(),
+            worker_id,
+        };
+        fsutil::write_document(
+            &self.inner.index,
+            &Self::index_name(session),
+            &to_json(&entry),
+        )
     }
 
     /// The worker holding `session`, if the session is persisted here (a
@@ -306,6 +343,49 @@ impl Home {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+
+    /// What a listing needs of a worker, read leniently: a worker whose
+    /// documents are damaged still says what it can (its session and
+    /// workspace, from whichever document still names them) and why it is
+    /// unusable.
+    pub fn worker_entry(&self, id: WorkerId) -> WorkerEntry {
+        let problem = match self.open_worker(id).and_then(|w| w.record().map(|r| (w, r))) {
+            Ok((w, r)) => {
+                return WorkerEntry {
+                    worker_id: id,
+                    session_id: Some(w.session_id().clone()),
+                    workspace: Some(r.workspace),
+                    problem: None,
+                };
+            }
+            Err(e) => e.to_string(),
+        };
+        let raw = |dir: &str, name: &str| -> Option<serde_json::Value> {
+            let worker = self.inner.workers.open_dir(id.to_string()).ok()?;
+            let dir = if dir.is_empty() {
+                worker
+            } else {
+                worker.open_dir(dir).ok()?
+            };
+            serde_json::from_slice(&dir.read(name).ok()?).ok()
+        };
+        let record = raw("", "worker.json");
+        let doc = raw("session", "session.json");
+        let field = |v: &Option<serde_json::Value>, f: &str| {
+            v.as_ref()
+                .and_then(|v| v.get(f))
+                .and_then(|s| s.as_str())
+                .map(str::to_string)
+        };
+        WorkerEntry {
+            worker_id: id,
+            session_id: field(&doc, "session_id")
+                .or_else(|| field(&record, "session_id"))
+                .and_then(|s| SessionId::parse(&s).ok()),
+            workspace: field(&record, "workspace"),
+            problem: Some(problem),
+        }
     }
 
     /// Every directory under `workers/` named by a worker id, opened when it
@@ -440,22 +520,14 @@ impl Home {
             return Err(e);
         }
         fsutil::crash_point("create-before-index");
-        let entry = IndexEntry {
-            version: DOC_VERSION,
-            session_id: session.clone(),
-            worker_id,
-        };
-        if let Err(e) = fsutil::write_document(
-            &self.inner.index,
-            &Self::index_name(session),
-            &to_json(&entry),
-        ) {
+        if let Err(e) = self.write_index_entry(session, worker_id) {
             let _ = self.remove_worker_dir(&worker_id.to_string());
             return Err(io_err(format!(
                 "cannot write the index entry of session {session}"
             ))(e));
         }
         fsutil::crash_point("create-after-index");
+        self.known().insert(session.clone(), worker_id);
         self.open_worker_any(worker_id)
     }
 
@@ -522,6 +594,19 @@ impl Home {
         }
         Ok(worker)
     }
+}
+
+/// A worker as a listing sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerEntry {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its session, when a document still names it.
+    pub session_id: Option<SessionId>,
+    /// Its workspace, when `worker.json` still names it.
+    pub workspace: Option<String>,
+    /// Why it cannot be opened, if it cannot.
+    pub problem: Option<String>,
 }
 
 /// One worker aggregate, opened.

@@ -1,0 +1,194 @@
+//! Why a runtime command was refused, with a stable code for the wire.
+
+use super::decisions::DecideError;
+use crate::component::ComponentError;
+use crate::ids::{RunId, SessionId, WorkerId};
+use crate::store::StoreError;
+use crate::worker::WorkerError;
+
+/// Why a command was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The component is unusable.
+    #[error(transparent)]
+    Component(#[from] ComponentError),
+    /// The layout on disk failed.
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A decision was refused.
+    #[error(transparent)]
+    Decide(#[from] DecideError),
+    /// The session already has a live run.
+    #[error("session {session} already has a live run: {run}")]
+    LiveRun {
+        /// The session.
+        session: SessionId,
+        /// Its live run.
+        run: RunId,
+    },
+    /// The session exists already.
+    #[error("session {0} exists already")]
+    SessionExists(SessionId),
+    /// No such session here.
+    #[error("no session {0}")]
+    UnknownSession(SessionId),
+    /// No such built-in example.
+    #[error("no built-in example {name:?} (built-in: {known})")]
+    UnknownExample {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// No component with that digest is stored here.
+    #[error("no component {0} is stored in this home")]
+    UnknownComponent(String),
+    /// The run names no component and the worker has none yet.
+    #[error("session {0} has no component yet: name one")]
+    NoComponent(SessionId),
+    /// The worker is bound to another component.
+    #[error(
+        "worker {worker} is bound to component {bound}; this run names {given}. Replay must re-run the code that wrote the journal, so a worker keeps its component"
+    )]
+    ComponentMismatch {
+        /// The worker.
+        worker: WorkerId,
+        /// Its binding.
+        bound: String,
+        /// The component given.
+        given: String,
+    },
+    /// The worker is stale and may not run again.
+    #[error("worker {0} is stale (a replay diverged); it is never continued")]
+    Stale(WorkerId),
+    /// The worker and the session given disagree.
+    #[error("worker {worker} holds session {held}, not {given}")]
+    SessionMismatch {
+        /// The worker.
+        worker: WorkerId,
+        /// Its session.
+        held: SessionId,
+        /// The session given.
+        given: SessionId,
+    },
+    /// The liveness policy cannot be honoured by this controller.
+    #[error("the controller {name} cannot park, so liveness `park` is refused")]
+    UnsupportedPolicy {
+        /// The controller's name.
+        name: String,
+    },
+    /// A requested limit is above the workspace's ceiling.
+    #[error(transparent)]
+    AboveCeiling(#[from] crate::limits::AboveCeiling),
+    /// The request is too large.
+    #[error("the prompt is {size} bytes; at most {max} are accepted")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No such run.
+    #[error("no run {0}")]
+    UnknownRun(RunId),
+    /// The run is not in a state the command needs.
+    #[error("run {run} is {state}; {needed}")]
+    WrongRunState {
+        /// The run.
+        run: RunId,
+        /// Its state.
+        state: String,
+        /// What the command needs.
+        needed: String,
+    },
+    /// Another observer holds the session's claim.
+    #[error(
+        "session {session} is claimed by observer {holder}; attach with takeover to displace it"
+    )]
+    ClaimHeld {
+        /// The session.
+        session: SessionId,
+        /// The claimant.
+        holder: String,
+    },
+    /// The runtime is shutting down.
+    #[error("the host is shutting down; no new runs start")]
+    ShuttingDown,
+    /// The request does not fit the session (a seq that is not there, say).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The run task ended without a terminal write.
+    #[error("{0}")]
+    RunLost(String),
+    /// Another process owns the home.
+    #[error(transparent)]
+    HomeBusy(#[from] crate::home_lock::LockError),
+    /// The disk refused what the command had to write.
+    #[error("{0}")]
+    Storage(String),
+    /// The session's files are corrupt; every other session is unaffected.
+    #[error("session {session} is corrupt: {reason}")]
+    Corrupt {
+        /// The session.
+        session: SessionId,
+        /// What is wrong (`path:line: what`).
+        reason: String,
+    },
+}
+
+impl RuntimeError {
+    /// A stable snake_case code for wire errors.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RuntimeError::Component(_) => "invalid_component",
+            RuntimeError::LiveRun { .. } => "live_run",
+            RuntimeError::SessionExists(_) => "conflict",
+            RuntimeError::UnknownSession(_)
+            | RuntimeError::UnknownRun(_)
+            | RuntimeError::UnknownExample { .. }
+            | RuntimeError::UnknownComponent(_) => "not_found",
+            RuntimeError::Decide(DecideError::NotPending(_)) => "not_found",
+            RuntimeError::Decide(DecideError::Conflict { .. }) => "conflict",
+            RuntimeError::UnsupportedPolicy { .. } => "unsupported_policy",
+            RuntimeError::TooLarge { .. } => "too_large",
+            RuntimeError::AboveCeiling(_) => "limit_exceeded",
+            RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => "conflict",
+            RuntimeError::SessionMismatch { .. }
+            | RuntimeError::NoComponent(_)
+            | RuntimeError::InvalidRequest(_) => "invalid_request",
+            RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => "conflict",
+            RuntimeError::ShuttingDown => "shutting_down",
+            RuntimeError::HomeBusy(_) => "home_busy",
+            RuntimeError::Storage(_) => "storage",
+            RuntimeError::Corrupt { .. } => "corrupt",
+            _ => "internal",
+        }
+    }
+
+    /// This error, as a `corrupt` one when it says that `session`'s own
+    /// files are damaged (a corrupt line, an unreadable document, an I/O
+    /// failure on them): such a fault belongs to that session alone.
+    pub fn for_session(self, session: &SessionId) -> RuntimeError {
+        let damaged = match &self {
+            RuntimeError::Store(
+                StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Worker(_),
+            ) => true,
+            RuntimeError::Store(StoreError::Conflict { .. }) => false,
+            RuntimeError::Worker(WorkerError::NoSuchWorker(_) | WorkerError::NoHome(_)) => false,
+            RuntimeError::Worker(_) => true,
+            _ => false,
+        };
+        if damaged {
+            RuntimeError::Corrupt {
+                session: session.clone(),
+                reason: self.to_string(),
+            }
+        } else {
+            self
+        }
+    }
+}
+
