@@ -1,9 +1,7 @@
 //! The management CLI, in-process (`--home`) and against a server (`--server`).
 
-use crate::common::cairn_bin;
+use crate::common::{cairn_bin, serve};
 use serde_json::Value;
-use std::io::BufRead;
-use std::path::Path;
 
 fn cairn(args: &[&str]) -> (bool, String, String) {
     let out = cairn_bin().args(args).output().unwrap();
@@ -12,43 +10,6 @@ fn cairn(args: &[&str]) -> (bool, String, String) {
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
     )
-}
-
-struct Served {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(home: &Path) -> Served {
-    let mut child = cairn_bin()
-        .args([
-            "serve",
-            "--insecure-local",
-            "--listen",
-            "127.0.0.1:0",
-            "--home",
-        ])
-        .arg(home)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the server says where")
-        .to_string();
-    Served { child, url }
 }
 
 #[test]

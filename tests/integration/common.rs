@@ -122,3 +122,62 @@ pub fn py_tool(requirements: &[&str]) -> std::path::PathBuf {
     }
     python
 }
+
+/// A `cairn serve` child process on 127.0.0.1:0; killed when dropped.
+pub struct Served {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its base URL.
+    pub url: String,
+}
+
+impl Served {
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Serve `home` (`--insecure-local`) and wait until it listens.
+pub fn serve(home: &Path) -> Served {
+    serve_with(home, &[]).expect("the server starts")
+}
+
+/// Serve `home` with `env` set; `Err(stderr)` when it exits instead of
+/// listening.
+pub fn serve_with(home: &Path, env: &[(&str, &str)]) -> Result<Served, String> {
+    use std::io::{BufRead, Read};
+    let mut child = cairn_bin()
+        .args(["serve", "--insecure-local", "--listen", "127.0.0.1:0", "--home"])
+        .arg(home)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) else {
+        let _ = child.wait();
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        return Err(err);
+    };
+    let url = url.to_string();
+    // Drain stderr so the server never blocks on a full pipe.
+    let mut stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stderr.read_to_end(&mut sink);
+    });
+    Ok(Served { child, url })
+}

@@ -2,6 +2,7 @@
 //! wasmtime engine, real components and real files.
 
 mod api;
+mod authority;
 mod cli;
 mod common;
 mod fuzz;

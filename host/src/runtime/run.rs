@@ -95,6 +95,8 @@ pub struct RunCtx {
     event_bytes: AtomicU64,
     broken: Mutex<Option<ErrorInfo>>,
     script: Mutex<Option<Script>>,
+    /// The session's turns before this run, read on the first `history`.
+    history: tokio::sync::OnceCell<Vec<Turn>>,
     /// What the guest is doing, for the limit watcher: it measures the
     /// artifacts only while the guest runs (suspended in a decision wait it
     /// can write nothing), and ends with the run.
@@ -166,6 +168,7 @@ impl RunCtx {
             event_bytes: AtomicU64::new(0),
             broken: Mutex::new(None),
             script: Mutex::new(None),
+            history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
         }
     }
@@ -654,9 +657,17 @@ impl RunHost for RunCtx {
                 "history needs the complete journal; this host keeps only a bounded window in memory".into(),
             ));
         }
-        super::history::turns(&*self.store, &self.session, self.run_id, limit as usize)
+        // The turns before this run do not change while it lives (one run a
+        // session): read them once, not once per call.
+        let turns = self
+            .history
+            .get_or_try_init(|| {
+                super::history::turns(&*self.store, &self.session, self.run_id, usize::MAX)
+            })
             .await
-            .map_err(|e| HostFailure(format!("cannot read history: {e}")))
+            .map_err(|e| HostFailure(format!("cannot read history: {e}")))?;
+        let skip = turns.len().saturating_sub(limit as usize);
+        Ok(turns[skip..].to_vec())
     }
 
     fn limit_broken(&self, limit: &str, value: u64, max: u64) {

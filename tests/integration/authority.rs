@@ -1,0 +1,354 @@
+//! One authority per home and per session, tried with real processes: a
+//! second writer is refused naming the holder (or sent to the server), the
+//! owner's death hands the home over with one restore, readers change
+//! nothing, and shutdown ends every stream and frees the home.
+
+use crate::common::{cairn_bin, serve, serve_with};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn cairn_in(home: &Path, args: &[&str]) -> std::process::Output {
+    cairn_bin().args(args).arg("--home").arg(home).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Start a run over HTTP; (run id, session id).
+fn start(url: &str, body: Value) -> (String, String) {
+    let resp = http()
+        .post(format!("{url}/v1/runs"))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 202, "{}", resp.text().unwrap());
+    let v: Value = resp.json().unwrap();
+    (
+        v["run_id"].as_str().unwrap().to_string(),
+        v["session_id"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Wait for a pending decision of `session`; its id.
+fn pending_decision(url: &str, session: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v: Value = http()
+            .get(format!("{url}/v1/decisions?session={session}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if let Some(id) = v.as_array().and_then(|a| a.first()).and_then(|d| d["decision_id"].as_str()) {
+            return id.to_string();
+        }
+        assert!(Instant::now() < deadline, "no decision came: {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait for a run to end; its summary.
+fn ended(url: &str, run: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v: Value = http()
+            .get(format!("{url}/v1/runs/{run}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if v["facts"].is_object() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "run {run} did not end: {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn export(home: &Path, session: &str) -> Vec<Value> {
+    let out = cairn_in(home, &["export", session]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn assert_dense(lines: &[Value]) {
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["seq"].as_u64(), Some(i as u64 + 1), "dense at {i}: {l}");
+    }
+}
+
+#[test]
+fn a_second_writer_is_refused_or_sent_to_the_server_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = serve(&home);
+    let url = served.url.clone();
+    let (run, session) = start(&url, json!({ "component": "approval", "prompt": "hold" }));
+    pending_decision(&url, &session);
+    let before = export(&home, &session);
+
+    // The lock file names the server.
+    let lock: Value =
+        serde_json::from_slice(&std::fs::read(home.join("cairn.lock")).unwrap()).unwrap();
+    assert_eq!(lock["pid"], served.pid());
+    assert_eq!(lock["command"], "serve");
+    assert_eq!(lock["url"], url.as_str());
+
+    // A second `cairn run` on the home: exit 2, one line naming the holder.
+    let out = cairn_in(&home, &["run", "echo", "--prompt", "x"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("is served by pid {} at {url}", served.pid())),
+        "{err}"
+    );
+    // The same for `--worker` of the live session's worker, and a second server.
+    let worker = http()
+        .get(format!("{url}/v1/sessions/{session}"))
+        .send()
+        .unwrap()
+        .json::<Value>()
+        .unwrap()["worker_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = cairn_in(&home, &["run", "approval", "--prompt", "x", "--worker", &worker]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let second = serve_with(&home, &[]);
+    let err = second.err().expect("a second server is refused");
+    assert!(err.contains("is served by pid"), "{err}");
+
+    // Readers read, and change nothing.
+    let out = cairn_in(&home, &["ls", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(export(&home, &session), before, "nothing was written");
+
+    // A management command goes through the server, saying so.
+    let started_seq = before
+        .iter()
+        .find(|l| l["payload"]["event"]["type"] == "started")
+        .unwrap()["seq"]
+        .to_string();
+    let out = cairn_in(&home, &["fork", &session, "--before", &started_seq, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("sending the request there"),
+        "{}",
+        text(&out.stderr)
+    );
+    let forked: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let child = forked["session_id"].as_str().unwrap();
+    assert_eq!(
+        http()
+            .get(format!("{url}/v1/sessions/{child}"))
+            .send()
+            .unwrap()
+            .status(),
+        200,
+        "the server made the fork"
+    );
+
+    // The live run goes on, and its journal stays dense and single-written.
+    let decision = pending_decision(&url, &session);
+    let out = cairn_in(&home, &["decide", &decision, "approve"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let facts = ended(&url, &run);
+    assert_eq!(facts["facts"]["status"], "finished", "{facts}");
+    let after = export(&home, &session);
+    assert_dense(&after);
+    assert_eq!(&after[..before.len()], &before[..]);
+}
+
+#[test]
+fn a_busy_home_held_by_cairn_run_names_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    // A run that waits on a decision nobody answers until we say.
+    let mut child = cairn_bin()
+        .args(["run", "approval", "--prompt", "wait", "--json", "--home"])
+        .arg(&home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let holder = loop {
+        if let Ok(bytes) = std::fs::read(home.join("cairn.lock"))
+            && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "cairn run took no lock");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(holder["command"], "run");
+    let out = cairn_in(&home, &["rm", "anything"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("in use by pid {} (cairn run)", child.id())),
+        "{err}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    // The kernel released the lock with the process: the next writer takes
+    // the stale file over silently.
+    let out = cairn_in(&home, &["run", "echo", "--prompt", "after"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn the_owner_killed_hands_the_home_over_with_exactly_one_restore() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let mut served = serve(&home);
+    let (run, session) = start(&served.url, json!({ "component": "approval", "prompt": "crash" }));
+    pending_decision(&served.url, &session);
+    // kill -9: no shutdown, the lock file still names the dead process.
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    drop(served);
+    let served = serve(&home);
+    let decision = pending_decision(&served.url, &session);
+    let resp = http()
+        .post(format!("{}/v1/decisions/{decision}", served.url))
+        .json(&json!({ "value": { "approved": true } }))
+        .send()
+        .unwrap();
+    assert!(resp.status().is_success());
+    assert_eq!(ended(&served.url, &run)["facts"]["status"], "finished");
+    drop(served);
+    // A third owner finds nothing to restore.
+    let served = serve(&home);
+    assert_eq!(ended(&served.url, &run)["facts"]["status"], "finished");
+    drop(served);
+    let lines = export(&home, &session);
+    assert_dense(&lines);
+    let resumed = lines
+        .iter()
+        .filter(|l| l["payload"]["event"]["type"] == "resumed_by_replay")
+        .count();
+    assert_eq!(resumed, 1, "restored exactly once");
+    let terminals = lines.iter().filter(|l| l["facts"].is_object()).count();
+    assert_eq!(terminals, 1);
+}
+
+#[test]
+fn an_accepted_run_is_durable_before_its_202() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    for round in 0..5 {
+        let mut served = serve(&home);
+        let (run, _) = start(&served.url, json!({ "component": "approval", "prompt": "x" }));
+        // Killed the instant the 202 arrived.
+        served.child.kill().unwrap();
+        served.child.wait().unwrap();
+        drop(served);
+        let out = cairn_in(&home, &["ls", "--json"]);
+        assert!(out.status.success());
+        let served = serve(&home);
+        let resp = http()
+            .get(format!("{}/v1/runs/{run}", served.url))
+            .send()
+            .unwrap();
+        assert_eq!(resp.status(), 200, "round {round}: run {run} is known");
+    }
+}
+
+#[test]
+fn a_reader_during_a_fork_in_progress_removes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = serve(&home);
+    let (run, _) = start(&served.url, json!({ "component": "echo", "prompt": "x" }));
+    ended(&served.url, &run);
+    // A fork as the server writes it: a worker staged behind its marker.
+    let workers = home.join("workers");
+    let source = std::fs::read_dir(&workers).unwrap().next().unwrap().unwrap().path();
+    let staged = workers.join("01900000-0000-7000-8000-000000000001");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&source)
+        .arg(&staged)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(staged.join("forking"), b"{\"version\": 1}\n").unwrap();
+    for args in [&["ls"][..], &["ls", "--json"][..]] {
+        let out = cairn_in(&home, args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    assert!(staged.join("forking").exists(), "the reader left the fork alone");
+    drop(served);
+    // The next owner rolls the (never published) fork back.
+    let out = cairn_in(&home, &["rm", "never-created"]);
+    assert!(!staged.exists(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn sigint_and_sigterm_end_followers_and_free_the_home() {
+    for signal in ["-INT", "-TERM"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let mut served = serve(&home);
+        let (run, session) = start(&served.url, json!({ "component": "approval", "prompt": "x" }));
+        pending_decision(&served.url, &session);
+        // A follower, reading the stream on a thread.
+        let resp = reqwest::blocking::Client::new()
+            .get(format!("{}/v1/sessions/{session}/events", served.url))
+            .send()
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let follower = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut body = String::new();
+            let mut resp = resp;
+            let _ = resp.read_to_string(&mut body);
+            body
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let t0 = Instant::now();
+        let status = std::process::Command::new("kill")
+            .args([signal, &served.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = loop {
+            if let Some(s) = served.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{signal}: the server did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(exit.success(), "{signal}: {exit:?}");
+        let body = follower.join().unwrap();
+        assert!(body.contains("event: shutdown"), "{signal}: {body}");
+        drop(served);
+        // The run was drained (cancelled by its policy) and the home is free.
+        let out = cairn_in(&home, &["inspect", &session, "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let runs = v["runs"].as_array().unwrap();
+        let mine = runs.iter().find(|r| r["run_id"] == run.as_str()).unwrap();
+        assert_eq!(mine["facts"]["status"], "cancelled", "{signal}: {mine}");
+        let out = cairn_in(&home, &["run", "echo", "--prompt", "free"]);
+        assert!(out.status.success(), "{signal}: {}", text(&out.stderr));
+    }
+}
