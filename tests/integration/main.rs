@@ -5,6 +5,7 @@ mod api;
 mod authority;
 mod cli;
 mod common;
+mod corruption;
 mod fuzz;
 mod fuzz_api;
 mod hostile;

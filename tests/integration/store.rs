@@ -604,3 +604,112 @@ fn acknowledged_appends_survive_sigkill() {
         acknowledged = held;
     }
 }
+
+fn entry(session: &SessionId, segment: cairn::SegmentId, seq: u64) -> Arc<cairn::SessionEvent> {
+    Arc::new(cairn::SessionEvent {
+        session_id: session.clone(),
+        segment_id: segment,
+        run_id: None,
+        seq: Seq(seq),
+        at_ms: 1,
+        payload: text(seq),
+        facts: None,
+    })
+}
+
+/// The fence, against every store: an append that does not continue the
+/// head is refused with `Conflict { expected, head }` and writes nothing.
+#[tokio::test]
+async fn an_append_that_does_not_continue_the_head_is_a_conflict_and_writes_nothing() {
+    for kind in KINDS {
+        let f = fixture(kind, 64);
+        let journal = f.session("fenced").await;
+        let session = journal.session().clone();
+        for i in 0..3 {
+            journal.append(None, text(i)).await.unwrap();
+        }
+        let head = f.store.head(&session).await.unwrap();
+        assert_eq!(head.last_seq, Seq(4), "{kind:?}");
+        // A writer that believes the head is at 2 (it lost seq 3 and 4 to
+        // another writer).
+        let stale = [entry(&session, head.active_segment, 3)];
+        match f.store.append(&session, Seq(3), &stale).await {
+            Err(StoreError::Conflict { expected, head, .. }) => {
+                assert_eq!((expected, head), (Seq(3), Seq(4)), "{kind:?}");
+            }
+            other => panic!("{kind:?}: {other:?}"),
+        }
+        // One ahead of the head is refused the same way.
+        let ahead = [entry(&session, head.active_segment, 6)];
+        assert!(
+            matches!(
+                f.store.append(&session, Seq(6), &ahead).await,
+                Err(StoreError::Conflict { .. })
+            ),
+            "{kind:?}"
+        );
+        let items = f.store.read(&session, Seq(0), usize::MAX).await.unwrap();
+        assert_eq!(items.len(), 4, "{kind:?}: nothing was written");
+        // The right one goes through.
+        let next = [entry(&session, head.active_segment, 5)];
+        f.store.append(&session, Seq(5), &next).await.unwrap();
+        assert_eq!(f.store.head(&session).await.unwrap().last_seq, Seq(5));
+    }
+}
+
+/// Two file stores on one home (two processes that skipped the lock): the
+/// second to write finds the first's lines and is refused, instead of
+/// writing the same seq twice.
+#[tokio::test]
+async fn a_second_file_store_on_the_same_files_is_fenced_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = Home::open(&tmp.path().join("home")).unwrap();
+    let session = SessionId::parse("shared").unwrap();
+    let worker = home.create_published_worker(&session, None, "local").unwrap();
+    let segment = worker.metadata().unwrap().active_segment;
+    let one = FileStore::new(home.clone());
+    let two = FileStore::new(home.clone());
+    // Both open the session at the same head.
+    assert_eq!(one.head(&session).await.unwrap().last_seq, Seq(0));
+    assert_eq!(two.head(&session).await.unwrap().last_seq, Seq(0));
+    one.append(&session, Seq(1), &[entry(&session, segment, 1), entry(&session, segment, 2)])
+        .await
+        .unwrap();
+    match two.append(&session, Seq(1), &[entry(&session, segment, 1)]).await {
+        Err(StoreError::Conflict { expected, head, .. }) => {
+            assert_eq!((expected, head), (Seq(1), Seq(2)));
+        }
+        other => panic!("{other:?}"),
+    }
+    let fresh = FileStore::new(home);
+    let items = fresh.read(&session, Seq(0), usize::MAX).await.unwrap();
+    assert_eq!(items.len(), 2, "no seq was written twice");
+}
+
+/// A new segment is complete before it is active: its first entries go
+/// with the switch, fenced like an append.
+#[tokio::test]
+async fn a_new_segment_starts_with_its_first_entries_or_not_at_all() {
+    for kind in KINDS {
+        let f = fixture(kind, 64);
+        let journal = f.session("segments").await;
+        let session = journal.session().clone();
+        journal.append(None, text(1)).await.unwrap();
+        let old = f.store.head(&session).await.unwrap().active_segment;
+        let new = cairn::SegmentId::new();
+        // A stale writer's switch is refused and changes nothing.
+        let stale = [entry(&session, new, 2)];
+        assert!(
+            matches!(
+                f.store.start_segment(&session, new, old, &stale).await,
+                Err(StoreError::Conflict { .. })
+            ),
+            "{kind:?}"
+        );
+        assert_eq!(f.store.head(&session).await.unwrap().active_segment, old);
+        let first = [entry(&session, new, 3)];
+        f.store.start_segment(&session, new, old, &first).await.unwrap();
+        let head = f.store.head(&session).await.unwrap();
+        assert_eq!((head.active_segment, head.last_seq), (new, Seq(3)), "{kind:?}");
+    }
+}

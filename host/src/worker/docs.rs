@@ -99,6 +99,11 @@ pub struct SessionDoc {
     pub worker_id: WorkerId,
     /// When it was created.
     pub created_at_ms: u64,
+    /// The workspace it was created in (as `worker.json` says; kept here
+    /// too, in a document written once, so a damaged `worker.json` still
+    /// leaves the session attributable to its tenant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
 }
 
 /// `index/sessions/<key>.json`: session id → worker id.

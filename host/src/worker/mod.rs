@@ -383,7 +383,7 @@ impl Home {
             session_id: field(&doc, "session_id")
                 .or_else(|| field(&record, "session_id"))
                 .and_then(|s| SessionId::parse(&s).ok()),
-            workspace: field(&record, "workspace"),
+            workspace: field(&record, "workspace").or_else(|| field(&doc, "workspace")),
             problem: Some(problem),
         }
     }
@@ -478,6 +478,7 @@ impl Home {
                 session_id: session.clone(),
                 worker_id,
                 created_at_ms: now,
+                workspace: Some(workspace.to_string()),
             };
             fsutil::write_document(&session_dir, "session.json", &to_json(&doc))
                 .map_err(io_err(ctx.clone()))?;

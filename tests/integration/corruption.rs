@@ -1,0 +1,336 @@
+//! Faults stay in their session: each kind of damage, done to one session
+//! beside healthy sessions of two workspaces; the server starts, both
+//! workspaces keep listing and running, the damaged session is `corrupt`
+//! (409 with its reason, never a 500), and a lost index entry is recovered
+//! rather than given a second worker.
+
+use crate::common::{cairn_bin, serve};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const A: &str = "token-of-workspace-a-0123456789";
+const B: &str = "token-of-workspace-b-0123456789";
+
+struct Api {
+    url: String,
+    http: reqwest::blocking::Client,
+}
+
+impl Api {
+    fn call(&self, method: &str, token: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = match method {
+            "GET" => self.http.get(format!("{}{path}", self.url)),
+            _ => self.http.post(format!("{}{path}", self.url)),
+        }
+        .bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().unwrap_or(Value::Null))
+    }
+
+    /// Run `echo` in `session` (a new one when `None`) to its end; the session.
+    fn echo(&self, token: &str, session: Option<&str>) -> String {
+        let mut body = json!({ "component": "echo", "prompt": "hello there" });
+        if let Some(s) = session {
+            body["session"] = json!(s);
+        }
+        let (status, v) = self.call("POST", token, "/v1/runs", Some(body));
+        assert_eq!(status, 202, "{v}");
+        let run = v["run_id"].as_str().unwrap().to_string();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, r) = self.call("GET", token, &format!("/v1/runs/{run}"), None);
+            if r["facts"]["status"] == "finished" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{r}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        v["session_id"].as_str().unwrap().to_string()
+    }
+}
+
+fn api(url: &str) -> Api {
+    Api {
+        url: url.to_string(),
+        http: reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    }
+}
+
+/// The damage, each done to its own session.
+const CASES: [&str; 7] = [
+    "torn line in a segment that is not the active one",
+    "a flipped byte in the journal",
+    "metadata.json deleted",
+    "the active segment deleted",
+    "the index entry deleted",
+    "worker.json emptied",
+    "session.json garbage",
+];
+
+fn damage(case: &str, worker: &Path, summary: &Value) {
+    let segments = worker.join("session/segments");
+    let active = segments.join(format!("{}.jsonl", summary["active_segment"].as_str().unwrap()));
+    match case {
+        "torn line in a segment that is not the active one" => {
+            let first = summary["segments"][0].as_str().unwrap();
+            let path = segments.join(format!("{first}.jsonl"));
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::write(&path, &bytes[..bytes.len() - 7]).unwrap();
+        }
+        "a flipped byte in the journal" => {
+            let mut bytes = std::fs::read(&active).unwrap();
+            let second_line = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+            bytes[second_line] = b'#';
+            std::fs::write(&active, bytes).unwrap();
+        }
+        "metadata.json deleted" => std::fs::remove_file(worker.join("metadata.json")).unwrap(),
+        "the active segment deleted" => std::fs::remove_file(&active).unwrap(),
+        "the index entry deleted" => {
+            let home = worker.parent().unwrap().parent().unwrap();
+            for e in std::fs::read_dir(home.join("index/sessions")).unwrap() {
+                let e = e.unwrap();
+                let doc: Value = serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
+                if doc["worker_id"] == summary["worker_id"] {
+                    std::fs::remove_file(e.path()).unwrap();
+                }
+            }
+        }
+        "worker.json emptied" => std::fs::write(worker.join("worker.json"), b"").unwrap(),
+        "session.json garbage" => {
+            std::fs::write(worker.join("session/session.json"), b"garbage{").unwrap()
+        }
+        other => unreachable!("{other}"),
+    }
+}
+
+#[test]
+fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        format!("[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.b]\ntokens = [\"{B}\"]\n"),
+    )
+    .unwrap();
+    let served = serve(&home);
+    let api1 = api(&served.url);
+    let healthy_a = api1.echo(A, None);
+    let healthy_b = api1.echo(B, None);
+    let mut victims: Vec<(&str, String, Value)> = Vec::new();
+    for case in CASES {
+        let session = api1.echo(A, None);
+        if case.starts_with("torn line") {
+            let (status, v) =
+                api1.call("POST", A, &format!("/v1/sessions/{session}/compact"), Some(json!({})));
+            assert_eq!(status, 201, "{v}");
+        }
+        let (_, summary) = api1.call("GET", A, &format!("/v1/sessions/{session}"), None);
+        victims.push((case, session, summary));
+    }
+    drop(served);
+    for (case, _, summary) in &victims {
+        let worker = home
+            .join("workers")
+            .join(summary["worker_id"].as_str().unwrap());
+        damage(case, &worker, summary);
+    }
+
+    // The server starts with all of it present.
+    let served = serve(&home);
+    let api2 = api(&served.url);
+    let mut usable = 0;
+    for (case, session, summary) in &victims {
+        let (status, v) = api2.call("GET", A, &format!("/v1/sessions/{session}"), None);
+        if *case == "the index entry deleted" {
+            // Written again by the new owner: the same worker, whole.
+            assert_eq!(status, 200, "{case}: {v}");
+            assert_eq!(v["worker_id"], summary["worker_id"], "{case}");
+            let again = api2.echo(A, Some(session));
+            assert_eq!(&again, session);
+            let workers = std::fs::read_dir(home.join("workers")).unwrap().count();
+            assert_eq!(workers, 2 + CASES.len(), "{case}: no second worker");
+        } else {
+            assert_eq!(status, 409, "{case}: {v}");
+            assert_eq!(v["error"]["code"], "corrupt", "{case}: {v}");
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(message.contains(session.as_str()), "{case}: {message}");
+        }
+        // Another workspace sees nothing of it.
+        let (status, _) = api2.call("GET", B, &format!("/v1/sessions/{session}"), None);
+        assert_eq!(status, 404, "{case}");
+        usable += 1;
+    }
+    // Both workspaces list and run.
+    let (status, list_a) = api2.call("GET", A, "/v1/sessions", None);
+    assert_eq!(status, 200, "{list_a}");
+    let rows = list_a.as_array().unwrap();
+    assert_eq!(rows.len(), 1 + CASES.len(), "{list_a}");
+    let corrupt: Vec<&Value> = rows.iter().filter(|r| r["state"]["state"] == "corrupt").collect();
+    assert_eq!(corrupt.len(), CASES.len() - 1, "{list_a}");
+    for row in &corrupt {
+        assert!(row["corrupt"].as_str().is_some_and(|r| !r.is_empty()), "{row}");
+    }
+    let (status, list_b) = api2.call("GET", B, "/v1/sessions", None);
+    assert_eq!(status, 200);
+    assert_eq!(list_b.as_array().unwrap().len(), 1, "{list_b}");
+    assert_eq!(list_b[0]["session_id"], healthy_b.as_str());
+    for (token, session) in [(A, &healthy_a), (B, &healthy_b)] {
+        api2.echo(token, Some(session));
+        api2.echo(token, None);
+    }
+    let (status, runs) = api2.call("GET", A, "/v1/runs", None);
+    assert_eq!(status, 200, "{runs}");
+    assert!(runs.as_array().unwrap().len() >= 3);
+
+    // The local listing shows every session, the damaged ones with reasons.
+    let out = cairn_bin()
+        .args(["ls", "--json", "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let corrupt = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"]["state"] == "corrupt")
+        .count();
+    assert_eq!(corrupt, CASES.len() - 1, "{all}");
+    let out = cairn_bin().args(["ls", "--home"]).arg(&home).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(table.contains("corrupt: session"), "{table}");
+    eprintln!(
+        "{usable} of {} kinds of damage left the rest of the home fully usable",
+        CASES.len()
+    );
+    assert_eq!(usable, CASES.len());
+}
+
+fn cairn_crash(home: &Path, args: &[&str], crash: Option<&str>) -> std::process::Output {
+    let mut cmd = cairn_bin();
+    cmd.args(args).arg("--home").arg(home);
+    if let Some(step) = crash {
+        cmd.env("CAIRN_CRASH_AT", step);
+    }
+    cmd.output().unwrap()
+}
+
+fn entries(dir: PathBuf) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn a_session_creation_killed_at_each_step_is_rolled_back() {
+    for step in [
+        "create-laid-out",
+        "create-before-index",
+        "create-after-index",
+        "create-before-publish",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let out = cairn_crash(&home, &["run", "echo", "--prompt", "x"], Some(step));
+        assert!(!out.status.success(), "{step}: the process died");
+        // Readers see no session, and no damage either.
+        let out = cairn_crash(&home, &["ls", "--json"], None);
+        assert!(out.status.success(), "{step}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+            json!([]),
+            "{step}"
+        );
+        // The next owner rolls it back, then works.
+        let out = cairn_crash(&home, &["run", "echo", "--prompt", "y"], None);
+        assert!(out.status.success(), "{step}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(entries(home.join("workers")), 1, "{step}: one worker");
+        assert_eq!(entries(home.join("index/sessions")), 1, "{step}: one index entry");
+    }
+}
+
+#[test]
+fn a_named_session_whose_creation_was_killed_can_be_created_again() {
+    for step in ["create-after-index", "create-before-publish"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let served = crate::common::serve_with(&home, &[("CAIRN_CRASH_AT", step)]).unwrap();
+        let http = reqwest::blocking::Client::new();
+        let died = http
+            .post(format!("{}/v1/sessions", served.url))
+            .json(&json!({ "id": "named" }))
+            .send();
+        assert!(died.is_err(), "{step}: the server died mid-creation");
+        drop(served);
+        let served = serve(&home);
+        let get = http
+            .get(format!("{}/v1/sessions/named", served.url))
+            .send()
+            .unwrap();
+        assert_eq!(get.status(), 404, "{step}: never half there");
+        let created = http
+            .post(format!("{}/v1/sessions", served.url))
+            .json(&json!({ "id": "named" }))
+            .send()
+            .unwrap();
+        assert_eq!(created.status(), 201, "{step}");
+        let get = http
+            .get(format!("{}/v1/sessions/named", served.url))
+            .send()
+            .unwrap();
+        assert_eq!(get.status(), 200, "{step}");
+        assert_eq!(entries(home.join("workers")), 1, "{step}");
+    }
+}
+
+#[test]
+fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
+    for op in [&["compact"][..], &["branch", "--at", "3"][..]] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let out = cairn_crash(&home, &["run", "echo", "--prompt", "one two", "--json"], None);
+        let first: Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
+                .unwrap();
+        let session = first["session_id"].as_str().unwrap().to_string();
+        let export = |home: &Path| cairn_crash(home, &["export", &session], None).stdout;
+        let inspect = |home: &Path| -> Value {
+            let out = cairn_crash(home, &["inspect", &session, "--json"], None);
+            serde_json::from_slice(&out.stdout).unwrap()
+        };
+        let before = export(&home);
+        let active = inspect(&home)["session"]["active_segment"].clone();
+        let mut args = vec![op[0], session.as_str()];
+        args.extend_from_slice(&op[1..]);
+        let out = cairn_crash(&home, &args, Some("segment-before-switch"));
+        assert!(!out.status.success(), "{op:?}: the process died");
+        assert_eq!(export(&home), before, "{op:?}: the journal is as it was");
+        assert_eq!(inspect(&home)["session"]["active_segment"], active, "{op:?}");
+        // The next run still sees every turn, and the switch can be done.
+        let out = cairn_crash(&home, &args, None);
+        assert!(out.status.success(), "{op:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let after = inspect(&home);
+        assert_ne!(after["session"]["active_segment"], active);
+        let lines: Vec<Value> = String::from_utf8_lossy(&export(&home))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let created = lines
+            .iter()
+            .filter(|l| l["payload"]["event"]["type"] == "segment_created")
+            .count();
+        assert_eq!(created, 2, "{op:?}: the first segment and the new one");
+        for (i, l) in lines.iter().enumerate() {
+            assert_eq!(l["seq"].as_u64(), Some(i as u64 + 1));
+        }
+    }
+}
