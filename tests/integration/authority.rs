@@ -352,3 +352,154 @@ fn sigint_and_sigterm_end_followers_and_free_the_home() {
         assert!(out.status.success(), "{signal}: {}", text(&out.stderr));
     }
 }
+
+/// A small tmpfs, unmounted when dropped; `None` where this machine does
+/// not let the test mount one.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Fill the file system under `dir` with `name` until it refuses a byte.
+fn fill(dir: &Path, name: &str) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join(name)).unwrap();
+    let chunk = vec![0u8; 64 << 10];
+    while f.write_all(&chunk).is_ok() {}
+    let small = [0u8; 512];
+    while f.write_all(&small).is_ok() {}
+    let _ = f.sync_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
+    use cairn::runtime::{Runtime, RuntimeConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mnt) = Tmpfs::mount(&tmp.path().join("mnt"), "24m") else {
+        eprintln!("skipped: this machine does not let the test mount a tmpfs (needs root)");
+        return;
+    };
+    let home = mnt.0.join("home");
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let hostile = crate::common::fixture("hostile");
+    // A first run binds the worker (its component is stored in the home).
+    let first = cairn::runtime::StartRun::new(
+        cairn::runtime::ComponentRef::Path(hostile.clone()),
+        "trap",
+    );
+    let (started, _, _) = crate::common::run_to_end(&rt, first, None).await;
+    let session = started.session_id.clone();
+    // Leave about 256 KiB free: a reserve file, the rest filled.
+    std::fs::write(mnt.0.join("reserve"), vec![0u8; 256 << 10]).unwrap();
+    fill(&mnt.0, "filler");
+    std::fs::remove_file(mnt.0.join("reserve")).unwrap();
+    // A controller that emits until it is refused: the disk refuses first.
+    let mut req = cairn::runtime::StartRun::new(cairn::runtime::ComponentRef::Path(hostile), "flood");
+    req.session = Some(session.clone());
+    let flood = rt.start(req).await.expect("the start fits in the reserve");
+    // The disk is full: the run has ended its work but cannot write its end;
+    // it holds its session and stays live (a task, not a ghost).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let summary = rt.summary(&session).await.unwrap();
+        let stuck = summary.live_run == Some(flood.run_id)
+            && cairn::Runtime::find_run(&rt, flood.run_id).await.is_err();
+        let full = std::fs::metadata(mnt.0.join("filler")).is_ok();
+        if stuck && full && rt.read(&session, cairn::Seq(0)).await.unwrap().len() > 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the flood never filled the disk");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The journal stops growing (the disk refuses), and still no end.
+    let mut len = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = rt.read(&session, cairn::Seq(0)).await.unwrap().len();
+        if now == len {
+            break;
+        }
+        len = now;
+        assert!(Instant::now() < deadline, "the journal kept growing");
+    }
+    assert!(
+        rt.find_run(flood.run_id).await.is_err(),
+        "no terminal entry fits on a full disk"
+    );
+    assert_eq!(rt.summary(&session).await.unwrap().live_run, Some(flood.run_id));
+    // Space returns: the terminal is written, `failed` with `storage`.
+    std::fs::remove_file(mnt.0.join("filler")).unwrap();
+    let facts = tokio::time::timeout(Duration::from_secs(10), rt.wait(flood.run_id))
+        .await
+        .expect("the end is written once space returns")
+        .unwrap();
+    assert_eq!(facts.status, cairn::RunStatus::Failed);
+    let items = rt.read(&session, cairn::Seq(0)).await.unwrap();
+    let last = items.last().unwrap().event().unwrap().clone();
+    match &last.payload {
+        cairn::Payload::Lifecycle(cairn::LifecycleEvent::Failed { error }) => {
+            assert_eq!(error.code, "storage", "{error:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Every line on disk is whole and dense: a fresh reader agrees.
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+    let mut config = RuntimeConfig::new(&home);
+    config.read_only = true;
+    let reader = Runtime::open(config).await.unwrap();
+    let again = reader.read(&session, cairn::Seq(0)).await.unwrap();
+    assert_eq!(again.len(), items.len());
+    for (i, item) in again.iter().enumerate() {
+        assert_eq!(item.seq().0, i as u64 + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_new_run_reserves_past_the_journal_when_worker_json_rolled_back() {
+    use crate::common::{run_to_end, runtime, start_req};
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let (first, _, _) = run_to_end(&rt, start_req("echo", "one"), None).await;
+    let mut again = start_req("echo", "two");
+    again.session = Some(first.session_id.clone());
+    run_to_end(&rt, again, None).await;
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+    // A power loss rolled worker.json back (its write is not synced) and
+    // took the generation directories with it.
+    let worker = tmp
+        .path()
+        .join("home/workers")
+        .join(first.worker_id.to_string());
+    let path = worker.join("worker.json");
+    let mut record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    record["last_generation"] = json!(0);
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    std::fs::remove_dir_all(worker.join("runs/1")).unwrap();
+    std::fs::remove_dir_all(worker.join("runs/2")).unwrap();
+    let rt = runtime(tmp.path()).await;
+    let mut third = start_req("echo", "three");
+    third.session = Some(first.session_id.clone());
+    let (_, facts, _) = run_to_end(&rt, third, None).await;
+    assert_eq!(facts.generation, cairn::Generation(3), "never generation 1 again");
+}

@@ -634,21 +634,41 @@ impl Runtime {
             req.liveness,
             limits,
         ));
-        // One live run per session: held from this moment (Preparing).
-        {
-            let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            let live = sessions.entry(session.clone()).or_default();
-            if live.deleting {
-                return Err(RuntimeError::UnknownSession(session));
+        // One live run per session: held from this moment (Preparing). A
+        // run whose terminal entry is being written is waited for (briefly):
+        // whoever saw its end may start the next one at once.
+        let mut waited = false;
+        loop {
+            let finishing = {
+                let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let live = sessions.entry(session.clone()).or_default();
+                if live.deleting {
+                    return Err(RuntimeError::UnknownSession(session));
+                }
+                match live.run.as_ref().filter(|r| !r.ended.load(Ordering::SeqCst)) {
+                    Some(run) if run.finishing.load(Ordering::SeqCst) && !waited => {
+                        Some(run.run_id)
+                    }
+                    Some(run) => {
+                        return Err(RuntimeError::LiveRun {
+                            session,
+                            run: run.run_id,
+                        });
+                    }
+                    None => {
+                        ctx.set_present(live.observers.values().any(|o| o.present));
+                        live.run = Some(ctx.clone());
+                        None
+                    }
+                }
+            };
+            match finishing {
+                Some(run) => {
+                    waited = true;
+                    let _ = tokio::time::timeout(Duration::from_secs(5), self.wait(run)).await;
+                }
+                None => break,
             }
-            if let Some(run) = live.run.as_ref().filter(|r| !r.ended.load(Ordering::SeqCst)) {
-                return Err(RuntimeError::LiveRun {
-                    session,
-                    run: run.run_id,
-                });
-            }
-            ctx.set_present(live.observers.values().any(|o| o.present));
-            live.run = Some(ctx.clone());
         }
         inner
             .run_index

@@ -90,6 +90,8 @@ pub struct RunCtx {
     /// Set once the terminal entry is durable: the session is free for the
     /// next run from then on.
     pub(crate) ended: AtomicBool,
+    /// Set while the terminal entry is being written.
+    pub(crate) finishing: AtomicBool,
     pub(crate) retrying: AtomicBool,
     events: AtomicU64,
     event_bytes: AtomicU64,
@@ -163,6 +165,7 @@ impl RunCtx {
             clock: Mutex::new(None),
             running: AtomicBool::new(false),
             ended: AtomicBool::new(false),
+            finishing: AtomicBool::new(false),
             retrying: AtomicBool::new(false),
             events: AtomicU64::new(0),
             event_bytes: AtomicU64::new(0),
@@ -891,6 +894,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     // until it takes it, so no run stays `running` without a task; the
     // session's run slot stays held meanwhile.
     let mut backoff = Duration::from_millis(50);
+    ctx.finishing.store(true, Ordering::SeqCst);
     loop {
         let stored = || ctx.ended.store(true, Ordering::SeqCst);
         match ctx
