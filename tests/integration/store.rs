@@ -175,7 +175,16 @@ async fn a_waiting_subscriber_gets_the_tail_of_a_burst_when_the_writer_goes_quie
 async fn the_file_store_keeps_a_bounded_number_of_sessions_open() {
     let f = fixture(Kind::File, 64);
     let n = cairn::store::file::MAX_OPEN_SESSIONS + 200;
-    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    // Descriptors open on this fixture's files only (other tests may run
+    // in this process at the same time).
+    let root = f.home.path().to_path_buf();
+    let fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(&root)))
+            .count()
+    };
     let before = fds();
     let mut ids = Vec::new();
     for i in 0..n {
