@@ -58,7 +58,9 @@ fn busy_message(home: &Path, holder: Option<&Holder>) -> String {
     let home = home.display();
     match holder {
         Some(Holder {
-            pid, url: Some(url), ..
+            pid,
+            url: Some(url),
+            ..
         }) => format!("home {home} is served by pid {pid} at {url}"),
         Some(Holder { pid, command, .. }) => {
             format!("home {home} is in use by pid {pid} (cairn {command}); try again when it ends")

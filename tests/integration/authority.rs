@@ -9,7 +9,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn cairn_in(home: &Path, args: &[&str]) -> std::process::Output {
-    cairn_bin().args(args).arg("--home").arg(home).output().unwrap()
+    cairn_bin()
+        .args(args)
+        .arg("--home")
+        .arg(home)
+        .output()
+        .unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -48,7 +53,11 @@ fn pending_decision(url: &str, session: &str) -> String {
             .unwrap()
             .json()
             .unwrap();
-        if let Some(id) = v.as_array().and_then(|a| a.first()).and_then(|d| d["decision_id"].as_str()) {
+        if let Some(id) = v
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|d| d["decision_id"].as_str())
+        {
             return id.to_string();
         }
         assert!(Instant::now() < deadline, "no decision came: {v}");
@@ -124,7 +133,10 @@ fn a_second_writer_is_refused_or_sent_to_the_server_and_changes_nothing() {
         .as_str()
         .unwrap()
         .to_string();
-    let out = cairn_in(&home, &["run", "approval", "--prompt", "x", "--worker", &worker]);
+    let out = cairn_in(
+        &home,
+        &["run", "approval", "--prompt", "x", "--worker", &worker],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let second = serve_with(&home, &[]);
     let err = second.err().expect("a second server is refused");
@@ -143,7 +155,10 @@ fn a_second_writer_is_refused_or_sent_to_the_server_and_changes_nothing() {
         .find(|l| l["payload"]["event"]["type"] == "started")
         .unwrap()["seq"]
         .to_string();
-    let out = cairn_in(&home, &["fork", &session, "--before", &started_seq, "--json"]);
+    let out = cairn_in(
+        &home,
+        &["fork", &session, "--before", &started_seq, "--json"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("sending the request there"),
@@ -217,7 +232,10 @@ fn the_owner_killed_hands_the_home_over_with_exactly_one_restore() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let mut served = serve(&home);
-    let (run, session) = start(&served.url, json!({ "component": "approval", "prompt": "crash" }));
+    let (run, session) = start(
+        &served.url,
+        json!({ "component": "approval", "prompt": "crash" }),
+    );
     pending_decision(&served.url, &session);
     // kill -9: no shutdown, the lock file still names the dead process.
     served.child.kill().unwrap();
@@ -254,7 +272,10 @@ fn an_accepted_run_is_durable_before_its_202() {
     let home = tmp.path().join("home");
     for round in 0..5 {
         let mut served = serve(&home);
-        let (run, _) = start(&served.url, json!({ "component": "approval", "prompt": "x" }));
+        let (run, _) = start(
+            &served.url,
+            json!({ "component": "approval", "prompt": "x" }),
+        );
         // Killed the instant the 202 arrived.
         served.child.kill().unwrap();
         served.child.wait().unwrap();
@@ -279,7 +300,12 @@ fn a_reader_during_a_fork_in_progress_removes_nothing() {
     ended(&served.url, &run);
     // A fork as the server writes it: a worker staged behind its marker.
     let workers = home.join("workers");
-    let source = std::fs::read_dir(&workers).unwrap().next().unwrap().unwrap().path();
+    let source = std::fs::read_dir(&workers)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let staged = workers.join("01900000-0000-7000-8000-000000000001");
     let status = std::process::Command::new("cp")
         .arg("-a")
@@ -293,7 +319,10 @@ fn a_reader_during_a_fork_in_progress_removes_nothing() {
         let out = cairn_in(&home, args);
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
-    assert!(staged.join("forking").exists(), "the reader left the fork alone");
+    assert!(
+        staged.join("forking").exists(),
+        "the reader left the fork alone"
+    );
     drop(served);
     // The next owner rolls the (never published) fork back.
     let out = cairn_in(&home, &["rm", "never-created"]);
@@ -306,7 +335,10 @@ fn sigint_and_sigterm_end_followers_and_free_the_home() {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
         let mut served = serve(&home);
-        let (run, session) = start(&served.url, json!({ "component": "approval", "prompt": "x" }));
+        let (run, session) = start(
+            &served.url,
+            json!({ "component": "approval", "prompt": "x" }),
+        );
         pending_decision(&served.url, &session);
         // A follower, reading the stream on a thread.
         let resp = reqwest::blocking::Client::new()
@@ -402,10 +434,8 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
     let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
     let hostile = crate::common::fixture("hostile");
     // A first run binds the worker (its component is stored in the home).
-    let first = cairn::runtime::StartRun::new(
-        cairn::runtime::ComponentRef::Path(hostile.clone()),
-        "trap",
-    );
+    let first =
+        cairn::runtime::StartRun::new(cairn::runtime::ComponentRef::Path(hostile.clone()), "trap");
     let (started, _, _) = crate::common::run_to_end(&rt, first, None).await;
     let session = started.session_id.clone();
     // Leave about 256 KiB free: a reserve file, the rest filled.
@@ -413,7 +443,8 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
     fill(&mnt.0, "filler");
     std::fs::remove_file(mnt.0.join("reserve")).unwrap();
     // A controller that emits until it is refused: the disk refuses first.
-    let mut req = cairn::runtime::StartRun::new(cairn::runtime::ComponentRef::Path(hostile), "flood");
+    let mut req =
+        cairn::runtime::StartRun::new(cairn::runtime::ComponentRef::Path(hostile), "flood");
     req.session = Some(session.clone());
     let flood = rt.start(req).await.expect("the start fits in the reserve");
     // The disk is full: the run has ended its work but cannot write its end;
@@ -445,7 +476,10 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
         rt.find_run(flood.run_id).await.is_err(),
         "no terminal entry fits on a full disk"
     );
-    assert_eq!(rt.summary(&session).await.unwrap().live_run, Some(flood.run_id));
+    assert_eq!(
+        rt.summary(&session).await.unwrap().live_run,
+        Some(flood.run_id)
+    );
     // Space returns: the terminal is written, `failed` with `storage`.
     std::fs::remove_file(mnt.0.join("filler")).unwrap();
     let facts = tokio::time::timeout(Duration::from_secs(10), rt.wait(flood.run_id))
@@ -501,5 +535,9 @@ async fn a_new_run_reserves_past_the_journal_when_worker_json_rolled_back() {
     let mut third = start_req("echo", "three");
     third.session = Some(first.session_id.clone());
     let (_, facts, _) = run_to_end(&rt, third, None).await;
-    assert_eq!(facts.generation, cairn::Generation(3), "never generation 1 again");
+    assert_eq!(
+        facts.generation,
+        cairn::Generation(3),
+        "never generation 1 again"
+    );
 }

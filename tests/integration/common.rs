@@ -113,10 +113,18 @@ pub fn py_tool(requirements: &[&str]) -> std::path::PathBuf {
             );
         };
         if !python.exists() {
-            run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&dir));
+            run(std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&dir));
         }
         run(std::process::Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
             .args(requirements));
         std::fs::write(&stamp, &wanted).unwrap();
     }
@@ -155,7 +163,13 @@ pub fn serve(home: &Path) -> Served {
 pub fn serve_with(home: &Path, env: &[(&str, &str)]) -> Result<Served, String> {
     use std::io::{BufRead, Read};
     let mut child = cairn_bin()
-        .args(["serve", "--insecure-local", "--listen", "127.0.0.1:0", "--home"])
+        .args([
+            "serve",
+            "--insecure-local",
+            "--listen",
+            "127.0.0.1:0",
+            "--home",
+        ])
         .arg(home)
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())

@@ -77,7 +77,10 @@ const CASES: [&str; 7] = [
 
 fn damage(case: &str, worker: &Path, summary: &Value) {
     let segments = worker.join("session/segments");
-    let active = segments.join(format!("{}.jsonl", summary["active_segment"].as_str().unwrap()));
+    let active = segments.join(format!(
+        "{}.jsonl",
+        summary["active_segment"].as_str().unwrap()
+    ));
     match case {
         "torn line in a segment that is not the active one" => {
             let first = summary["segments"][0].as_str().unwrap();
@@ -129,8 +132,12 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
     for case in CASES {
         let session = api1.echo(A, None);
         if case.starts_with("torn line") {
-            let (status, v) =
-                api1.call("POST", A, &format!("/v1/sessions/{session}/compact"), Some(json!({})));
+            let (status, v) = api1.call(
+                "POST",
+                A,
+                &format!("/v1/sessions/{session}/compact"),
+                Some(json!({})),
+            );
             assert_eq!(status, 201, "{v}");
         }
         let (_, summary) = api1.call("GET", A, &format!("/v1/sessions/{session}"), None);
@@ -174,10 +181,16 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
     assert_eq!(status, 200, "{list_a}");
     let rows = list_a.as_array().unwrap();
     assert_eq!(rows.len(), 1 + CASES.len(), "{list_a}");
-    let corrupt: Vec<&Value> = rows.iter().filter(|r| r["state"]["state"] == "corrupt").collect();
+    let corrupt: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["state"]["state"] == "corrupt")
+        .collect();
     assert_eq!(corrupt.len(), CASES.len() - 1, "{list_a}");
     for row in &corrupt {
-        assert!(row["corrupt"].as_str().is_some_and(|r| !r.is_empty()), "{row}");
+        assert!(
+            row["corrupt"].as_str().is_some_and(|r| !r.is_empty()),
+            "{row}"
+        );
     }
     let (status, list_b) = api2.call("GET", B, "/v1/sessions", None);
     assert_eq!(status, 200);
@@ -197,7 +210,11 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
         .arg(&home)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let all: Value = serde_json::from_slice(&out.stdout).unwrap();
     let corrupt = all
         .as_array()
@@ -206,7 +223,11 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
         .filter(|r| r["state"]["state"] == "corrupt")
         .count();
     assert_eq!(corrupt, CASES.len() - 1, "{all}");
-    let out = cairn_bin().args(["ls", "--home"]).arg(&home).output().unwrap();
+    let out = cairn_bin()
+        .args(["ls", "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(table.contains("corrupt: session"), "{table}");
@@ -252,9 +273,17 @@ fn a_session_creation_killed_at_each_step_is_rolled_back() {
         );
         // The next owner rolls it back, then works.
         let out = cairn_crash(&home, &["run", "echo", "--prompt", "y"], None);
-        assert!(out.status.success(), "{step}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{step}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(entries(home.join("workers")), 1, "{step}: one worker");
-        assert_eq!(entries(home.join("index/sessions")), 1, "{step}: one index entry");
+        assert_eq!(
+            entries(home.join("index/sessions")),
+            1,
+            "{step}: one index entry"
+        );
     }
 }
 
@@ -297,7 +326,11 @@ fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
     for op in [&["compact"][..], &["branch", "--at", "3"][..]] {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
-        let out = cairn_crash(&home, &["run", "echo", "--prompt", "one two", "--json"], None);
+        let out = cairn_crash(
+            &home,
+            &["run", "echo", "--prompt", "one two", "--json"],
+            None,
+        );
         let first: Value =
             serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
                 .unwrap();
@@ -314,10 +347,18 @@ fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
         let out = cairn_crash(&home, &args, Some("segment-before-switch"));
         assert!(!out.status.success(), "{op:?}: the process died");
         assert_eq!(export(&home), before, "{op:?}: the journal is as it was");
-        assert_eq!(inspect(&home)["session"]["active_segment"], active, "{op:?}");
+        assert_eq!(
+            inspect(&home)["session"]["active_segment"],
+            active,
+            "{op:?}"
+        );
         // The next run still sees every turn, and the switch can be done.
         let out = cairn_crash(&home, &args, None);
-        assert!(out.status.success(), "{op:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{op:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let after = inspect(&home);
         assert_ne!(after["session"]["active_segment"], active);
         let lines: Vec<Value> = String::from_utf8_lossy(&export(&home))

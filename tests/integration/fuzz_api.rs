@@ -41,9 +41,7 @@ async fn schemathesis_finds_no_server_error() {
         .await;
     let out = match run {
         Ok(out) => out,
-        Err(e) => panic!(
-            "cannot run schemathesis from target/py-tools: {e}"
-        ),
+        Err(e) => panic!("cannot run schemathesis from target/py-tools: {e}"),
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let tail: String = stdout

@@ -48,7 +48,10 @@ fn fixture(kind: Kind, live_window: usize) -> Fixture {
 impl Fixture {
     async fn session(&self, id: &str) -> Arc<SessionJournal> {
         let session = SessionId::parse(id).unwrap();
-        let worker = self.home.create_published_worker(&session, None, "local").unwrap();
+        let worker = self
+            .home
+            .create_published_worker(&session, None, "local")
+            .unwrap();
         let segment = worker.metadata().unwrap().active_segment;
         self.journals.create(&session, segment).await.unwrap()
     }
@@ -674,17 +677,26 @@ async fn a_second_file_store_on_the_same_files_is_fenced_out() {
     let tmp = tempfile::tempdir().unwrap();
     let home = Home::open(&tmp.path().join("home")).unwrap();
     let session = SessionId::parse("shared").unwrap();
-    let worker = home.create_published_worker(&session, None, "local").unwrap();
+    let worker = home
+        .create_published_worker(&session, None, "local")
+        .unwrap();
     let segment = worker.metadata().unwrap().active_segment;
     let one = FileStore::new(home.clone());
     let two = FileStore::new(home.clone());
     // Both open the session at the same head.
     assert_eq!(one.head(&session).await.unwrap().last_seq, Seq(0));
     assert_eq!(two.head(&session).await.unwrap().last_seq, Seq(0));
-    one.append(&session, Seq(1), &[entry(&session, segment, 1), entry(&session, segment, 2)])
+    one.append(
+        &session,
+        Seq(1),
+        &[entry(&session, segment, 1), entry(&session, segment, 2)],
+    )
+    .await
+    .unwrap();
+    match two
+        .append(&session, Seq(1), &[entry(&session, segment, 1)])
         .await
-        .unwrap();
-    match two.append(&session, Seq(1), &[entry(&session, segment, 1)]).await {
+    {
         Err(StoreError::Conflict { expected, head, .. }) => {
             assert_eq!((expected, head), (Seq(1), Seq(2)));
         }
@@ -717,8 +729,15 @@ async fn a_new_segment_starts_with_its_first_entries_or_not_at_all() {
         );
         assert_eq!(f.store.head(&session).await.unwrap().active_segment, old);
         let first = [entry(&session, new, 3)];
-        f.store.start_segment(&session, new, old, &first).await.unwrap();
+        f.store
+            .start_segment(&session, new, old, &first)
+            .await
+            .unwrap();
         let head = f.store.head(&session).await.unwrap();
-        assert_eq!((head.active_segment, head.last_seq), (new, Seq(3)), "{kind:?}");
+        assert_eq!(
+            (head.active_segment, head.last_seq),
+            (new, Seq(3)),
+            "{kind:?}"
+        );
     }
 }

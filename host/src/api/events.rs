@@ -120,8 +120,10 @@ pub async fn session_events(
     let session = SessionId::parse(&id)?;
     own_session(&s, &ws, &session)?;
     let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
-    Ok(Sse::new(stream_of(obs, s.rt.closing(), |_| true, |_| false))
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Ok(
+        Sse::new(stream_of(obs, s.rt.closing(), |_| true, |_| false))
+            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)),
+    )
 }
 
 pub async fn run_events(
@@ -139,5 +141,6 @@ pub async fn run_events(
         _ => true,
     };
     let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
-    Ok(Sse::new(stream_of(obs, s.rt.closing(), mine, end)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Ok(Sse::new(stream_of(obs, s.rt.closing(), mine, end))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }

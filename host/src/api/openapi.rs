@@ -279,7 +279,11 @@ pub fn document() -> Value {
         summary: "list runs, newest first; the next page's cursor is the `x-next-cursor` header",
         query: {
             let mut q = page_query();
-            q.push(("session", string.clone(), "only this session's runs (all, oldest first)"));
+            q.push((
+                "session",
+                string.clone(),
+                "only this session's runs (all, oldest first)",
+            ));
             q
         },
         body: Body::None,

@@ -119,16 +119,14 @@ pub async fn list(
     if let Some(session) = &q.session {
         let session = crate::ids::SessionId::parse(session)?;
         own_session(&s, &ws, &session)?;
-        let runs = s
-            .rt
-            .session_runs(&session)
-            .await
-            .map_err(|e| e.for_session(&session))?;
+        let runs =
+            s.rt.session_runs(&session)
+                .await
+                .map_err(|e| e.for_session(&session))?;
         return Ok((Default::default(), Json(runs)));
     }
-    let page = s
-        .rt
-        .runs_page(
+    let page =
+        s.rt.runs_page(
             Some(&ws.0),
             q.cursor.as_deref(),
             q.limit.unwrap_or(crate::runtime::MAX_PAGE),

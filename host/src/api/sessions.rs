@@ -60,9 +60,8 @@ pub async fn list(
     Extension(ws): Extension<Workspace>,
     Query(q): Query<PageQuery>,
 ) -> Result<(HeaderMap, Json<Vec<SessionSummary>>), ApiError> {
-    let page = s
-        .rt
-        .sessions_page(
+    let page =
+        s.rt.sessions_page(
             Some(&ws.0),
             q.cursor.as_deref(),
             q.limit.unwrap_or(crate::runtime::MAX_PAGE),

@@ -201,10 +201,7 @@ impl Client {
                 let runs = self
                     .get(&format!("/v1/runs?session={}", enc(session.as_str())))
                     .await?;
-                let mine: Vec<Value> = runs
-                    .as_array()
-                    .map(|a| a.to_vec())
-                    .unwrap_or_default();
+                let mine: Vec<Value> = runs.as_array().map(|a| a.to_vec()).unwrap_or_default();
                 Ok((summary, Value::Array(mine)))
             }
         }

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(RuntimeConfig { command: "demo".into(), ..RuntimeConfig::load(&home, None)? }).await?;
+    let rt = Runtime::open(RuntimeConfig {
+        command: "demo".into(),
+        ..RuntimeConfig::load(&home, None)?
+    })
+    .await?;
     let mut out = std::io::stdout();
     let mut ok = true;
     for (example, prompt, decide) in [

@@ -170,12 +170,13 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let sessions = match args.target.reader(false).await {
         Ok(client) => client.sessions().await?,
         Err(e)
-            if e.downcast_ref::<crate::runtime::RuntimeError>().is_some_and(|e| {
-                matches!(
-                    e,
-                    crate::runtime::RuntimeError::Worker(crate::worker::WorkerError::NoHome(_))
-                )
-            }) =>
+            if e.downcast_ref::<crate::runtime::RuntimeError>()
+                .is_some_and(|e| {
+                    matches!(
+                        e,
+                        crate::runtime::RuntimeError::Worker(crate::worker::WorkerError::NoHome(_))
+                    )
+                }) =>
         {
             Value::Array(vec![])
         }

@@ -84,8 +84,7 @@ impl HomeArg {
     /// The runtime config of this home, for `command` (as the home lock
     /// records it).
     pub fn runtime_config(&self, command: &str) -> anyhow::Result<crate::runtime::RuntimeConfig> {
-        let mut config =
-            crate::runtime::RuntimeConfig::load(self.path(), self.config.as_deref())?;
+        let mut config = crate::runtime::RuntimeConfig::load(self.path(), self.config.as_deref())?;
         config.command = command.to_string();
         Ok(config)
     }

@@ -64,7 +64,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     std::io::stdout().flush()?;
     let shutdown = async {
         let signal = termination().await;
-        eprintln!("cairn: {signal}: shutting down (draining live runs; a second signal exits at once)");
+        eprintln!(
+            "cairn: {signal}: shutting down (draining live runs; a second signal exits at once)"
+        );
         tokio::spawn(async {
             let again = termination().await;
             eprintln!("cairn: {again} again: exiting now");

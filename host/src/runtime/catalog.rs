@@ -143,7 +143,9 @@ impl Runtime {
                 .map(|r| (r.run_id, r.running.load(Ordering::Relaxed)))
                 .collect()
         };
-        let next_cursor = more.then(|| rows.last().map(|(id, _)| id.to_string())).flatten();
+        let next_cursor = more
+            .then(|| rows.last().map(|(id, _)| id.to_string()))
+            .flatten();
         let items = rows
             .into_iter()
             .map(|(run_id, r)| {

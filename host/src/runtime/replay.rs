@@ -6,9 +6,9 @@
 //! marks the worker stale — never continued, never silently restarted.
 //! [`Runtime::replay_offline`] re-runs ended runs without writing anything.
 
+use super::failure::FailureCode;
 use super::run::{ErrorOrCancel, ReplayPlan, RunCtx, RunPlan, Script, execute};
 use super::state::runs_of;
-use super::failure::FailureCode;
 use super::{ComponentRef, Runtime, RuntimeError};
 use crate::component::{JournalClock, Outcome, RunStart, Sandbox};
 use crate::ids::{Generation, RunId, Seq, SessionId};
@@ -82,7 +82,16 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
             // It died between reserving a generation and starting: nothing
             // ran, and its prompt was never journaled. Close it, visibly.
             let message = "the host stopped after reserving a generation and before the run started; nothing ran";
-            close_run(rt, &journal, run, &component, &events, FailureCode::Interrupted, message).await;
+            close_run(
+                rt,
+                &journal,
+                run,
+                &component,
+                &events,
+                FailureCode::Interrupted,
+                message,
+            )
+            .await;
             continue;
         };
         if record.status == WorkerStatus::Stale {

@@ -170,9 +170,9 @@ impl Home {
                     .map(|d| d.session_id);
                 let result = match &session {
                     Some(s) => self.delete_worker(id, s),
-                    None => self.remove_worker_dir(name).map_err(io_err(format!(
-                        "cannot remove worker {id}"
-                    ))),
+                    None => self
+                        .remove_worker_dir(name)
+                        .map_err(io_err(format!("cannot remove worker {id}"))),
                 };
                 match result {
                     Ok(()) if deleting => out.deleted.push(id),
@@ -203,25 +203,20 @@ impl Home {
             Ok(entry) if entry.worker_id == id && entry.session_id == doc.session_id => {}
             Ok(entry)
                 if entry.session_id == doc.session_id
-                    && self
-                        .inner
-                        .workers
-                        .exists(entry.worker_id.to_string()) =>
+                    && self.inner.workers.exists(entry.worker_id.to_string()) =>
             {
                 out.problems.push(format!(
                     "session {}: workers {} and {id} both hold it; the index names {}",
                     doc.session_id, entry.worker_id, entry.worker_id
                 ));
             }
-            _ => {
-                match self.write_index_entry(&doc.session_id, id) {
-                    Ok(()) => out.reindexed.push(doc.session_id),
-                    Err(e) => out.problems.push(format!(
-                        "session {}: cannot write its index entry again: {e}",
-                        doc.session_id
-                    )),
-                }
-            }
+            _ => match self.write_index_entry(&doc.session_id, id) {
+                Ok(()) => out.reindexed.push(doc.session_id),
+                Err(e) => out.problems.push(format!(
+                    "session {}: cannot write its index entry again: {e}",
+                    doc.session_id
+                )),
+            },
         }
     }
 }

@@ -124,4 +124,3 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     bytes.push(b'\n');
     bytes
 }
-

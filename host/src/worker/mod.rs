@@ -23,9 +23,11 @@ pub(crate) const DOC_VERSION: u64 = 1;
 
 mod cleanup;
 mod docs;
-use cleanup::{CREATING, DELETING, FORKING, LAYING_OUT, is_staged};
+mod generation;
 pub use cleanup::Recovery;
+use cleanup::{CREATING, DELETING, FORKING, LAYING_OUT, is_staged};
 pub use docs::*;
+pub use generation::{GenerationDir, Reserved};
 
 /// Something went wrong with the layout on disk.
 #[derive(Debug, thiserror::Error)]
@@ -133,12 +135,13 @@ impl Home {
                 io_err(format!("cannot open {shown}{what}"))(e)
             }
         };
-        let root =
-            Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| missing(e, ""))?;
+        let root = Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| missing(e, ""))?;
         let index = root
             .open_dir("index/sessions")
             .map_err(|e| missing(e, "/index/sessions"))?;
-        let workers = root.open_dir("workers").map_err(|e| missing(e, "/workers"))?;
+        let workers = root
+            .open_dir("workers")
+            .map_err(|e| missing(e, "/workers"))?;
         Ok(Self::from_dirs(path, root, index, workers))
     }
 
@@ -350,7 +353,10 @@ impl Home {
     /// workspace, from whichever document still names them) and why it is
     /// unusable.
     pub fn worker_entry(&self, id: WorkerId) -> WorkerEntry {
-        let problem = match self.open_worker(id).and_then(|w| w.record().map(|r| (w, r))) {
+        let problem = match self
+            .open_worker(id)
+            .and_then(|w| w.record().map(|r| (w, r)))
+        {
             Ok((w, r)) => {
                 return WorkerEntry {
                     worker_id: id,
@@ -459,8 +465,8 @@ impl Home {
         let ctx = format!("cannot create worker {worker_id}");
         let temp = format!("{LAYING_OUT}{worker_id}");
         let laid_out = (|| -> Result<(), WorkerError> {
-            let dir = fsutil::create_dir_new(&self.inner.workers, &temp)
-                .map_err(io_err(ctx.clone()))?;
+            let dir =
+                fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
             fsutil::write_document(&dir, marker, b"{\"version\": 1}\n")
                 .map_err(io_err(ctx.clone()))?;
             let session_dir =
@@ -625,28 +631,6 @@ impl std::fmt::Debug for WorkerDir {
     }
 }
 
-/// A reserved generation: its number and its empty directory.
-#[derive(Debug)]
-pub struct Reserved {
-    /// The generation.
-    pub generation: Generation,
-    runs: Dir,
-    dir: Dir,
-}
-
-/// A laid-out generation directory.
-#[derive(Debug)]
-pub struct GenerationDir {
-    /// The generation.
-    pub generation: Generation,
-    /// `runs/<gen>/`.
-    pub dir: Dir,
-    /// The host path of `runs/<gen>/artifacts/`, the guest's one preopen.
-    pub artifacts_path: PathBuf,
-    /// The host path of `runs/<gen>/`.
-    pub path: PathBuf,
-}
-
 impl WorkerDir {
     /// The worker's id.
     pub fn id(&self) -> WorkerId {
@@ -699,31 +683,6 @@ impl WorkerDir {
         fsutil::read_document(&self.dir, "metadata.json", DOC_VERSION).map_err(self.doc_err())
     }
 
-    /// Seed this (new) worker's worktree, `runs/0/artifacts/`, with a copy of
-    /// `source`'s generation `generation` (symlinks are not followed).
-    pub fn seed_worktree(
-        &self,
-        source: &WorkerDir,
-        generation: Generation,
-    ) -> Result<(), WorkerError> {
-        let ctx = format!(
-            "worker {}: cannot carry the worktree of worker {} over",
-            self.id, source.id
-        );
-        let Ok(from) = source.generation_dir(generation).and_then(|d| {
-            d.open_dir("artifacts").map_err(io_err(format!(
-                "worker {}: no runs/{generation}/artifacts",
-                source.id
-            )))
-        }) else {
-            return Ok(());
-        };
-        let runs = self.dir.open_dir("runs").map_err(io_err(ctx.clone()))?;
-        let zero = fsutil::create_dir_new(&runs, "0").map_err(io_err(ctx.clone()))?;
-        let artifacts = fsutil::create_dir_new(&zero, "artifacts").map_err(io_err(ctx.clone()))?;
-        copy_tree(&from, &artifacts, 0).map_err(io_err(ctx))
-    }
-
     /// Make a staged worker visible (the last step of a creation or a
     /// fork).
     pub fn publish(&self) -> Result<(), WorkerError> {
@@ -746,139 +705,6 @@ impl WorkerDir {
         )))
     }
 
-    /// Reserve the next generation: past `worker.json`'s last one and past
-    /// `floor` (the last one the journal names, when the caller read it), with
-    /// `runs/<gen>/` made create-new (a collision is never reused). Nothing is
-    /// synced here: the caller journals `GenerationReserved` next — the
-    /// durable record, the one fsync on the start path — then calls
-    /// [`WorkerDir::record_generation`] and
-    /// [`WorkerDir::lay_out_generation`] before anything is instantiated. A
-    /// restore reserves past the journal's last reservation, so a
-    /// `worker.json` a power loss rolled back never hands a number out twice.
-    pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
-        let _guard = self.home.reserve_lock();
-        let mut record = self.record()?;
-        let generation = floor
-            .map_or(record.last_generation, |f| f.max(record.last_generation))
-            .next();
-        let runs = self
-            .dir
-            .open_dir("runs")
-            .map_err(io_err(format!("worker {}: cannot open runs/", self.id)))?;
-        let name = generation.to_string();
-        let dir = match fsutil::create_dir_new(&runs, &name) {
-            Ok(d) => d,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // The number is consumed all the same: the next start goes past it.
-                record.last_generation = generation;
-                let _ = self.write_record_unsynced(&record);
-                return Err(WorkerError::GenerationCollision {
-                    worker: self.id,
-                    generation,
-                });
-            }
-            Err(e) => {
-                return Err(io_err(format!(
-                    "worker {}: cannot create runs/{name}",
-                    self.id
-                ))(e));
-            }
-        };
-        Ok(Reserved {
-            generation,
-            runs,
-            dir,
-        })
-    }
-
-    /// Write a reserved generation to `worker.json` as its last one, and
-    /// bind the worker to `bind` if it is unbound (one atomic replace, backed
-    /// by the journal's `GenerationReserved` and `Started`; see
-    /// [`WorkerDir::reserve_generation`]).
-    pub fn record_generation(
-        &self,
-        generation: Generation,
-        bind: Option<&str>,
-    ) -> Result<(), WorkerError> {
-        let _guard = self.home.reserve_lock();
-        let mut record = self.record()?;
-        let mut changed = false;
-        if record.last_generation < generation {
-            record.last_generation = generation;
-            changed = true;
-        }
-        if let Some(digest) = bind
-            && record.component.is_none()
-        {
-            record.component = Some(digest.to_string());
-            changed = true;
-        }
-        if changed {
-            self.write_record_unsynced(&record)?;
-        }
-        Ok(())
-    }
-
-    /// Replace `worker.json` atomically without syncing (the journal backs
-    /// what it records; see [`WorkerDir::reserve_generation`]).
-    fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
-        fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(record)).map_err(io_err(
-            format!("worker {}: cannot write worker.json", self.id),
-        ))
-    }
-
-    /// Lay out a reserved generation: `artifacts/` (a copy of generation
-    /// `from`'s, when there is one), `spawned/`, and the two logs.
-    pub fn lay_out_generation(
-        &self,
-        reserved: Reserved,
-        from: Option<Generation>,
-    ) -> Result<GenerationDir, WorkerError> {
-        let Reserved {
-            generation,
-            runs,
-            dir,
-        } = reserved;
-        let name = generation.to_string();
-        let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
-        let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
-        fsutil::create_dir_new(&dir, "spawned").map_err(io_err(ctx.clone()))?;
-        for log in ["worker.out.log", "worker.err.log"] {
-            fsutil::create_file_new(&dir, log).map_err(io_err(ctx.clone()))?;
-        }
-        if let Some(previous) = from
-            && let Ok(prev) = runs
-                .open_dir(previous.to_string())
-                .and_then(|d| d.open_dir("artifacts"))
-        {
-            copy_tree(&prev, &artifacts, 0).map_err(io_err(format!(
-                "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
-                self.id
-            )))?;
-        }
-        // No directory sync here: the reservation is durable in the journal;
-        // a generation directory a crash loses is only missing evidence, and
-        // the next start reserves past it either way.
-        let path = self.path().join("runs").join(&name);
-        Ok(GenerationDir {
-            generation,
-            dir,
-            artifacts_path: path.join("artifacts"),
-            path,
-        })
-    }
-
-    /// Open an existing generation's directory.
-    pub fn generation_dir(&self, generation: Generation) -> Result<Dir, WorkerError> {
-        self.dir
-            .open_dir("runs")
-            .and_then(|runs| runs.open_dir(generation.to_string()))
-            .map_err(io_err(format!(
-                "worker {}: cannot open runs/{generation}",
-                self.id
-            )))
-    }
-
     /// Mark the worker stale (a replay diverged).
     pub fn mark_stale(&self) -> Result<(), WorkerError> {
         let mut record = self.record()?;
@@ -886,26 +712,3 @@ impl WorkerDir {
         self.write_record(&record)
     }
 }
-
-/// Copy regular files and directories; symlinks and anything else are not
-/// followed (they are skipped), so a guest cannot make the host copy from
-/// outside its tree.
-fn copy_tree(from: &Dir, to: &Dir, depth: usize) -> io::Result<()> {
-    if depth > 64 {
-        return Err(io::Error::other("artifacts nest deeper than 64 levels"));
-    }
-    for entry in from.entries()? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            let sub = fsutil::create_dir_new(to, name)?;
-            copy_tree(&entry.open_dir()?, &sub, depth + 1)?;
-        } else if kind.is_file() {
-            from.copy(name, to, name)?;
-        }
-    }
-    Ok(())
-}
-

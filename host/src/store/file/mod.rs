@@ -16,6 +16,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+mod segment;
+use segment::parse_lines;
+pub use segment::{Scan, Walked, index_segment, parse_line, scan_segment};
+
 /// Journals and run facts in worker aggregates under a [`Home`].
 pub struct FileStore {
     home: Home,
@@ -54,220 +58,16 @@ struct Writer {
 }
 
 #[derive(Clone, Copy)]
-struct LineRef {
+pub(crate) struct LineRef {
     segment: u32,
     offset: u64,
     len: u32,
-}
-
-/// What a scan of one segment found.
-pub struct Scan {
-    /// Its entries, in order.
-    pub items: Vec<JournalItem>,
-    /// Each entry's (byte offset, length without the newline).
-    pub spans: Vec<(u64, u32)>,
-    /// The byte length of its complete lines.
-    pub good_len: u64,
-    /// Set when a crash-truncated final line was dropped.
-    pub truncated_line: Option<usize>,
-}
-
-/// Parse a segment's bytes. `expect_first` is the seq its first entry must
-/// have, when known (dense across segments).
-pub fn scan_segment(
-    bytes: &[u8],
-    path: &std::path::Path,
-    prev: Option<Seq>,
-) -> Result<Scan, StoreError> {
-    let mut items = Vec::new();
-    let (spans, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
-        let item = parse_line(line)?;
-        let seq = item.seq();
-        items.push(item);
-        Ok(seq)
-    })?;
-    Ok(Scan {
-        items,
-        spans,
-        good_len,
-        truncated_line,
-    })
-}
-
-/// Index a segment's bytes as [`scan_segment`] checks them — every line JSON
-/// with a dense seq, corruption failing closed with its line — without
-/// building the entries (what opening a session needs).
-pub fn index_segment(
-    bytes: &[u8],
-    path: &std::path::Path,
-    prev: Option<Seq>,
-    last_generation: &mut Generation,
-) -> Result<Walked, StoreError> {
-    /// Just enough of a line: its seq, and the generation a
-    /// `generation_reserved` entry names.
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        seq: u64,
-        #[serde(borrow, default)]
-        payload: Option<PayloadHead<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct PayloadHead<'a> {
-        #[serde(borrow, default)]
-        kind: Option<&'a str>,
-        #[serde(borrow, default)]
-        event: Option<EventHead<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct EventHead<'a> {
-        #[serde(rename = "type", borrow, default)]
-        ty: Option<&'a str>,
-        #[serde(default)]
-        generation: Option<serde_json::Value>,
-    }
-    walk_segment(bytes, path, prev, |line| {
-        match serde_json::from_slice::<Head>(line) {
-            Ok(Head { seq, payload }) if seq > 0 => {
-                if let Some(EventHead {
-                    ty: Some("generation_reserved" | "started" | "resumed_by_replay"),
-                    generation: Some(g),
-                }) = payload
-                    .filter(|p| p.kind == Some("lifecycle"))
-                    .and_then(|p| p.event)
-                    && let Some(g) = g.as_u64()
-                {
-                    *last_generation = (*last_generation).max(Generation(g));
-                }
-                Ok(Seq(seq))
-            }
-            // The slow path names what is wrong.
-            _ => parse_line(line).map(|item| {
-                if let JournalItem::Event(e) = &item
-                    && let Some(g) = super::reserved_generation(e)
-                {
-                    *last_generation = (*last_generation).max(g);
-                }
-                item.seq()
-            }),
-        }
-    })
-}
-
-/// A segment's line spans (offset, length), the byte length of its complete
-/// lines, and the line number of a crash-truncated final line.
-pub type Walked = (Vec<(u64, u32)>, u64, Option<usize>);
-
-fn walk_segment(
-    bytes: &[u8],
-    path: &std::path::Path,
-    mut prev: Option<Seq>,
-    mut seq_of: impl FnMut(&[u8]) -> Result<Seq, String>,
-) -> Result<Walked, StoreError> {
-    let corrupt = |line: usize, reason: String| StoreError::Corrupt {
-        path: path.to_path_buf(),
-        line,
-        reason,
-    };
-    let mut spans = Vec::new();
-    let mut offset = 0usize;
-    let mut line_no = 0usize;
-    let mut truncated_line = None;
-    while offset < bytes.len() {
-        line_no += 1;
-        let rest = &bytes[offset..];
-        let (line, complete) = match rest.iter().position(|&b| b == b'\n') {
-            Some(i) => (&rest[..i], true),
-            None => (rest, false),
-        };
-        if !complete {
-            // A final line without its newline: a write the crash cut short.
-            truncated_line = Some(line_no);
-            break;
-        }
-        let seq = seq_of(line).map_err(|reason| corrupt(line_no, reason))?;
-        if let Some(p) = prev {
-            if seq <= p {
-                return Err(corrupt(
-                    line_no,
-                    format!("duplicate seq {seq} (after seq {p})"),
-                ));
-            }
-            if seq != p.next() {
-                return Err(corrupt(line_no, format!("hole: seq {seq} follows seq {p}")));
-            }
-        }
-        prev = Some(seq);
-        spans.push((offset as u64, line.len() as u32));
-        offset += line.len() + 1;
-    }
-    Ok((spans, offset as u64, truncated_line))
 }
 
 /// A process-wide use counter (an order, not a time).
 fn use_tick() -> u64 {
     static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     TICK.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Parse the lines `refs` locates in `buf` (which starts at byte `base`),
-/// splitting long runs across the machine's cores.
-fn parse_lines(buf: &[u8], base: u64, refs: &[LineRef]) -> Vec<Result<JournalItem, String>> {
-    let parse = |refs: &[LineRef]| -> Vec<Result<JournalItem, String>> {
-        refs.iter()
-            .map(|r| {
-                let at = (r.offset - base) as usize;
-                parse_line(&buf[at..at + r.len as usize])
-            })
-            .collect()
-    };
-    const PER_THREAD: usize = 16 * 1024;
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(refs.len() / PER_THREAD)
-        .max(1);
-    if threads == 1 {
-        return parse(refs);
-    }
-    let chunk = refs.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = refs
-            .chunks(chunk)
-            .map(|part| (part.len(), scope.spawn(move || parse(part))))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(n, h)| {
-                h.join()
-                    .unwrap_or_else(|_| vec![Err("the parser thread failed".to_string()); n])
-            })
-            .collect()
-    })
-}
-
-/// One line → an entry. Not JSON, or no numeric `seq`: corrupt. JSON that is
-/// not an event this cairn knows (a newer payload kind): `Unknown`.
-pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
-    // The common case, one parse; the slow path only classifies failures.
-    if let Ok(event) = serde_json::from_slice::<SessionEvent>(line) {
-        if event.seq.0 == 0 {
-            return Err("seq 0 is not a valid entry".to_string());
-        }
-        return Ok(JournalItem::Event(Box::new(event)));
-    }
-    let value: serde_json::Value =
-        serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
-    let seq = value
-        .get("seq")
-        .and_then(|s| s.as_u64())
-        .ok_or_else(|| "no numeric \"seq\" field".to_string())?;
-    if seq == 0 {
-        return Err("seq 0 is not a valid entry".to_string());
-    }
-    Ok(JournalItem::Unknown {
-        seq: Seq(seq),
-        raw: String::from_utf8_lossy(line).into_owned(),
-    })
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
@@ -350,14 +150,14 @@ impl FileStore {
                 .map_err(io(format!("cannot read {}", path.display())))?;
             let (spans, good_len, truncated_line) =
                 index_segment(&bytes, &path, prev, &mut last_generation)?;
-            if let Some(line) = truncated_line {
-                if *segment != meta.active_segment {
-                    return Err(StoreError::Corrupt {
-                        path,
-                        line,
-                        reason: "truncated line in a segment that is not the active one".into(),
-                    });
-                }
+            if let Some(line) = truncated_line
+                && *segment != meta.active_segment
+            {
+                return Err(StoreError::Corrupt {
+                    path,
+                    line,
+                    reason: "truncated line in a segment that is not the active one".into(),
+                });
             }
             if let Some(line) = truncated_line
                 && !self.read_only

@@ -1,0 +1,424 @@
+//! The run task: from the reservation to the one terminal write, with the
+//! limit watcher beside it.
+
+use super::*;
+
+/// A restore: the interrupted run's `Started` entry and its script.
+pub(crate) struct ReplayPlan {
+    pub started: SessionEvent,
+    pub seed: u64,
+    pub first_seq: Seq,
+}
+
+/// What a run task is given.
+pub(crate) struct RunPlan {
+    pub ctx: Arc<RunCtx>,
+    pub worker: WorkerDir,
+    pub worker_id: WorkerId,
+    pub prepared: Arc<Prepared>,
+    pub prompt: String,
+    pub liveness: Liveness,
+    pub timeout_ms: Option<u64>,
+    pub continues: Option<RunId>,
+    pub resumes: Option<RunId>,
+    pub checkpoint: Option<Vec<u8>>,
+    pub previous_generation: Option<Generation>,
+    /// The component to bind an unbound worker to, with the reservation.
+    pub bind: Option<String>,
+    /// The last generation the journal names (a restore reserves past it).
+    pub generation_floor: Option<Generation>,
+    pub replay: Option<ReplayPlan>,
+    /// Told once the run's first batch (reservation and start) is durable.
+    pub durable: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Run to the end and make the terminal write. Returns the run's facts.
+pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts, String> {
+    let inner = rt.inner.clone();
+    let ctx = plan.ctx.clone();
+    let started = Instant::now();
+    let started_at_ms = crate::fsutil::now_ms();
+    let mut first_seq: Option<Seq> = plan.replay.as_ref().map(|r| r.first_seq);
+    let mut generation = Generation(0);
+    let mut socket = None;
+
+    let result: Result<Outcome, ErrorOrCancel> = async {
+        let worker = &plan.worker;
+        let reserved = worker
+            .reserve_generation(plan.generation_floor)
+            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        generation = reserved.generation;
+        // The reservation and the start (or the replay marker) are one batch:
+        // the one write and the one sync on the start path.
+        let reserved_entry = LifecycleEvent::GenerationReserved {
+            worker_id: plan.worker_id,
+            generation,
+        };
+        let seed = match &plan.replay {
+            Some(replay) => replay.seed,
+            None => rand_seed(),
+        };
+        let last = ctx.journal.last_seq().await;
+        let second = match &plan.replay {
+            Some(_) => LifecycleEvent::ResumedByReplay {
+                generation,
+                through_seq: last,
+            },
+            None => LifecycleEvent::Started {
+                component: plan.prepared.digest().to_string(),
+                prompt: plan.prompt.clone(),
+                timeout_ms: plan.timeout_ms,
+                liveness: plan.liveness,
+                generation,
+                continues: plan.continues,
+                resumes: plan.resumes,
+                seed,
+            },
+        };
+        let written = ctx
+            .journal
+            .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)])
+            .await
+            .map_err(|e| {
+                let failure = ctx.refused("the run's first entries", e);
+                ErrorOrCancel::error(FailureCode::Storage.as_str(), failure.0)
+            })?;
+        if let Some(durable) = plan.durable.take() {
+            let _ = durable.send(());
+        }
+        // worker.json and the rest of the layout, before anything is instantiated.
+        worker
+            .record_generation(generation, plan.bind.as_deref())
+            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        let gen_dir = worker
+            .lay_out_generation(reserved, plan.previous_generation)
+            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        if inner.config.sockets {
+            socket = crate::runtime::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
+        }
+        let log = |name: &str| {
+            gen_dir
+                .dir
+                .open_with(name, cap_std::fs::OpenOptions::new().append(true))
+                .map(|f| f.into_std())
+                .map_err(|e| ErrorOrCancel::error("generation", format!("cannot open runs/{generation}/{name}: {e}")))
+        };
+        let stdout = log("worker.out.log")?;
+        let stderr = log("worker.err.log")?;
+        first_seq.get_or_insert(written[0].seq);
+        let clock_start = match &plan.replay {
+            Some(replay) => replay.started.at_ms,
+            None => written[1].at_ms,
+        };
+        ctx.running.store(true, Ordering::Relaxed);
+        let clock = JournalClock::new(clock_start);
+        *ctx.clock.lock().unwrap_or_else(|p| p.into_inner()) = Some(clock.clone());
+        if let Some(ms) = plan.timeout_ms {
+            let deadline_ctx = ctx.clone();
+            tokio::spawn(async move {
+                let mut rx = deadline_ctx.cancel.subscribe();
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {
+                        deadline_ctx.cancel(CancelReason::Deadline, format!("the run's timeout of {ms} ms ran out"));
+                    }
+                    _ = async { let _ = rx.wait_for(|c| c.is_some()).await; } => {}
+                }
+            });
+        }
+        if let Ok(bytes) = inner.store.bytes(&ctx.session).await {
+            ctx.journal_bytes.store(bytes, Ordering::Relaxed);
+        }
+        watch_limits(ctx.clone(), gen_dir.dir.open_dir("artifacts").ok());
+        let sandbox = Sandbox {
+            artifacts: gen_dir.artifacts_path.clone(),
+            stdout,
+            stderr,
+            clock,
+            limits: ctx.limits,
+            host: ctx.clone(),
+        };
+        let start = RunStart {
+            run_id: ctx.run_id,
+            session_id: ctx.session.clone(),
+            worker_id: plan.worker_id,
+            generation,
+            prompt: plan.prompt.clone(),
+            continues: plan.continues,
+            checkpoint: plan.checkpoint.clone(),
+            seed,
+        };
+        // Hold no more descriptors than the run needs while it lives.
+        drop(gen_dir);
+        execute(&inner.components, &ctx, &plan.prepared, sandbox, start).await
+    }
+    .await;
+    ctx.activity.send_replace(Activity::Ended);
+    if let Some(socket) = socket {
+        socket.stop();
+    }
+    if ctx
+        .failure()
+        .is_some_and(|f| FailureCode::ReplayDiverged.is(&f.code))
+        && let Err(e) = plan.worker.mark_stale()
+    {
+        eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
+    }
+
+    let (terminal, status, outcome, checkpoint) = terminal_of(&rt, &ctx, started, result).await;
+    let usage = ctx.usage(started);
+    let pending: Vec<DecisionId> = inner
+        .broker
+        .pending(Some(&ctx.session))
+        .into_iter()
+        .filter(|p| p.run_id == ctx.run_id)
+        .map(|p| p.decision_id)
+        .collect();
+    for id in &pending {
+        inner.broker.withdraw(id);
+    }
+    let component = plan.prepared.digest().to_string();
+    let (run_id, session) = (ctx.run_id, ctx.session.clone());
+    let (continues, resumes) = (plan.continues, plan.resumes);
+    if let Some(lost) = ctx
+        .failure()
+        .filter(|f| FailureCode::LostAuthority.is(&f.code))
+    {
+        // Another writer holds the session: write nothing more, and let
+        // the next open of the session read what that writer wrote.
+        inner.journals.close(&session);
+        return Err(format!(
+            "run {run_id} ended without a terminal entry: {}",
+            lost.message
+        ));
+    }
+    let facts = |seq: Seq, at_ms: u64| RunFacts {
+        run_id,
+        session_id: session.clone(),
+        component: component.clone(),
+        status,
+        outcome,
+        usage,
+        started_at_ms,
+        ended_at_ms: at_ms,
+        first_seq: first_seq.unwrap_or(seq),
+        last_seq: seq,
+        generation,
+        checkpoint: checkpoint.clone(),
+        pending_decisions: pending.clone(),
+        continues,
+        resumes,
+    };
+    // A disk that refuses the terminal entry (full, failing) is retried
+    // until it takes it, so no run stays `running` without a task; the
+    // session's run slot stays held meanwhile.
+    let mut backoff = Duration::from_millis(50);
+    ctx.finishing.store(true, Ordering::SeqCst);
+    loop {
+        let stored = || ctx.ended.store(true, Ordering::SeqCst);
+        match ctx
+            .journal
+            .finish_then(run_id, terminal.clone(), &facts, stored)
+            .await
+        {
+            Ok(e) => return Ok(e.facts.expect("a terminal event carries its facts")),
+            Err(crate::store::StoreError::Io { .. }) if !inner.draining.load(Ordering::SeqCst) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(format!("cannot journal the end of run {run_id}: {e}")),
+        }
+    }
+}
+
+/// Enforce the limits nothing else sees: the wall clock, and the bytes under
+/// `artifacts/` (measured every few ticks; a breach traps the guest at its
+/// next epoch tick). Ends when the run does.
+fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
+    let started = tokio::time::Instant::now();
+    // Broken once more than `wall_ms` has passed.
+    let deadline = started + Duration::from_millis(ctx.limits.wall_ms.saturating_add(1));
+    let mut done = ctx.cancel.subscribe();
+    let mut activity = ctx.activity.subscribe();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let now = *activity.borrow_and_update();
+            if now == Activity::Ended || ctx.failure().is_some() {
+                return;
+            }
+            tokio::select! {
+                _ = tick.tick(), if now == Activity::Running => {}
+                _ = activity.changed() => continue,
+                _ = tokio::time::sleep_until(deadline) => {
+                    let elapsed = started.elapsed().as_millis() as u64;
+                    ctx.break_limit("wall_ms", elapsed, ctx.limits.wall_ms);
+                    return;
+                }
+                _ = async { let _ = done.wait_for(|c| c.is_some()).await; } => return,
+            }
+            if let Some(dir) = &artifacts {
+                let dir = match dir.try_clone() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                };
+                let used = tokio::task::spawn_blocking(move || tree_bytes(&dir, 0))
+                    .await
+                    .unwrap_or(0);
+                if used > ctx.limits.artifact_bytes {
+                    ctx.break_limit("artifact_bytes", used, ctx.limits.artifact_bytes);
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Bytes of the regular files under `dir` (symlinks are not followed).
+fn tree_bytes(dir: &cap_std::fs::Dir, depth: usize) -> u64 {
+    if depth > 64 {
+        return 0;
+    }
+    let Ok(entries) = dir.entries() else { return 0 };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if let Ok(sub) = entry.open_dir() {
+                total += tree_bytes(&sub, depth + 1);
+            }
+        } else if kind.is_file() {
+            total += entry.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// Run the instance until it returns or traps; a cancel is noticed by its
+/// next host call, and by the epoch callback after the grace.
+pub(crate) async fn execute(
+    components: &crate::component::Components,
+    ctx: &Arc<RunCtx>,
+    prepared: &Prepared,
+    sandbox: Sandbox,
+    start: RunStart,
+) -> Result<Outcome, ErrorOrCancel> {
+    let run = components.run(prepared, sandbox, start);
+    let mut cancel_rx = ctx.cancel.subscribe();
+    let outcome = tokio::select! {
+        outcome = run => outcome,
+        _ = async {
+            let _ = cancel_rx.wait_for(|c| c.is_some()).await;
+            tokio::time::sleep(CANCEL_GRACE * 4).await;
+        } => Err(RunTrap::Trap("the controller did not stop after cancel".into())),
+    };
+    match outcome {
+        Ok(o) => Ok(o),
+        Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error("setup", m)),
+        Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error("trap", m)),
+    }
+}
+
+type Terminal = (
+    LifecycleEvent,
+    RunStatus,
+    Option<FinishOutcome>,
+    Option<String>,
+);
+
+async fn terminal_of(
+    rt: &Runtime,
+    ctx: &RunCtx,
+    started: Instant,
+    result: Result<Outcome, ErrorOrCancel>,
+) -> Terminal {
+    let failed = |error: ErrorInfo| {
+        (
+            LifecycleEvent::Failed { error },
+            RunStatus::Failed,
+            None,
+            None,
+        )
+    };
+    if let Some(error) = ctx.failure() {
+        return failed(error);
+    }
+    if let Some(c) = ctx.cancelled() {
+        return (
+            LifecycleEvent::Cancelled {
+                reason: c.reason,
+                message: c.message,
+            },
+            RunStatus::Cancelled,
+            None,
+            None,
+        );
+    }
+    let finished = |outcome, text| {
+        (
+            LifecycleEvent::Finished {
+                usage: ctx.usage(started),
+                outcome,
+                text,
+            },
+            RunStatus::Finished,
+            Some(outcome),
+            None,
+        )
+    };
+    match result {
+        Ok(Outcome::Finished(text)) => finished(FinishOutcome::Answer, text),
+        Ok(Outcome::Question(text)) => finished(FinishOutcome::Question, text),
+        Ok(Outcome::Parked(bytes)) => match rt
+            .inner
+            .store
+            .put_checkpoint(&ctx.session, ctx.run_id, &bytes)
+            .await
+        {
+            Ok(key) => (
+                LifecycleEvent::Parked {
+                    checkpoint: key.clone(),
+                },
+                RunStatus::Parked,
+                None,
+                Some(key),
+            ),
+            Err(e) => failed(ErrorInfo {
+                code: FailureCode::Checkpoint.as_str().into(),
+                message: format!("cannot store the park checkpoint: {e}"),
+                details: None,
+            }),
+        },
+        Ok(Outcome::Failed { code, message }) => failed(ErrorInfo {
+            code: FailureCode::ControllerError.as_str().into(),
+            message: format!("{code}: {message}"),
+            details: Some(serde_json::json!({ "controller_code": code })),
+        }),
+        Err(ErrorOrCancel { code, message }) => failed(ErrorInfo {
+            code,
+            message,
+            details: None,
+        }),
+    }
+}
+
+pub(crate) struct ErrorOrCancel {
+    pub code: String,
+    pub message: String,
+}
+
+impl ErrorOrCancel {
+    pub(crate) fn error(code: &str, message: impl Into<String>) -> Self {
+        ErrorOrCancel {
+            code: code.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+fn rand_seed() -> u64 {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
+}

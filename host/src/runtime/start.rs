@@ -1,0 +1,494 @@
+//! Starting runs: resolving the component, finding or making the worker
+//! (a new session is staged until its first entry is durable), holding the
+//! session's one run slot, and spawning the run task.
+
+use super::*;
+
+impl Runtime {
+    pub(crate) async fn resolve(
+        &self,
+        component: &ComponentRef,
+    ) -> Result<(Arc<Prepared>, Option<Cow<'static, [u8]>>), RuntimeError> {
+        match component {
+            ComponentRef::BuiltIn(name) => {
+                let unknown = || RuntimeError::UnknownExample {
+                    name: name.clone(),
+                    known: crate::examples::names().join(", "),
+                };
+                let bytes = crate::examples::built_in(name).ok_or_else(unknown)?;
+                // A warm start hashes nothing: the digest is memoised.
+                let digest = crate::examples::built_in_digest(name).ok_or_else(unknown)?;
+                let prepared = match self.inner.components.cached(digest) {
+                    Some(p) => p,
+                    None => self.inner.components.prepare(bytes).await?,
+                };
+                Ok((prepared, Some(Cow::Borrowed(bytes))))
+            }
+            ComponentRef::Path(path) => {
+                let (p, bytes) = self.inner.components.prepare_file(path).await?;
+                Ok((p, Some(Cow::Owned(bytes))))
+            }
+            ComponentRef::Bytes(bytes) => Ok((
+                self.inner.components.prepare(bytes).await?,
+                Some(Cow::Owned(bytes.to_vec())),
+            )),
+            ComponentRef::Digest(digest) => {
+                if let Some(p) = self.inner.components.cached(digest) {
+                    return Ok((p, None));
+                }
+                let bytes = self
+                    .component_bytes(digest)
+                    .ok_or_else(|| RuntimeError::UnknownComponent(digest.clone()))?;
+                Ok((self.inner.components.prepare(&bytes).await?, None))
+            }
+        }
+    }
+
+    /// A component's bytes by digest: stored in this home, or built in.
+    pub fn component_bytes(&self, digest: &str) -> Option<Vec<u8>> {
+        self.inner.home.component(digest).or_else(|| {
+            crate::examples::BUILT_IN
+                .iter()
+                .find(|(_, b)| crate::component::digest_of(b) == digest)
+                .map(|(_, b)| b.to_vec())
+        })
+    }
+
+    /// Compile, validate and describe a component, and keep it in this home.
+    pub async fn add_component(
+        &self,
+        component: &ComponentRef,
+    ) -> Result<(String, Info), RuntimeError> {
+        let (p, bytes) = self.resolve(component).await?;
+        if let Some(bytes) = bytes {
+            self.inner.home.put_component(p.digest(), &bytes)?;
+        }
+        Ok((p.digest().to_string(), p.info().clone()))
+    }
+
+    /// Hold a draft session: a stable id in memory, no directory. Its first
+    /// run (or [`Runtime::create_session_in`] with its id) persists it.
+    pub fn create_draft(
+        &self,
+        id: Option<SessionId>,
+        workspace: &str,
+    ) -> Result<SessionId, RuntimeError> {
+        let session = id.unwrap_or_default();
+        let mut drafts = self.inner.drafts.lock().unwrap_or_else(|p| p.into_inner());
+        if drafts.contains_key(&session) || self.inner.home.lookup(&session)?.is_some() {
+            return Err(RuntimeError::SessionExists(session));
+        }
+        drafts.insert(session.clone(), workspace.to_string());
+        Ok(session)
+    }
+
+    /// The workspace of a draft, if `session` is one.
+    pub fn draft_workspace(&self, session: &SessionId) -> Option<String> {
+        self.inner
+            .drafts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .cloned()
+    }
+
+    /// Persist a new session (and its worker) now, in the default workspace.
+    pub async fn create_session(
+        &self,
+        id: Option<SessionId>,
+    ) -> Result<(SessionId, WorkerId), RuntimeError> {
+        let workspace = self.inner.config.workspace.clone();
+        self.create_session_in(id, &workspace).await
+    }
+
+    /// Persist a new session (and its worker) now, in `workspace`; no
+    /// component yet.
+    pub async fn create_session_in(
+        &self,
+        id: Option<SessionId>,
+        workspace: &str,
+    ) -> Result<(SessionId, WorkerId), RuntimeError> {
+        let session = id.unwrap_or_default();
+        if self.inner.home.lookup(&session)?.is_some() {
+            return Err(RuntimeError::SessionExists(session));
+        }
+        let worker = self.inner.home.create_worker(&session, None, workspace)?;
+        // Staged until its first entry is durable; a failure undoes it, a
+        // crash leaves it to the next owner to roll back.
+        let created = async {
+            let segment = worker.metadata()?.active_segment;
+            self.inner.journals.create(&session, segment).await?;
+            crate::fsutil::crash_point("create-before-publish");
+            worker.publish()?;
+            Ok::<_, RuntimeError>(())
+        }
+        .await;
+        if let Err(e) = created {
+            self.inner.journals.close(&session);
+            if let Some(fs) = &self.inner.file_store {
+                fs.forget(&session);
+            }
+            self.inner.home.discard_staged(&worker);
+            return Err(e);
+        }
+        self.inner
+            .drafts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session);
+        Ok((session, worker.id()))
+    }
+
+    pub(crate) fn open_worker_of(&self, session: &SessionId) -> Result<WorkerDir, RuntimeError> {
+        let id = self
+            .inner
+            .home
+            .lookup(session)?
+            .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
+        Ok(self.inner.home.open_worker(id)?)
+    }
+
+    /// Start a run. Returns once the run is held (Preparing); it goes on in
+    /// its own task.
+    pub async fn start(&self, req: StartRun) -> Result<Started, RuntimeError> {
+        self.start_inner(req, None).await
+    }
+
+    pub(crate) async fn start_inner(
+        &self,
+        req: StartRun,
+        resume: Option<(RunId, Vec<u8>)>,
+    ) -> Result<Started, RuntimeError> {
+        let inner = &self.inner;
+        if inner.draining.load(Ordering::SeqCst) {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        let max_prompt = inner.config.host.limits.prompt_bytes;
+        if req.prompt.len() as u64 > max_prompt {
+            return Err(RuntimeError::TooLarge {
+                size: req.prompt.len(),
+                max: max_prompt as usize,
+            });
+        }
+        // A component named by the request is checked before anything is laid out.
+        let named = match &req.component {
+            Some(c) => Some(self.resolve(c).await?),
+            None => None,
+        };
+        // Find or make the worker.
+        let existing = match (req.worker, &req.session) {
+            (Some(w), _) => Some(w),
+            (None, Some(s)) => inner.home.lookup(s)?,
+            (None, None) => None,
+        };
+        let worker = match existing {
+            Some(worker_id) => {
+                let worker = inner
+                    .home
+                    .open_worker(worker_id)
+                    .map_err(|e| match &req.session {
+                        Some(s) => RuntimeError::from(e).for_session(s),
+                        None => e.into(),
+                    })?;
+                if let Some(given) = &req.session
+                    && given != worker.session_id()
+                {
+                    return Err(RuntimeError::SessionMismatch {
+                        worker: worker_id,
+                        held: worker.session_id().clone(),
+                        given: given.clone(),
+                    });
+                }
+                worker
+            }
+            None => {
+                let workspace = req
+                    .workspace
+                    .clone()
+                    .unwrap_or_else(|| inner.config.workspace.clone());
+                let (_, worker) = self
+                    .create_session_in(req.session.clone(), &workspace)
+                    .await?;
+                inner.home.open_worker(worker)?
+            }
+        };
+        let session = worker.session_id().clone();
+        let record = worker
+            .record()
+            .map_err(|e| RuntimeError::from(e).for_session(&session))?;
+        if let Some(ws) = &req.workspace
+            && *ws != record.workspace
+        {
+            // Another workspace's session is not there for this caller.
+            return Err(RuntimeError::UnknownSession(session));
+        }
+        let limits = inner
+            .config
+            .host
+            .ceilings(&record.workspace)
+            .with(&req.limits)?;
+        if req.prompt.len() as u64 > limits.prompt_bytes {
+            return Err(RuntimeError::TooLarge {
+                size: req.prompt.len(),
+                max: limits.prompt_bytes as usize,
+            });
+        }
+        if record.status == WorkerStatus::Stale {
+            return Err(RuntimeError::Stale(worker.id()));
+        }
+        let (prepared, bytes) = match (named, &record.component) {
+            (Some(named), _) => named,
+            (None, Some(bound)) => self.resolve(&ComponentRef::Digest(bound.clone())).await?,
+            (None, None) => return Err(RuntimeError::NoComponent(session)),
+        };
+        match &record.component {
+            Some(bound) if bound != prepared.digest() => {
+                return Err(RuntimeError::ComponentMismatch {
+                    worker: worker.id(),
+                    bound: bound.clone(),
+                    given: prepared.digest().to_string(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                if let Some(bytes) = &bytes {
+                    inner.home.put_component(prepared.digest(), bytes)?;
+                }
+            }
+        }
+        // An unbound worker is bound with its generation's reservation.
+        let bind = record
+            .component
+            .is_none()
+            .then(|| prepared.digest().to_string());
+        if req.liveness.policy == LivenessPolicy::Park && !prepared.info().can_park {
+            return Err(RuntimeError::UnsupportedPolicy {
+                name: prepared.info().name.clone(),
+            });
+        }
+        let journal = inner
+            .journals
+            .open(&session)
+            .await
+            .map_err(|e| RuntimeError::from(e).for_session(&session))?;
+        let run_id = RunId::new();
+        // The worktree carries over from the last generation (generation 0
+        // is the worktree a fork brought along, when there is one).
+        let previous_generation = Some(record.last_generation);
+        let ctx = Arc::new(RunCtx::new(
+            run_id,
+            session.clone(),
+            journal.clone(),
+            inner.store.clone(),
+            inner.broker.clone(),
+            req.liveness,
+            limits,
+        ));
+        // One live run per session: held from this moment (Preparing). A
+        // run whose terminal entry is being written is waited for (briefly):
+        // whoever saw its end may start the next one at once.
+        let mut waited = false;
+        loop {
+            let finishing = {
+                let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let live = sessions.entry(session.clone()).or_default();
+                if live.deleting {
+                    return Err(RuntimeError::UnknownSession(session));
+                }
+                match live
+                    .run
+                    .as_ref()
+                    .filter(|r| !r.ended.load(Ordering::SeqCst))
+                {
+                    Some(run) if run.finishing.load(Ordering::SeqCst) && !waited => {
+                        Some(run.run_id)
+                    }
+                    Some(run) => {
+                        return Err(RuntimeError::LiveRun {
+                            session,
+                            run: run.run_id,
+                        });
+                    }
+                    None => {
+                        ctx.set_present(live.observers.values().any(|o| o.present));
+                        live.run = Some(ctx.clone());
+                        None
+                    }
+                }
+            };
+            match finishing {
+                Some(run) => {
+                    waited = true;
+                    let _ = tokio::time::timeout(Duration::from_secs(5), self.wait(run)).await;
+                }
+                None => break,
+            }
+        }
+        inner.run_index.started(run_id, &session, &record.workspace);
+        let after = journal.last_seq().await;
+        let worker_id = worker.id();
+        let started = Started {
+            run_id,
+            session_id: session.clone(),
+            worker_id,
+            after,
+            info: prepared.info().clone(),
+            component: prepared.digest().to_string(),
+        };
+        let (durable_tx, durable_rx) = tokio::sync::oneshot::channel();
+        let (resumes, checkpoint) = match resume {
+            Some((r, c)) => (Some(r), Some(c)),
+            None => (None, None),
+        };
+        let plan = RunPlan {
+            ctx,
+            worker,
+            worker_id,
+            prepared,
+            prompt: req.prompt,
+            liveness: req.liveness,
+            timeout_ms: req.timeout_ms,
+            continues: req.continues,
+            resumes,
+            checkpoint,
+            previous_generation,
+            bind,
+            generation_floor: Some(journal.last_generation().await),
+            replay: None,
+            durable: Some(durable_tx),
+        };
+        self.spawn_run(plan);
+        // Answer only once the run's first batch is durable, so an accepted
+        // run id never disappears in a crash.
+        if durable_rx.await.is_err() {
+            // The run ended before its first entries were written.
+            if let Err(RuntimeError::RunLost(message)) = self.wait(run_id).await {
+                return Err(RuntimeError::Storage(message));
+            }
+        }
+        Ok(started)
+    }
+
+    pub(crate) fn spawn_run(&self, plan: RunPlan) {
+        let (done_tx, done_rx) = watch::channel(None);
+        let run_id = plan.ctx.run_id;
+        let session = plan.ctx.session.clone();
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                run_id,
+                LiveRecord {
+                    ctx: plan.ctx.clone(),
+                    done: done_rx,
+                },
+            );
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let facts = run::run_task(rt.clone(), plan).await;
+            if let Ok(f) = &facts {
+                rt.inner.run_index.ended(f);
+                let i = match f.status {
+                    RunStatus::Finished => 0,
+                    RunStatus::Failed => 1,
+                    RunStatus::Cancelled => 2,
+                    RunStatus::Parked => 3,
+                };
+                rt.inner.ended[i].fetch_add(1, Ordering::Relaxed);
+            }
+            {
+                let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(live) = sessions.get_mut(&session) {
+                    if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
+                        live.run = None;
+                    }
+                    if let Some(g) = live.grace.take() {
+                        g.abort();
+                    }
+                }
+            }
+            let _ = done_tx.send(Some(facts));
+            // Ended runs stay readable here for the retention window.
+            let retention = rt.inner.config.retention;
+            let weak = Arc::downgrade(&rt.inner);
+            drop(rt);
+            tokio::time::sleep(retention).await;
+            if let Some(inner) = weak.upgrade() {
+                inner
+                    .runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&run_id);
+            }
+        });
+    }
+
+    /// Start a new run after `run` (which finished, with an answer or a
+    /// question) in the same session; `continues` records the lineage.
+    pub async fn continue_run(
+        &self,
+        run: RunId,
+        prompt: String,
+        liveness: Liveness,
+    ) -> Result<Started, RuntimeError> {
+        let (session, facts) = self.find_run(run).await?;
+        if facts.status != RunStatus::Finished {
+            return Err(RuntimeError::WrongRunState {
+                run,
+                state: status_name(facts.status),
+                needed: "only a finished run can be continued".into(),
+            });
+        }
+        let mut req = StartRun {
+            session: Some(session),
+            worker: None,
+            component: None,
+            prompt,
+            liveness,
+            timeout_ms: None,
+            continues: Some(run),
+            workspace: None,
+            limits: Default::default(),
+        };
+        req.component = None;
+        self.start(req).await
+    }
+
+    /// Start a NEW run in the same session that receives `run`'s park
+    /// checkpoint.
+    pub async fn resume(
+        &self,
+        run: RunId,
+        liveness: Option<Liveness>,
+    ) -> Result<Started, RuntimeError> {
+        let (session, facts) = self.find_run(run).await?;
+        let Some(key) = facts
+            .checkpoint
+            .clone()
+            .filter(|_| facts.status == RunStatus::Parked)
+        else {
+            return Err(RuntimeError::WrongRunState {
+                run,
+                state: status_name(facts.status),
+                needed: "only a parked run can be resumed".into(),
+            });
+        };
+        let checkpoint = self.inner.store.checkpoint(&session, &key).await?;
+        let req = StartRun {
+            session: Some(session),
+            worker: None,
+            component: None,
+            prompt: String::new(),
+            liveness: liveness.unwrap_or(Liveness {
+                policy: LivenessPolicy::Continue,
+                grace_ms: 0,
+            }),
+            timeout_ms: None,
+            continues: None,
+            workspace: None,
+            limits: Default::default(),
+        };
+        self.start_inner(req, Some((run, checkpoint))).await
+    }
+}

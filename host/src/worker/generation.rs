@@ -1,0 +1,209 @@
+//! Run generations: reserved past every number the worker or its journal
+//! names, laid out create-new (a collision is never reused), the worktree
+//! carried from the generation before.
+
+use super::*;
+
+/// A reserved generation: its number and its empty directory.
+#[derive(Debug)]
+pub struct Reserved {
+    /// The generation.
+    pub generation: Generation,
+    runs: Dir,
+    dir: Dir,
+}
+
+/// A laid-out generation directory.
+#[derive(Debug)]
+pub struct GenerationDir {
+    /// The generation.
+    pub generation: Generation,
+    /// `runs/<gen>/`.
+    pub dir: Dir,
+    /// The host path of `runs/<gen>/artifacts/`, the guest's one preopen.
+    pub artifacts_path: PathBuf,
+    /// The host path of `runs/<gen>/`.
+    pub path: PathBuf,
+}
+
+/// Copy regular files and directories; symlinks and anything else are not
+/// followed (they are skipped), so a guest cannot make the host copy from
+/// outside its tree.
+fn copy_tree(from: &Dir, to: &Dir, depth: usize) -> io::Result<()> {
+    if depth > 64 {
+        return Err(io::Error::other("artifacts nest deeper than 64 levels"));
+    }
+    for entry in from.entries()? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            let sub = fsutil::create_dir_new(to, name)?;
+            copy_tree(&entry.open_dir()?, &sub, depth + 1)?;
+        } else if kind.is_file() {
+            from.copy(name, to, name)?;
+        }
+    }
+    Ok(())
+}
+
+impl WorkerDir {
+    /// Seed this (new) worker's worktree, `runs/0/artifacts/`, with a copy of
+    /// `source`'s generation `generation` (symlinks are not followed).
+    pub fn seed_worktree(
+        &self,
+        source: &WorkerDir,
+        generation: Generation,
+    ) -> Result<(), WorkerError> {
+        let ctx = format!(
+            "worker {}: cannot carry the worktree of worker {} over",
+            self.id, source.id
+        );
+        let Ok(from) = source.generation_dir(generation).and_then(|d| {
+            d.open_dir("artifacts").map_err(io_err(format!(
+                "worker {}: no runs/{generation}/artifacts",
+                source.id
+            )))
+        }) else {
+            return Ok(());
+        };
+        let runs = self.dir.open_dir("runs").map_err(io_err(ctx.clone()))?;
+        let zero = fsutil::create_dir_new(&runs, "0").map_err(io_err(ctx.clone()))?;
+        let artifacts = fsutil::create_dir_new(&zero, "artifacts").map_err(io_err(ctx.clone()))?;
+        copy_tree(&from, &artifacts, 0).map_err(io_err(ctx))
+    }
+
+    /// Reserve the next generation: past `worker.json`'s last one and past
+    /// `floor` (the last one the journal names, when the caller read it), with
+    /// `runs/<gen>/` made create-new (a collision is never reused). Nothing is
+    /// synced here: the caller journals `GenerationReserved` next — the
+    /// durable record, the one fsync on the start path — then calls
+    /// [`WorkerDir::record_generation`] and
+    /// [`WorkerDir::lay_out_generation`] before anything is instantiated. A
+    /// restore reserves past the journal's last reservation, so a
+    /// `worker.json` a power loss rolled back never hands a number out twice.
+    pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        let generation = floor
+            .map_or(record.last_generation, |f| f.max(record.last_generation))
+            .next();
+        let runs = self
+            .dir
+            .open_dir("runs")
+            .map_err(io_err(format!("worker {}: cannot open runs/", self.id)))?;
+        let name = generation.to_string();
+        let dir = match fsutil::create_dir_new(&runs, &name) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // The number is consumed all the same: the next start goes past it.
+                record.last_generation = generation;
+                let _ = self.write_record_unsynced(&record);
+                return Err(WorkerError::GenerationCollision {
+                    worker: self.id,
+                    generation,
+                });
+            }
+            Err(e) => {
+                return Err(io_err(format!(
+                    "worker {}: cannot create runs/{name}",
+                    self.id
+                ))(e));
+            }
+        };
+        Ok(Reserved {
+            generation,
+            runs,
+            dir,
+        })
+    }
+
+    /// Write a reserved generation to `worker.json` as its last one, and
+    /// bind the worker to `bind` if it is unbound (one atomic replace, backed
+    /// by the journal's `GenerationReserved` and `Started`; see
+    /// [`WorkerDir::reserve_generation`]).
+    pub fn record_generation(
+        &self,
+        generation: Generation,
+        bind: Option<&str>,
+    ) -> Result<(), WorkerError> {
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        let mut changed = false;
+        if record.last_generation < generation {
+            record.last_generation = generation;
+            changed = true;
+        }
+        if let Some(digest) = bind
+            && record.component.is_none()
+        {
+            record.component = Some(digest.to_string());
+            changed = true;
+        }
+        if changed {
+            self.write_record_unsynced(&record)?;
+        }
+        Ok(())
+    }
+
+    /// Replace `worker.json` atomically without syncing (the journal backs
+    /// what it records; see [`WorkerDir::reserve_generation`]).
+    fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
+        fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(record)).map_err(io_err(
+            format!("worker {}: cannot write worker.json", self.id),
+        ))
+    }
+
+    /// Lay out a reserved generation: `artifacts/` (a copy of generation
+    /// `from`'s, when there is one), `spawned/`, and the two logs.
+    pub fn lay_out_generation(
+        &self,
+        reserved: Reserved,
+        from: Option<Generation>,
+    ) -> Result<GenerationDir, WorkerError> {
+        let Reserved {
+            generation,
+            runs,
+            dir,
+        } = reserved;
+        let name = generation.to_string();
+        let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
+        let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+        fsutil::create_dir_new(&dir, "spawned").map_err(io_err(ctx.clone()))?;
+        for log in ["worker.out.log", "worker.err.log"] {
+            fsutil::create_file_new(&dir, log).map_err(io_err(ctx.clone()))?;
+        }
+        if let Some(previous) = from
+            && let Ok(prev) = runs
+                .open_dir(previous.to_string())
+                .and_then(|d| d.open_dir("artifacts"))
+        {
+            copy_tree(&prev, &artifacts, 0).map_err(io_err(format!(
+                "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
+                self.id
+            )))?;
+        }
+        // No directory sync here: the reservation is durable in the journal;
+        // a generation directory a crash loses is only missing evidence, and
+        // the next start reserves past it either way.
+        let path = self.path().join("runs").join(&name);
+        Ok(GenerationDir {
+            generation,
+            dir,
+            artifacts_path: path.join("artifacts"),
+            path,
+        })
+    }
+
+    /// Open an existing generation's directory.
+    pub fn generation_dir(&self, generation: Generation) -> Result<Dir, WorkerError> {
+        self.dir
+            .open_dir("runs")
+            .and_then(|runs| runs.open_dir(generation.to_string()))
+            .map_err(io_err(format!(
+                "worker {}: cannot open runs/{generation}",
+                self.id
+            )))
+    }
+}
