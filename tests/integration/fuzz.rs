@@ -142,8 +142,11 @@ fn arb_json() -> impl Strategy<Value = serde_json::Value> {
 async fn router() -> axum::Router {
     use std::sync::OnceLock;
     static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap());
-    let mut config = cairn::runtime::RuntimeConfig::new(home.path().join("home"));
+    let root = HOME.get_or_init(|| tempfile::tempdir().unwrap());
+    // A home of its own per case: a home has one owner at a time, and an
+    // earlier case's runtime may still be winding down.
+    let home = root.path().join(uuid::Uuid::new_v4().to_string());
+    let mut config = cairn::runtime::RuntimeConfig::new(home);
     config.restore = false;
     config.host.pool.instances = 0;
     cairn::api::router(cairn::runtime::Runtime::open(config).await.unwrap())

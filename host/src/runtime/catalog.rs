@@ -74,7 +74,7 @@ impl Runtime {
                 .sessions
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            sessions.get(session).and_then(|l| l.run.clone())
+            sessions.get(session).and_then(|l| l.live_run().cloned())
         };
         let observers = self.counts(session);
         let mut out = Vec::new();
@@ -139,7 +139,7 @@ impl Runtime {
                 .unwrap_or_else(|p| p.into_inner());
             sessions
                 .values()
-                .filter_map(|l| l.run.as_ref())
+                .filter_map(|l| l.live_run())
                 .map(|r| (r.run_id, r.running.load(Ordering::Relaxed)))
                 .collect()
         };
@@ -261,7 +261,7 @@ impl Runtime {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             for live in sessions.values() {
-                if let Some(run) = &live.run {
+                if let Some(run) = live.live_run() {
                     if run.running.load(Ordering::Relaxed) {
                         running += 1;
                     } else {

@@ -58,6 +58,16 @@ pub(crate) struct SessionLive {
     deleting: bool,
 }
 
+impl SessionLive {
+    /// The session's live run: one whose terminal entry is not yet durable
+    /// (a run whose end is written no longer holds the session).
+    pub(crate) fn live_run(&self) -> Option<&Arc<RunCtx>> {
+        self.run
+            .as_ref()
+            .filter(|r| !r.ended.load(Ordering::SeqCst))
+    }
+}
+
 pub(crate) struct Inner {
     home: Home,
     /// The home's OS lock, held while this runtime owns the home (none for
@@ -387,7 +397,7 @@ impl Runtime {
             .unwrap_or_else(|p| p.into_inner());
         sessions
             .iter()
-            .filter_map(|(s, l)| l.run.as_ref().map(|r| (s.clone(), r.run_id)))
+            .filter_map(|(s, l)| l.live_run().map(|r| (s.clone(), r.run_id)))
             .collect()
     }
 

@@ -52,7 +52,7 @@ impl Runtime {
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(run) = sessions.get(session).and_then(|l| l.run.as_ref()) {
+        if let Some(run) = sessions.get(session).and_then(|l| l.live_run()) {
             return Err(RuntimeError::LiveRun {
                 session: session.clone(),
                 run: run.run_id,

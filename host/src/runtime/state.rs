@@ -115,10 +115,7 @@ impl Runtime {
                 .sessions
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            sessions
-                .get(session)
-                .and_then(|l| l.run.clone())
-                .filter(|r| !r.ended.load(Ordering::SeqCst))
+            sessions.get(session).and_then(|l| l.live_run().cloned())
         };
         let state = match &live {
             Some(run) => {
