@@ -541,3 +541,136 @@ async fn a_new_run_reserves_past_the_journal_when_worker_json_rolled_back() {
         "never generation 1 again"
     );
 }
+
+#[test]
+fn a_restore_that_cannot_begin_is_journaled_and_the_worker_marked_stale() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let hostile = crate::common::fixture("hostile");
+    // A run of an uploaded component, waiting on a decision, then killed.
+    let mut child = cairn_bin()
+        .arg("run")
+        .arg(&hostile)
+        .args(["--prompt", "wait", "--json", "--home"])
+        .arg(&home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut session = String::new();
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stdout.as_mut().unwrap()).lines();
+        while let Some(Ok(line)) = lines.next() {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            session = v["session_id"].as_str().unwrap().to_string();
+            if v["payload"]["event"]["type"] == "decision_requested" {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The component's bytes are gone: the run cannot be replayed.
+    for e in std::fs::read_dir(home.join("components")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "wasm") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let served = serve(&home);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let summary = loop {
+        let v: Value = http()
+            .get(format!("{}/v1/sessions/{session}", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if v["last_run"].is_object() {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(summary["last_run"]["status"], "failed", "{summary}");
+    assert_eq!(summary["stale"], true, "{summary}");
+    drop(served);
+    let lines = export(&home, &session);
+    let failed = lines.last().unwrap();
+    assert_eq!(
+        failed["payload"]["event"]["error"]["code"], "restore_failed",
+        "{failed}"
+    );
+    assert!(
+        failed["payload"]["event"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("component"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn listings_page_with_a_cursor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = serve(&home);
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        let (run, _) = start(
+            &served.url,
+            json!({ "component": "echo", "prompt": format!("p{i}") }),
+        );
+        ended(&served.url, &run);
+        runs.push(run);
+    }
+    for (path, key) in [("/v1/sessions", "session_id"), ("/v1/runs", "run_id")] {
+        let mut seen = Vec::new();
+        let mut url = format!("{}{path}?limit=2", served.url);
+        let mut pages = 0;
+        loop {
+            let resp = http().get(&url).send().unwrap();
+            assert_eq!(resp.status(), 200);
+            let next = resp
+                .headers()
+                .get("x-next-cursor")
+                .map(|v| v.to_str().unwrap().to_string());
+            let rows: Value = resp.json().unwrap();
+            assert!(rows.as_array().unwrap().len() <= 2);
+            seen.extend(rows.as_array().unwrap().iter().map(|r| r[key].clone()));
+            pages += 1;
+            match next {
+                Some(c) => url = format!("{}{path}?limit=2&cursor={c}", served.url),
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3, "{path}");
+        assert_eq!(seen.len(), 5, "{path}: {seen:?}");
+        let unique: std::collections::HashSet<String> =
+            seen.iter().map(|v| v.to_string()).collect();
+        assert_eq!(unique.len(), 5, "{path}: no row twice");
+    }
+    // Runs come newest first.
+    let all: Value = http()
+        .get(format!("{}/v1/runs", served.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let order: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    let mut newest_first: Vec<&str> = runs.iter().map(String::as_str).collect();
+    newest_first.reverse();
+    assert_eq!(order, newest_first);
+    let bad = http()
+        .get(format!("{}/v1/sessions?cursor=nonsense", served.url))
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+}
