@@ -220,3 +220,44 @@ async fn symlinks_planted_in_artifacts_lead_nowhere_for_guest_or_host() {
         b"top secret"
     );
 }
+
+/// JSON nested past the host's depth is refused at every ingress — a
+/// guest's emit gets an error value, an HTTP body a 400 — and nothing
+/// unreadable reaches a journal.
+#[tokio::test]
+async fn deep_json_is_refused_at_every_ingress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = crate::common::runtime(tmp.path()).await;
+    let req = StartRun::new(ComponentRef::Path(fixture("hostile")), "deep");
+    let (started, facts, events) = crate::common::run_to_end(&rt, req, None).await;
+    assert_eq!(facts.status, cairn::RunStatus::Finished, "{events:?}");
+    let refused = events.iter().any(|e| {
+        matches!(&e.payload, cairn::Payload::Agent(cairn::AgentEvent::TextDelta { text })
+            if text.contains("refused") && text.contains("at most 64"))
+    });
+    assert!(refused, "{events:?}");
+    // The session reads back whole.
+    rt.summary(&started.session_id).await.unwrap();
+    // A decision value of the same depth is refused before it is journaled.
+    let mut v = serde_json::json!(1);
+    for _ in 0..126 {
+        v = serde_json::json!([v]);
+    }
+    let id = cairn::DecisionId::derive(&started.session_id, cairn::Seq(1));
+    let err = rt.decide(&id, v.clone()).await.unwrap_err();
+    assert_eq!(err.code(), "invalid_request", "{err}");
+    let app = cairn::api::router(rt.clone());
+    use tower::ServiceExt;
+    let resp = app
+        .oneshot(
+            axum::http::Request::post(format!("/v1/decisions/{id}"))
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(
+                    serde_json::json!({ "value": v }).to_string(),
+                ))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+}

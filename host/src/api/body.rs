@@ -52,6 +52,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             format!("the body is not JSON: {e}"),
         )
     })?;
+    crate::journal::check_json_depth("the body", &value).map_err(ApiError::invalid)?;
     serde_json::from_value(value).map_err(|e| {
         let msg = e.to_string();
         if msg.starts_with("unknown field") {

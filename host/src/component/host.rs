@@ -97,8 +97,18 @@ fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {
 }
 
 fn json_field(what: &str, text: &str) -> Result<serde_json::Value, EmitRefusal> {
-    serde_json::from_str(text)
-        .map_err(|e| journal::EmitError::Invalid(format!("{what} is not JSON: {e}")))
+    let value = serde_json::from_str(text)
+        .map_err(|e| journal::EmitError::Invalid(format!("{what} is not JSON: {e}")))?;
+    crate::journal::check_json_depth(what, &value).map_err(journal::EmitError::Invalid)?;
+    Ok(value)
+}
+
+/// A decision argument: JSON, nested no deeper than the host accepts.
+fn json_arg(what: &str, text: &str) -> Result<serde_json::Value, HostFailure> {
+    let value = serde_json::from_str(text)
+        .map_err(|e| HostFailure(format!("{what} is not JSON: {e}")))?;
+    crate::journal::check_json_depth(what, &value).map_err(HostFailure)?;
+    Ok(value)
 }
 
 impl types::Host for HostState {}
@@ -145,14 +155,10 @@ impl decisions::Host for HostState {
         let details = if req.details.trim().is_empty() {
             serde_json::json!({})
         } else {
-            serde_json::from_str(&req.details)
-                .map_err(|e| HostFailure(format!("decision details are not JSON: {e}")))?
+            json_arg("decision details", &req.details)?
         };
         let default_value = match req.default_value {
-            Some(v) => Some(
-                serde_json::from_str(&v)
-                    .map_err(|e| HostFailure(format!("decision default value is not JSON: {e}")))?,
-            ),
+            Some(v) => Some(json_arg("decision default value", &v)?),
             None => None,
         };
         let request = DecisionRequest {

@@ -304,6 +304,8 @@ impl Runtime {
         id: &DecisionId,
         value: serde_json::Value,
     ) -> Result<(), RuntimeError> {
+        crate::journal::check_json_depth("the decision value", &value)
+            .map_err(RuntimeError::InvalidRequest)?;
         Ok(self
             .inner
             .broker

@@ -71,6 +71,19 @@ impl Controller for Hostile {
             "wait" => {
                 let _ = cairn_guest::request_approval("wait forever");
             }
+            "deep" => {
+                // A value nested past what any reader could parse back.
+                let mut v = serde_json::json!(1);
+                for _ in 0..126 {
+                    v = serde_json::json!([v]);
+                }
+                match cairn_guest::emit_custom("deep", &v) {
+                    Ok(_) => return Err(Error::new("accepted", "a 126-deep value was journaled")),
+                    Err(e) => {
+                        cairn_guest::emit_text(&format!("refused: {e:?}"))?;
+                    }
+                }
+            }
             "escape" => {
                 // Wait, so a test can plant links in this generation's directory.
                 let _ = cairn_guest::request_approval("plant the links now");
