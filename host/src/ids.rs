@@ -100,9 +100,11 @@ const DECISION_NAMESPACE: Uuid = Uuid::from_u128(0x0d3c_7a41_52e8_4b9f_a1c6_2e7b
 /// The longest session id accepted, in bytes.
 pub const MAX_SESSION_ID_LEN: usize = 200;
 
-/// A session: one per worker for its lifetime. Clients may choose it, so it is
-/// any printable text up to [`MAX_SESSION_ID_LEN`] bytes; stores address it
-/// only through [`SessionId::storage_key`].
+/// A session: one per worker for its lifetime. Clients may choose it, from a
+/// safe alphabet: ASCII letters and digits first, then letters, digits and
+/// `-_.:@+=`, at most [`MAX_SESSION_ID_LEN`] bytes, never `..` (so no path,
+/// control or bidirectional-override character can reach a log, a header or
+/// a file name). Stores address it only through [`SessionId::storage_key`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(transparent)]
 pub struct SessionId(String);
@@ -113,8 +115,34 @@ impl SessionId {
         SessionId(format!("s-{}", Uuid::now_v7().hyphenated()))
     }
 
-    /// Check a client-supplied id.
+    /// Check a client-supplied id against the safe alphabet.
     pub fn parse(s: &str) -> Result<Self, InvalidId> {
+        let stored = Self::stored(s)?;
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.:@+=".contains(c);
+        if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            return Err(InvalidId::new(
+                "session id",
+                s,
+                "it must start with an ASCII letter or digit",
+            ));
+        }
+        if let Some(c) = s.chars().find(|c| !allowed(*c)) {
+            return Err(InvalidId::new(
+                "session id",
+                s,
+                format!("{c:?} is not allowed (ASCII letters, digits and -_.:@+= are)"),
+            ));
+        }
+        if s.contains("..") {
+            return Err(InvalidId::new("session id", s, "it holds \"..\""));
+        }
+        Ok(stored)
+    }
+
+    /// An id as a journal or document stores it: the rules of the ids
+    /// written before the safe alphabet (non-empty, bounded, no control
+    /// characters), so every stored session still reads.
+    fn stored(s: &str) -> Result<Self, InvalidId> {
         if s.is_empty() {
             return Err(InvalidId::new("session id", s, "it is empty"));
         }
@@ -155,7 +183,7 @@ impl Default for SessionId {
 impl<'de> Deserialize<'de> for SessionId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        SessionId::parse(&s).map_err(serde::de::Error::custom)
+        SessionId::stored(&s).map_err(serde::de::Error::custom)
     }
 }
 

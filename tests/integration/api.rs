@@ -468,8 +468,27 @@ async fn status_and_code(resp: reqwest::Response) -> (u16, String) {
 async fn bad_requests_get_the_right_status_and_code() {
     let s = server().await;
     let post = |path: &str, body: &'static [u8]| {
-        s.http.post(format!("{}{path}", s.base)).body(body).send()
+        s.http
+            .post(format!("{}{path}", s.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
     };
+    // A body must say it is JSON: a page's `text/plain` (or no type) is refused.
+    for kind in [Some("text/plain"), None] {
+        let mut req = s
+            .http
+            .post(format!("{}/v1/runs", s.base))
+            .body(r#"{"component":"echo","prompt":"x"}"#);
+        if let Some(kind) = kind {
+            req = req.header("content-type", kind);
+        }
+        assert_eq!(
+            status_and_code(req.send().await.unwrap()).await,
+            (415, "unsupported_media_type".into()),
+            "{kind:?}"
+        );
+    }
     assert_eq!(
         status_and_code(post("/v1/runs", b"{nope").await.unwrap()).await,
         (400, "invalid_json".into())
@@ -512,15 +531,18 @@ async fn bad_requests_get_the_right_status_and_code() {
     let resp = s
         .http
         .post(format!("{}/v1/runs", s.base))
+        .header("content-type", "application/json")
         .body(huge)
         .send()
         .await
         .unwrap();
     assert_eq!(status_and_code(resp).await, (413, "too_large".into()));
-    for path in [
-        "/v1/sessions/nope",
-        "/v1/sessions/..%2F..%2Fetc%2Fpasswd",
-        "/v1/sessions/%2Fetc%2Fpasswd/events",
+    for (path, want) in [
+        ("/v1/sessions/nope", (404, "not_found")),
+        // Outside the id alphabet: refused before anything is looked up.
+        ("/v1/sessions/..%2F..%2Fetc%2Fpasswd", (400, "invalid_id")),
+        ("/v1/sessions/%2Fetc%2Fpasswd/events", (400, "invalid_id")),
+        ("/v1/sessions/a%E2%80%AEb", (400, "invalid_id")),
     ] {
         let resp = s
             .http
@@ -530,7 +552,7 @@ async fn bad_requests_get_the_right_status_and_code() {
             .unwrap();
         assert_eq!(
             status_and_code(resp).await,
-            (404, "not_found".into()),
+            (want.0, want.1.into()),
             "{path}"
         );
     }
@@ -593,25 +615,35 @@ async fn bad_requests_get_the_right_status_and_code() {
         .send()
         .await
         .unwrap();
+    // Outside the safe alphabet: refused, naming why.
+    let (status, code) = status_and_code(resp).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_id"));
+    let resp = s
+        .http
+        .post(format!("{}/v1/sessions", s.base))
+        .json(&json!({"id": "mine"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 201);
     let resp = s
         .http
         .post(format!("{}/v1/sessions", s.base))
-        .json(&json!({"id": "../mine"}))
+        .json(&json!({"id": "mine"}))
         .send()
         .await
         .unwrap();
     assert_eq!(status_and_code(resp).await, (409, "conflict".into()));
     let resp = s
         .http
-        .delete(format!("{}/v1/sessions/..%2Fmine", s.base))
+        .delete(format!("{}/v1/sessions/mine", s.base))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 204);
     let resp = s
         .http
-        .get(format!("{}/v1/sessions/..%2Fmine", s.base))
+        .get(format!("{}/v1/sessions/mine", s.base))
         .send()
         .await
         .unwrap();
@@ -704,7 +736,11 @@ async fn components_upload_by_digest_and_the_openapi_document_covers_every_route
             s.base,
             path.replace("{id}", "00000000-0000-0000-0000-000000000000")
         );
-        let req = s.http.request(method.parse().unwrap(), &url).body("{}");
+        let req = s
+            .http
+            .request(method.parse().unwrap(), &url)
+            .header("content-type", "application/json")
+            .body("{}");
         let resp = tokio::time::timeout(Duration::from_secs(10), req.send())
             .await
             .unwrap()
@@ -731,4 +767,62 @@ async fn components_upload_by_digest_and_the_openapi_document_covers_every_route
             && metrics.contains("cairn_runs{state=\"running\"}"),
         "{metrics}"
     );
+}
+
+/// A server without tokens answers only under a loopback name (no DNS
+/// rebinding) and takes writes only from its own origin (no page on
+/// another site can start runs or answer decisions).
+#[tokio::test]
+async fn a_local_server_refuses_foreign_hosts_and_cross_origin_writes() {
+    let s = server().await;
+    let host = s.base.trim_start_matches("http://").to_string();
+    let resp = s
+        .http
+        .get(format!("{}/healthz", s.base))
+        .header("host", "attacker.example:80")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (403, "forbidden".into()));
+    for name in [
+        host.clone(),
+        format!("localhost:{}", host.split(':').nth(1).unwrap()),
+    ] {
+        let resp = s
+            .http
+            .get(format!("{}/healthz", s.base))
+            .header("host", name.as_str())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{name}");
+    }
+    let body = json!({ "component": "echo", "prompt": "x" });
+    let resp = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .header("origin", "http://attacker.example")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (403, "forbidden".into()));
+    let resp = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .header("origin", "null")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    let resp = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .header("origin", s.base.as_str())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202, "its own origin may write");
 }

@@ -153,5 +153,7 @@ fn the_management_commands_work_in_process() {
     let (ok, out, _) = cairn(&["ls", "--home", home]);
     assert!(ok && out.contains("no sessions"), "{out}");
     let (ok, _, err) = cairn(&["inspect", "../../etc", "--home", home]);
+    assert!(!ok && err.contains("invalid session id"), "{err}");
+    let (ok, _, err) = cairn(&["inspect", "nothing-here", "--home", home]);
     assert!(!ok && err.contains("no session"), "{err}");
 }

@@ -238,3 +238,19 @@ async fn a_foreign_token_reaches_nothing() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "limit_exceeded");
 }
+
+/// `/metrics` counts every workspace: with tokens configured, it needs one.
+#[tokio::test]
+async fn metrics_need_a_token_when_tokens_exist() {
+    let (base, _rt, _tmp) = served().await;
+    let http = reqwest::Client::new();
+    let resp = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}

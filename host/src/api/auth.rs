@@ -16,12 +16,101 @@ use axum::response::{IntoResponse, Response};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace(pub String);
 
-/// The middleware: resolve the token, or answer 401.
+/// Whether a `Host` header names this machine's loopback.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        // [::1]:port
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(n, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                n
+            } else {
+                host
+            }
+        }),
+    };
+    let name = name.to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn forbidden(message: String) -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response()
+}
+
+/// What a browser must not be able to do to a server without tokens
+/// (`--insecure-local`): reach it under a name that is not loopback (DNS
+/// rebinding), or write to it from another origin. And on every server a
+/// request body is JSON only when it says so (`text/plain` is how a page
+/// sends a body without asking first).
+pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &axum::http::HeaderValue| v.to_str().ok())
+    };
+    let local = !s.rt.host_config().has_tokens();
+    let host = header(axum::http::header::HOST);
+    if local
+        && let Some(host) = host
+        && !loopback_host(host)
+    {
+        return forbidden(format!(
+            "this server serves without tokens, so only under a loopback name; Host {host:?} is not one"
+        ));
+    }
+    let writes = !matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    );
+    if local
+        && writes
+        && let Some(origin) = header(axum::http::header::ORIGIN)
+    {
+        let same = origin
+            .split_once("://")
+            .map(|(_, authority)| authority.trim_end_matches('/'))
+            .is_some_and(|authority| Some(authority) == host);
+        if !same {
+            return forbidden(format!(
+                "a write from origin {origin:?} is refused: this server serves without tokens and takes writes only from its own origin"
+            ));
+        }
+    }
+    let path = req.uri().path();
+    if writes && path != "/v1/components" {
+        let has_body = header(axum::http::header::CONTENT_LENGTH).is_some_and(|l| l != "0")
+            || headers.contains_key(axum::http::header::TRANSFER_ENCODING);
+        let json = header(axum::http::header::CONTENT_TYPE).is_some_and(|t| {
+            let t = t.to_ascii_lowercase();
+            t.starts_with("application/json")
+                || t.starts_with("application/") && t.contains("+json")
+        });
+        let typed = headers.contains_key(axum::http::header::CONTENT_TYPE);
+        if (has_body || typed) && !json {
+            return ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "request bodies are JSON: send `Content-Type: application/json`",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// The middleware: resolve the token, or answer 401. `/v1/` routes and,
+/// when tokens exist, `/metrics` (it counts every workspace) need one.
 pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
-    if !req.uri().path().starts_with("/v1/") {
+    let config = s.rt.host_config();
+    let path = req.uri().path();
+    if !path.starts_with("/v1/") && !(path == "/metrics" && config.has_tokens()) {
         return next.run(req).await;
     }
-    let config = s.rt.host_config();
     let workspace = if config.has_tokens() {
         let token = req
             .headers()

@@ -66,6 +66,10 @@ pub fn router(rt: Runtime) -> Router {
             state.clone(),
             auth::authenticate,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
+        ))
         .with_state(state)
 }
 

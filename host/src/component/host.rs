@@ -105,8 +105,8 @@ fn json_field(what: &str, text: &str) -> Result<serde_json::Value, EmitRefusal> 
 
 /// A decision argument: JSON, nested no deeper than the host accepts.
 fn json_arg(what: &str, text: &str) -> Result<serde_json::Value, HostFailure> {
-    let value = serde_json::from_str(text)
-        .map_err(|e| HostFailure(format!("{what} is not JSON: {e}")))?;
+    let value =
+        serde_json::from_str(text).map_err(|e| HostFailure(format!("{what} is not JSON: {e}")))?;
     crate::journal::check_json_depth(what, &value).map_err(HostFailure)?;
     Ok(value)
 }
