@@ -108,7 +108,8 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
 pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
     let config = s.rt.host_config();
     let path = req.uri().path();
-    if !path.starts_with("/v1/") && !(path == "/metrics" && config.has_tokens()) {
+    let guarded = path.starts_with("/v1/") || (path == "/metrics" && config.has_tokens());
+    if !guarded {
         return next.run(req).await;
     }
     let workspace = if config.has_tokens() {
