@@ -29,6 +29,8 @@ pub struct Limits {
     pub log_bytes: u64,
     /// Bytes of a prompt.
     pub prompt_bytes: u64,
+    /// Bytes of a park checkpoint.
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for Limits {
@@ -44,6 +46,7 @@ impl Default for Limits {
             artifact_bytes: 256 << 20,
             log_bytes: 16 << 20,
             prompt_bytes: 1 << 20,
+            checkpoint_bytes: 64 << 20,
         }
     }
 }
@@ -66,6 +69,8 @@ pub struct LimitsOverride {
     pub artifact_bytes: Option<u64>,
     /// See [`Limits::log_bytes`].
     pub log_bytes: Option<u64>,
+    /// See [`Limits::checkpoint_bytes`].
+    pub checkpoint_bytes: Option<u64>,
 }
 
 /// An override above its ceiling.
@@ -84,7 +89,7 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 7] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 8] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
             ("events_per_run", o.events_per_run, &mut out.events_per_run),
@@ -92,6 +97,11 @@ impl Limits {
             ("journal_bytes", o.journal_bytes, &mut out.journal_bytes),
             ("artifact_bytes", o.artifact_bytes, &mut out.artifact_bytes),
             ("log_bytes", o.log_bytes, &mut out.log_bytes),
+            (
+                "checkpoint_bytes",
+                o.checkpoint_bytes,
+                &mut out.checkpoint_bytes,
+            ),
         ];
         for (limit, asked, slot) in pairs {
             if let Some(value) = asked {
@@ -121,6 +131,7 @@ impl Limits {
             artifact_bytes: self.artifact_bytes.min(other.artifact_bytes),
             log_bytes: self.log_bytes.min(other.log_bytes),
             prompt_bytes: self.prompt_bytes.min(other.prompt_bytes),
+            checkpoint_bytes: self.checkpoint_bytes.min(other.checkpoint_bytes),
         }
     }
 }

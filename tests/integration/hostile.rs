@@ -17,6 +17,7 @@ pub fn tight() -> LimitsOverride {
         journal_bytes: Some(8 << 20),
         artifact_bytes: Some(8 << 20),
         log_bytes: Some(1 << 20),
+        checkpoint_bytes: Some(1 << 20),
     }
 }
 
@@ -260,4 +261,34 @@ async fn deep_json_is_refused_at_every_ingress() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
+}
+
+/// Decisions, the final text and checkpoints are journaled bytes too: a
+/// controller cannot write past its limits through them.
+#[tokio::test]
+async fn decisions_final_texts_and_checkpoints_count_against_the_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = crate::common::runtime(tmp.path()).await;
+    for (attack, limit) in [
+        ("decisions", "events_per_run"),
+        ("huge-answer", "event_bytes"),
+        ("huge-checkpoint", "checkpoint_bytes"),
+    ] {
+        let mut req = hostile(attack);
+        // Each wait is two syncs: a lower ceiling ends it well within the wall.
+        req.limits.events_per_run = Some(100);
+        let (_, facts, events) = crate::common::run_to_end(&rt, req, None).await;
+        assert_eq!(facts.status, RunStatus::Failed, "{attack}");
+        let last = events.last().unwrap();
+        let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &last.payload else {
+            panic!("{attack}: {last:?}")
+        };
+        assert_eq!(error.code, "limit_exceeded", "{attack}: {error:?}");
+        assert_eq!(error.details.as_ref().unwrap()["limit"], limit, "{attack}");
+        assert!(
+            events.len() < 110,
+            "{attack}: {} entries for a limit of 100",
+            events.len()
+        );
+    }
 }

@@ -91,7 +91,35 @@ pub struct Components {
     engine: Engine,
     linker: Linker<HostState>,
     cache: Mutex<HashMap<String, Arc<Prepared>>>,
+    /// Compilations at once (they run on blocking threads, never on the
+    /// async ones that serve requests).
+    compiling: tokio::sync::Semaphore,
+    /// One compilation per digest at a time: identical bytes uploaded
+    /// together are compiled once.
+    inflight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     _ticker: Ticker,
+}
+
+/// How long `describe()` may take, wall clock (it may wait on nothing).
+pub const DESCRIBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+/// The longest name a controller may give itself, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// The longest version string, in bytes.
+pub const MAX_VERSION_BYTES: usize = 64;
+
+/// Drops a digest's in-flight entry however its compilation ended.
+struct InflightEntry<'a>(
+    &'a Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    &'a str,
+);
+
+impl Drop for InflightEntry<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(self.1);
+    }
 }
 
 struct Ticker {
@@ -174,6 +202,12 @@ impl Components {
             engine,
             linker,
             cache: Mutex::new(HashMap::new()),
+            compiling: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism()
+                    .map_or(1, |n| n.get() / 2)
+                    .max(1),
+            ),
+            inflight: Mutex::new(HashMap::new()),
             _ticker: Ticker { stop },
         })
     }
@@ -198,8 +232,33 @@ impl Components {
                 },
             ));
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| ComponentError::NotAComponent(format!("{e:#}")))?;
+        // Identical bytes compile once: wait for one in flight, then look
+        // in the cache again.
+        let slot = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(digest.clone())
+            .or_default()
+            .clone();
+        let _compiling_this = slot.lock().await;
+        let _done = InflightEntry(&self.inflight, &digest);
+        if let Some(p) = self.cached(&digest) {
+            return Ok(p);
+        }
+        let component = {
+            let _permit = self
+                .compiling
+                .acquire()
+                .await
+                .map_err(|_| ComponentError::Engine("the compiler is shut down".into()))?;
+            let engine = self.engine.clone();
+            let owned = bytes.to_vec();
+            tokio::task::spawn_blocking(move || Component::new(&engine, &owned))
+                .await
+                .map_err(|e| ComponentError::Engine(format!("the compiler failed: {e}")))?
+                .map_err(|e| ComponentError::NotAComponent(format!("{e:#}")))?
+        };
         check_exports(&self.engine, &component)?;
         let instance_pre = self
             .linker
@@ -216,7 +275,7 @@ impl Components {
         self.cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(digest, prepared.clone());
+            .insert(digest.clone(), prepared.clone());
         Ok(prepared)
     }
 
@@ -247,8 +306,25 @@ impl Components {
         store.set_epoch_deadline(100);
         store.epoch_deadline_trap();
         let fail = |e: wasmtime::Error| ComponentError::DescribeFailed(format!("{e:#}"));
-        let instance = pre.instantiate_async(&mut store).await.map_err(fail)?;
-        let info = instance.call_describe(&mut store).await.map_err(fail)?;
+        let described = tokio::time::timeout(DESCRIBE_DEADLINE, async {
+            let instance = pre.instantiate_async(&mut store).await.map_err(fail)?;
+            instance.call_describe(&mut store).await.map_err(fail)
+        })
+        .await
+        .map_err(|_| {
+            ComponentError::DescribeFailed(format!(
+                "describe() did not return within {} s",
+                DESCRIBE_DEADLINE.as_secs()
+            ))
+        })??;
+        let info = described;
+        if info.name.len() > MAX_NAME_BYTES || info.version.len() > MAX_VERSION_BYTES {
+            return Err(ComponentError::DescribeFailed(format!(
+                "describe() gave a name of {} bytes and a version of {} bytes; at most {MAX_NAME_BYTES} and {MAX_VERSION_BYTES}",
+                info.name.len(),
+                info.version.len()
+            )));
+        }
         Ok(Info {
             name: info.name,
             version: info.version,

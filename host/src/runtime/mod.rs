@@ -306,11 +306,30 @@ impl Runtime {
     ) -> Result<(), RuntimeError> {
         crate::journal::check_json_depth("the decision value", &value)
             .map_err(RuntimeError::InvalidRequest)?;
-        Ok(self
-            .inner
+        // An answer is journaled into the run's session (counted with its
+        // request): one larger than the run's entries may be is refused.
+        let live = self.session_of_decision(id).and_then(|session| {
+            let sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            sessions.get(&session).and_then(|l| l.live_run().cloned())
+        });
+        let size = crate::journal::json_len(&value) + 256;
+        if let Some(ctx) = &live
+            && size > ctx.limits.event_bytes
+        {
+            return Err(RuntimeError::TooLarge {
+                size: size as usize,
+                max: ctx.limits.event_bytes as usize,
+            });
+        }
+        self.inner
             .broker
             .decide(id, value, DecidedBy::Client)
-            .await?)
+            .await?;
+        Ok(())
     }
 
     /// The session a decision belongs to, when this host knows it.

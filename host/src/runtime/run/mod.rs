@@ -340,6 +340,28 @@ impl RunCtx {
         self.journal_bytes.fetch_add(size, Ordering::Relaxed);
     }
 
+    /// Admit entries of these sizes to the journal under the run's limits
+    /// (every journaled byte counts: decisions and the end of a run as
+    /// much as emits), and count them; the broken limit when not.
+    pub(crate) fn admit(&self, sizes: &[u64]) -> Result<(), String> {
+        if let Some(&size) = sizes.iter().find(|&&s| s > self.limits.event_bytes) {
+            return Err(self.break_limit("event_bytes", size, self.limits.event_bytes));
+        }
+        let count = self.events.load(Ordering::Relaxed) + sizes.len() as u64;
+        if count > self.limits.events_per_run {
+            return Err(self.break_limit("events_per_run", count, self.limits.events_per_run));
+        }
+        let total: u64 = sizes.iter().sum();
+        let journal = self.journal_bytes.load(Ordering::Relaxed) + total;
+        if journal > self.limits.journal_bytes {
+            return Err(self.break_limit("journal_bytes", journal, self.limits.journal_bytes));
+        }
+        for &size in sizes {
+            self.count(size);
+        }
+        Ok(())
+    }
+
     async fn wait_live(
         &self,
         id: DecisionId,
@@ -594,6 +616,20 @@ impl RunHost for RunCtx {
         }
         if let Some(answer) = self.wait_replayed(&request).await? {
             return Ok(answer);
+        }
+        // The request, its route and its answer (whoever gives it) count
+        // like any entry.
+        let request_size = crate::journal::json_len(&request.details)
+            + request
+                .default_value
+                .as_ref()
+                .map_or(0, crate::journal::json_len)
+            + request.prompt.len() as u64
+            + 256;
+        if let Err(what) = self.admit(&[request_size, 256, 256]) {
+            return Err(HostFailure(format!(
+                "the decision request broke a limit: {what}"
+            )));
         }
         let _suspended = Suspended::begin(&self.activity);
         // The request and its route are one batch, written before anyone can

@@ -368,6 +368,26 @@ async fn terminal_of(
             None,
         )
     };
+    // The end of a run counts like any entry: its text against the
+    // event and journal limits, a checkpoint against `checkpoint_bytes`.
+    let over = match &result {
+        Ok(Outcome::Finished(text) | Outcome::Question(text)) => {
+            ctx.admit(&[text.len() as u64 + 256]).err()
+        }
+        Ok(Outcome::Parked(bytes)) if bytes.len() as u64 > ctx.limits.checkpoint_bytes => {
+            Some(ctx.break_limit(
+                "checkpoint_bytes",
+                bytes.len() as u64,
+                ctx.limits.checkpoint_bytes,
+            ))
+        }
+        _ => None,
+    };
+    if over.is_some()
+        && let Some(error) = ctx.failure()
+    {
+        return failed(error);
+    }
     match result {
         Ok(Outcome::Finished(text)) => finished(FinishOutcome::Answer, text),
         Ok(Outcome::Question(text)) => finished(FinishOutcome::Question, text),

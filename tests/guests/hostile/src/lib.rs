@@ -71,6 +71,22 @@ impl Controller for Hostile {
             "wait" => {
                 let _ = cairn_guest::request_approval("wait forever");
             }
+            "decisions" => loop {
+                // Each wait journals a request, its route and its timeout.
+                let _ = cairn_guest::request(
+                    cairn_guest::RequestKind::Answer,
+                    "again",
+                    &serde_json::json!({}),
+                    Some(0),
+                    None,
+                );
+            },
+            "huge-answer" => {
+                return Ok(Outcome::Finished("a".repeat(4 << 20)));
+            }
+            "huge-checkpoint" => {
+                return Ok(Outcome::Parked(vec![7u8; 8 << 20]));
+            }
             "deep" => {
                 // A value nested past what any reader could parse back.
                 let mut v = serde_json::json!(1);
