@@ -30,7 +30,24 @@ pub struct HostConfig {
     /// The pooling allocator's size.
     #[serde(default)]
     pub pool: PoolConfig,
+    /// What each workspace may hold at once, unless it says otherwise.
+    #[serde(default)]
+    pub quota: Quota,
 }
+
+/// `[quota]` (and `[workspaces.NAME.quota]`): what one workspace may hold
+/// at once, so no tenant can take the host from the others.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Quota {
+    /// Live runs (preparing, running or waiting on a decision). 0: a fair
+    /// share — the pool's instances, less a reserve for describes, split
+    /// evenly between the configured workspaces.
+    pub live_runs: usize,
+}
+
+/// Instances kept back from the fair share (describes of new uploads).
+const RESERVED_INSTANCES: usize = 16;
 
 /// `[pool]`: how many instances the pooling allocator holds ready. Set
 /// `instances = 0` to allocate on demand instead.
@@ -57,6 +74,9 @@ pub struct WorkspaceConfig {
     /// Its ceilings (each capped by the host's).
     #[serde(default)]
     pub limits: Option<Limits>,
+    /// Its quota (default: the host's `[quota]`).
+    #[serde(default)]
+    pub quota: Option<Quota>,
 }
 
 /// The config file is unreadable or wrong.
@@ -123,6 +143,35 @@ impl HostConfig {
             Some(own) => own.min(self.limits),
             None => self.limits,
         }
+    }
+}
+
+impl HostConfig {
+    /// How many live runs `workspace` may hold at once.
+    pub fn live_run_quota(&self, workspace: &str) -> usize {
+        let own = self
+            .workspaces
+            .get(workspace)
+            .and_then(|w| w.quota)
+            .map_or(0, |q| q.live_runs);
+        let host = self.quota.live_runs;
+        match (own, host) {
+            (0, 0) => self.fair_share(),
+            (0, h) => h,
+            (o, _) => o,
+        }
+    }
+
+    fn fair_share(&self) -> usize {
+        let pool = self.pool.instances as usize;
+        if pool == 0 {
+            // On demand: memory, not slots, is what runs out; the host's
+            // limits bound each run.
+            return 10_000;
+        }
+        let tenants = self.workspaces.len().max(1);
+        let reserve = RESERVED_INSTANCES.min(pool / 4);
+        ((pool - reserve) / tenants).max(1)
     }
 }
 

@@ -254,3 +254,49 @@ async fn metrics_need_a_token_when_tokens_exist() {
         .unwrap();
     assert_eq!(resp.status(), 200);
 }
+
+/// One workspace filling its quota of live runs is refused with `429
+/// capacity` naming the quota; another workspace starts as before.
+#[tokio::test]
+async fn a_workspace_at_its_live_run_quota_cannot_starve_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        format!(
+            "[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.a.quota]\nlive_runs = 3\n[workspaces.b]\ntokens = [\"{B}\"]\n"
+        ),
+    )
+    .unwrap();
+    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(cairn::api::serve(listener, rt, std::future::pending()));
+    let http = reqwest::Client::new();
+    let start = |token: &'static str| {
+        http.post(format!("{base}/v1/runs"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({ "component": "approval", "prompt": "hold" }))
+            .send()
+    };
+    for _ in 0..3 {
+        assert_eq!(start(A).await.unwrap().status(), 202);
+    }
+    let refused = start(A).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "capacity");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("live_runs = 3"),
+        "{body}"
+    );
+    for _ in 0..4 {
+        assert_eq!(start(B).await.unwrap().status(), 202, "b is not starved");
+    }
+}

@@ -64,6 +64,7 @@ impl From<RuntimeError> for ApiError {
             "not_found" => StatusCode::NOT_FOUND,
             "live_run" | "conflict" | "corrupt" => StatusCode::CONFLICT,
             "storage" => StatusCode::SERVICE_UNAVAILABLE,
+            "capacity" => StatusCode::TOO_MANY_REQUESTS,
             "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "unsupported_policy" | "invalid_component" | "invalid_request" | "limit_exceeded" => {
                 StatusCode::BAD_REQUEST

@@ -60,6 +60,16 @@ pub enum ComponentError {
     /// The engine could not be set up.
     #[error("wasmtime engine: {0}")]
     Engine(String),
+    /// Every instance slot of the host is taken (the pooling allocator).
+    #[error("the host has no instance free now (capacity: {0}); try again later")]
+    Capacity(String),
+}
+
+/// Whether an instantiation failed for want of a pool slot, not because of
+/// the component.
+fn out_of_slots(e: &wasmtime::Error) -> bool {
+    let text = format!("{e:#}");
+    text.contains("maximum concurrent") || text.contains("concurrent limit")
 }
 
 /// A compiled, linked, described component, shared by every run of it.
@@ -307,7 +317,13 @@ impl Components {
         store.epoch_deadline_trap();
         let fail = |e: wasmtime::Error| ComponentError::DescribeFailed(format!("{e:#}"));
         let described = tokio::time::timeout(DESCRIBE_DEADLINE, async {
-            let instance = pre.instantiate_async(&mut store).await.map_err(fail)?;
+            let instance = pre.instantiate_async(&mut store).await.map_err(|e| {
+                if out_of_slots(&e) {
+                    ComponentError::Capacity(format!("{e:#}"))
+                } else {
+                    fail(e)
+                }
+            })?;
             instance.call_describe(&mut store).await.map_err(fail)
         })
         .await

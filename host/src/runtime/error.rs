@@ -129,6 +129,9 @@ pub enum RuntimeError {
     /// The disk refused what the command had to write.
     #[error("{0}")]
     Storage(String),
+    /// A quota of the workspace (or the host's capacity) is used up.
+    #[error("{0}")]
+    Capacity(String),
     /// The session's files are corrupt; every other session is unaffected.
     #[error("session {session} is corrupt: {reason}")]
     Corrupt {
@@ -143,7 +146,9 @@ impl RuntimeError {
     /// A stable snake_case code for wire errors.
     pub fn code(&self) -> &'static str {
         match self {
+            RuntimeError::Component(ComponentError::Capacity(_)) => "capacity",
             RuntimeError::Component(_) => "invalid_component",
+            RuntimeError::Capacity(_) => "capacity",
             RuntimeError::LiveRun { .. } => "live_run",
             RuntimeError::SessionExists(_) => "conflict",
             RuntimeError::UnknownSession(_)

@@ -139,6 +139,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
         }
         let ctx = rt.replay_ctx(run, &session, &journal, *liveness, &record.workspace);
         ctx.set_script(Script::of_run(&events, run, false));
+        let _ = ctx.workspace.set(record.workspace.clone());
         {
             let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions.entry(session.clone()).or_default().run = Some(ctx.clone());

@@ -310,6 +310,22 @@ impl Runtime {
                         });
                     }
                     None => {
+                        // The workspace's quota of live runs, counted here,
+                        // under the one lock every start takes.
+                        let quota = inner.config.host.live_run_quota(&record.workspace);
+                        let held = sessions
+                            .values()
+                            .filter_map(|l| l.live_run())
+                            .filter(|r| r.workspace.get() == Some(&record.workspace))
+                            .count();
+                        if held >= quota {
+                            return Err(RuntimeError::Capacity(format!(
+                                "workspace {:?} holds {held} live runs, its quota (live_runs = {quota}); try again when one ends",
+                                record.workspace
+                            )));
+                        }
+                        let live = sessions.entry(session.clone()).or_default();
+                        let _ = ctx.workspace.set(record.workspace.clone());
                         ctx.set_present(live.observers.values().any(|o| o.present));
                         live.run = Some(ctx.clone());
                         None

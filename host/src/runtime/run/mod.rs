@@ -95,6 +95,8 @@ pub struct RunCtx {
     pub(crate) ended: AtomicBool,
     /// Set while the terminal entry is being written.
     pub(crate) finishing: AtomicBool,
+    /// The workspace the run counts against.
+    pub(crate) workspace: std::sync::OnceLock<String>,
     pub(crate) retrying: AtomicBool,
     events: AtomicU64,
     event_bytes: AtomicU64,
@@ -169,6 +171,7 @@ impl RunCtx {
             running: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             finishing: AtomicBool::new(false),
+            workspace: std::sync::OnceLock::new(),
             retrying: AtomicBool::new(false),
             events: AtomicU64::new(0),
             event_bytes: AtomicU64::new(0),
