@@ -302,7 +302,10 @@ mod tests {
 
     #[test]
     fn session_ids_that_try_paths_are_keyed_not_joined() {
-        let evil = SessionId::parse("../../etc/passwd").unwrap();
+        // Refused as a new id; one stored before the safe alphabet still
+        // only ever becomes a v5 key.
+        assert!(SessionId::parse("../../etc/passwd").is_err());
+        let evil = SessionId::stored("../../etc/passwd").unwrap();
         let key = evil.storage_key().to_string();
         assert_eq!(key.len(), 36);
         assert!(!key.contains('/') && !key.contains('.'));
@@ -310,6 +313,24 @@ mod tests {
             evil.storage_key(),
             SessionId::parse("other").unwrap().storage_key()
         );
+    }
+
+    #[test]
+    fn new_session_ids_keep_to_the_safe_alphabet() {
+        for good in ["s-01", "my.session", "user@host:1", "a+b=c_d-e"] {
+            assert!(SessionId::parse(good).is_ok(), "{good}");
+        }
+        for (bad, why) in [
+            ("..", "start"),
+            ("a..b", "\"..\""),
+            ("a/b", "'/'"),
+            ("a b", "' '"),
+            ("a\u{202e}b", "not allowed"),
+            ("-a", "start"),
+        ] {
+            let err = SessionId::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]
