@@ -123,12 +123,7 @@ impl Runtime {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<super::Page<RunSummary>, RuntimeError> {
-        let before: Option<RunId> = match cursor {
-            None => None,
-            Some(c) => Some(c.parse().map_err(|_| {
-                RuntimeError::InvalidRequest(format!("cursor {c:?} is not one this host gave out"))
-            })?),
-        };
+        let before: Option<RunId> = super::listing::parse_cursor(cursor)?;
         let limit = limit.clamp(1, super::MAX_PAGE);
         let (rows, more) = self.run_index().await?.page(workspace, before, limit);
         let live: std::collections::HashMap<RunId, bool> = {

@@ -54,12 +54,7 @@ impl Runtime {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<Page<SessionSummary>, RuntimeError> {
-        let after: Option<WorkerId> = match cursor {
-            None => None,
-            Some(c) => Some(c.parse().map_err(|_| {
-                RuntimeError::InvalidRequest(format!("cursor {c:?} is not one this host gave out"))
-            })?),
-        };
+        let after: Option<WorkerId> = parse_cursor(cursor)?;
         let limit = limit.clamp(1, MAX_PAGE);
         let mut items = Vec::new();
         let mut last = None;
@@ -97,6 +92,19 @@ impl Runtime {
         };
         corrupt_row(entry, reason)
     }
+}
+
+/// A page cursor this host gave out (an id), or none.
+pub(crate) fn parse_cursor<T: std::str::FromStr>(
+    cursor: Option<&str>,
+) -> Result<Option<T>, RuntimeError> {
+    cursor
+        .map(|c| {
+            c.parse().map_err(|_| {
+                RuntimeError::InvalidRequest(format!("cursor {c:?} is not one this host gave out"))
+            })
+        })
+        .transpose()
 }
 
 /// The row of a session that cannot be read.
