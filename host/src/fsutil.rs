@@ -201,3 +201,55 @@ pub fn raise_open_file_limit() -> Option<u64> {
     }
     getrlimit(Resource::Nofile).current
 }
+
+/// Remove the directory `name` inside `parent` and everything under it,
+/// holding a fixed number of descriptors however deep it nests: each
+/// subdirectory met is first renamed up into one flat trash directory, then
+/// emptied there. (A recursive removal holds one descriptor per level, and a
+/// guest can nest its worktree deeper than a process may open.)
+pub fn remove_tree(parent: &Dir, name: &str) -> io::Result<()> {
+    let top = match parent.open_dir(name) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let trash_name = format!(".trash-{}", uuid::Uuid::new_v4().simple());
+    let trash = create_dir_new(&top, &trash_name)?;
+    let mut next = 0u64;
+    // Empty `dir`: files go, subdirectories move into the trash.
+    let mut empty = |dir: &Dir, skip: Option<&str>| -> io::Result<()> {
+        for entry in dir.entries()? {
+            let entry = entry?;
+            let file = entry.file_name();
+            let Some(file) = file.to_str() else {
+                return Err(io::Error::other("a name that is not UTF-8"));
+            };
+            if Some(file) == skip {
+                continue;
+            }
+            if entry.file_type()?.is_dir() {
+                next += 1;
+                dir.rename(file, &trash, next.to_string())?;
+            } else {
+                dir.remove_file(file)?;
+            }
+        }
+        Ok(())
+    };
+    empty(&top, Some(&trash_name))?;
+    loop {
+        let Some(entry) = trash.entries()?.next() else {
+            break;
+        };
+        let entry = entry?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let sub = trash.open_dir(&file)?;
+        empty(&sub, None)?;
+        drop(sub);
+        trash.remove_dir(&file)?;
+    }
+    drop(trash);
+    top.remove_dir(&trash_name)?;
+    drop(top);
+    parent.remove_dir(name)
+}

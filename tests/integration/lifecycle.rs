@@ -446,3 +446,53 @@ async fn opening_a_session_says_which_check_failed() {
     std::fs::write(&doc, &original).unwrap();
     assert!(rt.summary(&started.session_id).await.is_ok());
 }
+
+/// `cairn rm` of a worker whose worktree nests far deeper than the process
+/// may open descriptors (here 256) removes it whole.
+#[test]
+fn rm_removes_a_worktree_deeper_than_the_descriptor_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = cairn_in(&home, &["run", "echo", "--prompt", "x", "--json"], None);
+    let first: serde_json::Value = serde_json::from_str(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let session = first["session_id"].as_str().unwrap().to_string();
+    let worker = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // 5,000 levels, made one descriptor at a time.
+    let mut dir = cap_std::fs::Dir::open_ambient_dir(
+        worker.join("runs/1/artifacts"),
+        cap_std::ambient_authority(),
+    )
+    .unwrap();
+    std::fs::write(worker.join("runs/1/artifacts/top.txt"), b"x").unwrap();
+    for _ in 0..5_000 {
+        dir.create_dir("d").unwrap();
+        dir = dir.open_dir("d").unwrap();
+    }
+    dir.write("deepest.txt", b"bottom").unwrap();
+    drop(dir);
+    let out = std::process::Command::new("prlimit")
+        .arg("--nofile=256:256")
+        .arg(env!("CARGO_BIN_EXE_cairn"))
+        .args(["rm", &session, "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_dir(home.join("workers")).unwrap().count(), 0);
+}

@@ -117,7 +117,7 @@ impl Home {
                 continue;
             }
             if entry.file_type()?.is_dir() {
-                dir.remove_dir_all(file)?;
+                fsutil::remove_tree(&dir, file)?;
             } else {
                 dir.remove_file(file)?;
             }
@@ -149,7 +149,7 @@ impl Home {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.starts_with(LAYING_OUT) {
-                if let Err(e) = self.inner.workers.remove_dir_all(name) {
+                if let Err(e) = fsutil::remove_tree(&self.inner.workers, name) {
                     out.problems
                         .push(format!("cannot remove workers/{name} (half laid out): {e}"));
                 }

@@ -523,7 +523,7 @@ impl Home {
             Ok(())
         })();
         if let Err(e) = laid_out {
-            let _ = self.inner.workers.remove_dir_all(&temp);
+            let _ = fsutil::remove_tree(&self.inner.workers, &temp);
             return Err(e);
         }
         fsutil::crash_point("create-before-index");
