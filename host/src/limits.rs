@@ -31,6 +31,9 @@ pub struct Limits {
     pub prompt_bytes: u64,
     /// Bytes of a park checkpoint.
     pub checkpoint_bytes: u64,
+    /// Bytes of compiled components the host keeps ready (host-wide: only
+    /// the `[limits]` value counts; least recently used evicted past it).
+    pub component_cache_bytes: u64,
 }
 
 impl Default for Limits {
@@ -47,6 +50,7 @@ impl Default for Limits {
             log_bytes: 16 << 20,
             prompt_bytes: 1 << 20,
             checkpoint_bytes: 64 << 20,
+            component_cache_bytes: crate::component::DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -132,6 +136,7 @@ impl Limits {
             log_bytes: self.log_bytes.min(other.log_bytes),
             prompt_bytes: self.prompt_bytes.min(other.prompt_bytes),
             checkpoint_bytes: self.checkpoint_bytes.min(other.checkpoint_bytes),
+            component_cache_bytes: self.component_cache_bytes.min(other.component_cache_bytes),
         }
     }
 }

@@ -292,3 +292,34 @@ async fn decisions_final_texts_and_checkpoints_count_against_the_limits() {
         );
     }
 }
+
+/// Host memory is bounded by settings, not by luck: the compiled-component
+/// cache keeps to its byte budget (least recently used out), and an ended
+/// run's session gives its live window back after the retention.
+#[tokio::test]
+async fn the_component_cache_and_live_windows_are_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = cairn::runtime::RuntimeConfig::new(tmp.path().join("home"));
+    config.retention = Duration::from_millis(100);
+    config.host.limits.component_cache_bytes = 1;
+    let rt = Runtime::open(config).await.unwrap();
+    for example in ["echo", "approval", "echo"] {
+        let mut req = crate::common::start_req(example, "x");
+        if example == "approval" {
+            req.liveness.policy = cairn::journal::event::LivenessPolicy::Continue;
+        }
+        let answer = Some(serde_json::json!({ "approved": true }));
+        crate::common::run_to_end(&rt, req, answer).await;
+        let (held, _) = rt.metrics().compiled_components;
+        assert_eq!(held, 1, "the budget keeps one component (the one in use)");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rt.metrics().open_journals > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} live windows still held after the retention",
+            rt.metrics().open_journals
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -36,6 +36,28 @@ pub async fn metrics(
     );
     let _ = writeln!(out, "# TYPE cairn_decisions_pending gauge");
     let _ = writeln!(out, "cairn_decisions_pending {}", m.decisions_pending);
+    let gauges = [
+        (
+            "cairn_open_journals",
+            "Sessions whose journal and live window are held in memory.",
+            m.open_journals as u64,
+        ),
+        (
+            "cairn_compiled_components",
+            "Compiled components held ready.",
+            m.compiled_components.0 as u64,
+        ),
+        (
+            "cairn_compiled_component_bytes",
+            "Bytes of the compiled components held ready.",
+            m.compiled_components.1,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {value}");
+    }
     let _ = RunState::Running;
     (
         [(

@@ -100,7 +100,7 @@ pub fn digest_of(bytes: &[u8]) -> String {
 pub struct Components {
     engine: Engine,
     linker: Linker<HostState>,
-    cache: Mutex<HashMap<String, Arc<Prepared>>>,
+    cache: Mutex<Cache>,
     /// Compilations at once (they run on blocking threads, never on the
     /// async ones that serve requests).
     compiling: tokio::sync::Semaphore,
@@ -109,6 +109,57 @@ pub struct Components {
     inflight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     _ticker: Ticker,
 }
+
+/// Compiled components by digest, least recently used evicted past a byte
+/// budget (the compiled images' size), so uploads cannot grow the host
+/// without bound. Runs hold their `Prepared` alive; eviction only means the
+/// next use compiles again.
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<String, (Arc<Prepared>, u64, u64)>,
+    bytes: u64,
+    tick: u64,
+    budget: u64,
+}
+
+impl Cache {
+    fn get(&mut self, digest: &str) -> Option<Arc<Prepared>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(digest).map(|(p, _, used)| {
+            *used = tick;
+            p.clone()
+        })
+    }
+
+    fn insert(&mut self, digest: String, prepared: Arc<Prepared>, size: u64) {
+        self.tick += 1;
+        if let Some((_, old, _)) = self
+            .entries
+            .insert(digest.clone(), (prepared, size, self.tick))
+        {
+            self.bytes -= old;
+        }
+        self.bytes += size;
+        while self.bytes > self.budget && self.entries.len() > 1 {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .filter(|(d, _)| **d != digest)
+                .min_by_key(|(_, (_, _, used))| *used)
+                .map(|(d, _)| d.clone())
+            else {
+                break;
+            };
+            if let Some((_, size, _)) = self.entries.remove(&oldest) {
+                self.bytes -= size;
+            }
+        }
+    }
+}
+
+/// The compiled-component cache's default budget.
+pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
 
 /// How long `describe()` may take, wall clock (it may wait on nothing).
 pub const DESCRIBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -211,7 +262,10 @@ impl Components {
         Ok(Components {
             engine,
             linker,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Cache {
+                budget: DEFAULT_CACHE_BYTES,
+                ..Cache::default()
+            }),
             compiling: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism()
                     .map_or(1, |n| n.get() / 2)
@@ -225,13 +279,8 @@ impl Components {
     /// Compile (or fetch from the cache) and describe a component from bytes.
     pub async fn prepare(&self, bytes: &[u8]) -> Result<Arc<Prepared>, ComponentError> {
         let digest = digest_of(bytes);
-        if let Some(p) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&digest)
-        {
-            return Ok(p.clone());
+        if let Some(p) = self.cached(&digest) {
+            return Ok(p);
         }
         if !wasmparser_is_component(bytes) {
             return Err(ComponentError::NotAComponent(
@@ -282,10 +331,13 @@ impl Components {
             pre,
             info,
         });
-        self.cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(digest.clone(), prepared.clone());
+        let image = component.image_range();
+        let size = (image.end as usize).saturating_sub(image.start as usize) as u64;
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            digest.clone(),
+            prepared.clone(),
+            size.max(bytes.len() as u64),
+        );
         Ok(prepared)
     }
 
@@ -295,7 +347,17 @@ impl Components {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(digest)
-            .cloned()
+    }
+
+    /// Set the compiled-component cache's byte budget.
+    pub fn set_cache_budget(&self, bytes: u64) {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).budget = bytes;
+    }
+
+    /// Compiled components held, and their bytes.
+    pub fn cache_usage(&self) -> (usize, u64) {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        (cache.entries.len(), cache.bytes)
     }
 
     /// Read and prepare a component file.

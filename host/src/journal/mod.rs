@@ -126,6 +126,25 @@ impl Journals {
         open.values().map(|j| j.subscriber_count()).sum()
     }
 
+    /// Drop the in-memory handle of a session that nobody uses (no run,
+    /// no subscriber holds it), freeing its live window; the next use opens
+    /// it again from the store. Returns whether it was dropped.
+    pub fn close_if_idle(&self, session: &SessionId) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = open
+            .get(session)
+            .is_some_and(|j| Arc::strong_count(j) == 1 && j.subscriber_count() == 0);
+        if idle {
+            open.remove(session);
+        }
+        idle
+    }
+
+    /// How many sessions' journals are open in memory.
+    pub fn open_count(&self) -> usize {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Drop the in-memory handle of a session (its subscribers end).
     pub fn close(&self, session: &SessionId) {
         self.open

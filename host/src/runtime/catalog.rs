@@ -243,6 +243,10 @@ pub struct Metrics {
     pub subscribers: usize,
     /// Decisions waiting for an answer.
     pub decisions_pending: usize,
+    /// Sessions whose journal (and live window) is held in memory.
+    pub open_journals: usize,
+    /// Compiled components held ready, and their bytes.
+    pub compiled_components: (usize, u64),
 }
 
 impl Runtime {
@@ -278,6 +282,8 @@ impl Runtime {
             events_appended: crate::journal::appended_total(),
             subscribers: self.inner.journals.subscriber_total(),
             decisions_pending: self.pending_decisions(None).len(),
+            open_journals: self.inner.journals.open_count(),
+            compiled_components: self.inner.components.cache_usage(),
         }
     }
 }

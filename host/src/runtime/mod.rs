@@ -148,6 +148,9 @@ impl Runtime {
         };
         let journals = Journals::new(store.clone(), config.live_window);
         let restore = config.restore && file_store.is_some() && !read_only;
+        let components =
+            Components::new(config.host.pool.instances, config.host.limits.memory_bytes)?;
+        components.set_cache_budget(config.host.limits.component_cache_bytes);
         let rt = Runtime {
             inner: Arc::new(Inner {
                 home,
@@ -157,10 +160,7 @@ impl Runtime {
                 store,
                 file_store,
                 journals,
-                components: Components::new(
-                    config.host.pool.instances,
-                    config.host.limits.memory_bytes,
-                )?,
+                components,
                 broker: Arc::new(decisions::Broker::default()),
                 sessions: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),

@@ -436,6 +436,8 @@ impl Runtime {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&run_id);
+                // The session's live window goes too, once nothing uses it.
+                inner.journals.close_if_idle(&session);
             }
         });
     }
