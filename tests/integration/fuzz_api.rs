@@ -37,6 +37,8 @@ async fn schemathesis_finds_no_server_error() {
             "20261130",
         ])
         .env("NO_COLOR", "1")
+        // Its cache of findings goes with the test's own directory.
+        .current_dir(tmp.path())
         .output()
         .await;
     let out = match run {
