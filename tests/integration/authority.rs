@@ -43,44 +43,38 @@ fn start(url: &str, body: Value) -> (String, String) {
     )
 }
 
-/// Wait for a pending decision of `session`; its id.
-fn pending_decision(url: &str, session: &str) -> String {
+/// GET `url` until `done` finds what it waits for (30 s at most).
+fn poll<T>(url: &str, what: &str, done: impl Fn(&Value) -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let v: Value = http()
-            .get(format!("{url}/v1/decisions?session={session}"))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        if let Some(id) = v
-            .as_array()
-            .and_then(|a| a.first())
-            .and_then(|d| d["decision_id"].as_str())
-        {
-            return id.to_string();
+        let v: Value = http().get(url).send().unwrap().json().unwrap();
+        if let Some(found) = done(&v) {
+            return found;
         }
-        assert!(Instant::now() < deadline, "no decision came: {v}");
+        assert!(Instant::now() < deadline, "{what} did not come: {v}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
+/// Wait for a pending decision of `session`; its id.
+fn pending_decision(url: &str, session: &str) -> String {
+    poll(
+        &format!("{url}/v1/decisions?session={session}"),
+        "a decision",
+        |v| {
+            v.as_array()
+                .and_then(|a| a.first())
+                .and_then(|d| d["decision_id"].as_str())
+                .map(str::to_string)
+        },
+    )
+}
+
 /// Wait for a run to end; its summary.
 fn ended(url: &str, run: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let v: Value = http()
-            .get(format!("{url}/v1/runs/{run}"))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        if v["facts"].is_object() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "run {run} did not end: {v}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll(&format!("{url}/v1/runs/{run}"), "the run's end", |v| {
+        v["facts"].is_object().then(|| v.clone())
+    })
 }
 
 fn export(home: &Path, session: &str) -> Vec<Value> {
@@ -580,20 +574,11 @@ fn a_restore_that_cannot_begin_is_journaled_and_the_worker_marked_stale() {
         }
     }
     let served = serve(&home);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let summary = loop {
-        let v: Value = http()
-            .get(format!("{}/v1/sessions/{session}", served.url))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        if v["last_run"].is_object() {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "{v}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let summary = poll(
+        &format!("{}/v1/sessions/{session}", served.url),
+        "the restore's end",
+        |v| v["last_run"].is_object().then(|| v.clone()),
+    );
     assert_eq!(summary["last_run"]["status"], "failed", "{summary}");
     assert_eq!(summary["stale"], true, "{summary}");
     drop(served);
