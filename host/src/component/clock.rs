@@ -51,17 +51,98 @@ impl wasmtime_wasi::HostMonotonicClock for JournalClock {
     }
 }
 
-/// A deterministic byte stream from `seed`: SHA-256 in counter mode, 64 KiB
-/// of it, cycled. Not for secrets: a controller's randomness must replay.
-pub fn seeded_rng(seed: u64) -> wasmtime_wasi::Deterministic {
-    let mut bytes = Vec::with_capacity(64 * 1024);
-    let mut counter = 0u64;
-    while bytes.len() < 64 * 1024 {
-        let mut h = Sha256::new();
-        h.update(seed.to_le_bytes());
-        h.update(counter.to_le_bytes());
-        bytes.extend_from_slice(&h.finalize());
-        counter += 1;
+/// A deterministic, endless byte stream from the journaled seed: SHA-256 in
+/// counter mode over (`domain`, seed, block counter). The secure stream
+/// (no domain) is the one earlier hosts gave for its first 64 KiB, and goes
+/// on instead of cycling; `wasi:random/insecure` has its own domain. Not for
+/// secrets: a controller's randomness must replay.
+pub struct JournalRng {
+    domain: &'static [u8],
+    seed: u64,
+    counter: u64,
+    block: [u8; 32],
+    used: usize,
+}
+
+impl JournalRng {
+    /// The stream of `seed` in `domain` (`b""`: the secure stream).
+    pub fn new(domain: &'static [u8], seed: u64) -> Self {
+        JournalRng {
+            domain,
+            seed,
+            counter: 0,
+            block: [0; 32],
+            used: 32,
+        }
     }
-    wasmtime_wasi::Deterministic::new(bytes)
+
+    fn next_byte(&mut self) -> u8 {
+        if self.used == 32 {
+            let mut h = Sha256::new();
+            h.update(self.domain);
+            h.update(self.seed.to_le_bytes());
+            h.update(self.counter.to_le_bytes());
+            self.block = h.finalize().into();
+            self.counter += 1;
+            self.used = 0;
+        }
+        self.used += 1;
+        self.block[self.used - 1]
+    }
+}
+
+impl rand_core::TryRng for JournalRng {
+    type Error = rand_core::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        let mut b = [0u8; 4];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u32::from_be_bytes(b))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        let mut b = [0u8; 8];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u64::from_be_bytes(b))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for b in dst {
+            *b = self.next_byte();
+        }
+        Ok(())
+    }
+}
+
+/// The secure stream of `seed` (see [`JournalRng`]).
+pub fn seeded_rng(seed: u64) -> JournalRng {
+    JournalRng::new(b"", seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::Rng;
+
+    #[test]
+    fn the_stream_is_the_old_one_then_never_cycles() {
+        let mut rng = seeded_rng(42);
+        let mut out = vec![0u8; 128 * 1024];
+        rng.fill_bytes(&mut out);
+        let mut h = Sha256::new();
+        h.update(42u64.to_le_bytes());
+        h.update(0u64.to_le_bytes());
+        assert_eq!(
+            &out[..32],
+            h.finalize().as_slice(),
+            "the first block as before"
+        );
+        assert_ne!(&out[..1024], &out[64 * 1024..65 * 1024], "no 64 KiB cycle");
+        let mut again = seeded_rng(42);
+        let mut same = vec![0u8; 128 * 1024];
+        again.fill_bytes(&mut same);
+        assert_eq!(out, same, "the same seed, the same stream");
+        let mut insecure = JournalRng::new(b"insecure", 42);
+        assert_ne!(insecure.next_u64(), seeded_rng(42).next_u64());
+    }
 }

@@ -431,7 +431,10 @@ impl Components {
             log_bytes,
             sandbox.host.clone(),
         ));
+        // Every random source the guest can reach derives from the journaled
+        // seed, so replay reproduces it.
         wasi.insecure_random_seed(u128::from(start.seed));
+        wasi.insecure_random(clock::JournalRng::new(b"insecure", start.seed));
         wasi.secure_random(clock::seeded_rng(start.seed));
         wasi.wall_clock(sandbox.clock.clone());
         wasi.monotonic_clock(sandbox.clock.clone());

@@ -36,9 +36,22 @@ impl Controller for Counter {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
+        // Every other random source a guest can reach: the insecure
+        // interface, and more secure bytes than one 64 KiB block.
+        let insecure = wasip2::random::insecure::get_insecure_random_u64();
+        let secure = wasip2::random::random::get_random_bytes(80 * 1024);
+        let secure_tail: Vec<u8> = secure[64 * 1024..64 * 1024 + 8].to_vec();
+        let seed = wasip2::random::insecure_seed::insecure_seed();
         cairn_guest::emit_custom(
             "environment",
-            &json!({ "random": random, "now_ms": now, "first": first }),
+            &json!({
+                "random": random,
+                "now_ms": now,
+                "first": first,
+                "insecure": insecure,
+                "secure_tail": secure_tail,
+                "insecure_seed": [seed.0, seed.1],
+            }),
         )?;
         for i in first..=n {
             cairn_guest::emit_text(&i.to_string())?;
