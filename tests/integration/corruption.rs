@@ -170,6 +170,10 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
             assert_eq!(v["error"]["code"], "corrupt", "{case}: {v}");
             let message = v["error"]["message"].as_str().unwrap();
             assert!(message.contains(session.as_str()), "{case}: {message}");
+            assert!(
+                !message.contains(tmp.path().to_str().unwrap()),
+                "{case}: no host path: {message}"
+            );
         }
         // Another workspace sees nothing of it.
         let (status, _) = api2.call("GET", B, &format!("/v1/sessions/{session}"), None);

@@ -21,6 +21,25 @@ pub struct Page<T> {
 pub const MAX_PAGE: usize = 1000;
 
 impl Runtime {
+    /// `text` with this home's host path left out (`workers/…` stays): what
+    /// a tenant is told about its damaged session names no host layout.
+    pub(crate) fn strip_home(&self, text: &str) -> String {
+        let home = self.inner.home.path().display().to_string();
+        text.replace(&format!("{home}/"), "")
+            .replace(&home, "<home>")
+    }
+
+    /// A `corrupt` error with its reason stripped of the host path.
+    pub(crate) fn home_relative(&self, e: RuntimeError) -> RuntimeError {
+        match e {
+            RuntimeError::Corrupt { session, reason } => RuntimeError::Corrupt {
+                reason: self.strip_home(&reason),
+                session,
+            },
+            other => other,
+        }
+    }
+
     /// Every persisted session id in this home whose worker opens (corrupt
     /// ones are left out; [`Runtime::sessions_page`] shows them).
     pub async fn list_sessions(&self) -> Result<Vec<SessionId>, RuntimeError> {
@@ -87,7 +106,7 @@ impl Runtime {
                 Ok(summary) => return summary,
                 Err(e) => e.to_string(),
             },
-            (_, Some(problem)) => problem.clone(),
+            (_, Some(problem)) => self.strip_home(problem),
             (None, None) => "no document names its session".to_string(),
         };
         corrupt_row(entry, reason)

@@ -96,7 +96,7 @@ impl Runtime {
     pub async fn summary(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
         self.summary_inner(session)
             .await
-            .map_err(|e| e.for_session(session))
+            .map_err(|e| self.home_relative(e.for_session(session)))
     }
 
     async fn summary_inner(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
