@@ -186,9 +186,19 @@ fn a_second_writer_is_refused_or_sent_to_the_server_and_changes_nothing() {
 fn a_busy_home_held_by_cairn_run_names_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    // A run that waits on a decision nobody answers until we say.
+    // A run that goes on until it is killed (a busy loop under a 60 s
+    // deadline; `cairn run` answers no decision without a terminal).
     let mut child = cairn_bin()
-        .args(["run", "approval", "--prompt", "wait", "--json", "--home"])
+        .arg("run")
+        .arg(crate::common::fixture("hostile"))
+        .args([
+            "--prompt",
+            "loop",
+            "--timeout-ms",
+            "60000",
+            "--json",
+            "--home",
+        ])
         .arg(&home)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -541,11 +551,18 @@ fn a_restore_that_cannot_begin_is_journaled_and_the_worker_marked_stale() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let hostile = crate::common::fixture("hostile");
-    // A run of an uploaded component, waiting on a decision, then killed.
+    // A run of an uploaded component, busy until it is killed.
     let mut child = cairn_bin()
         .arg("run")
         .arg(&hostile)
-        .args(["--prompt", "wait", "--json", "--home"])
+        .args([
+            "--prompt",
+            "loop",
+            "--timeout-ms",
+            "60000",
+            "--json",
+            "--home",
+        ])
         .arg(&home)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -559,7 +576,7 @@ fn a_restore_that_cannot_begin_is_journaled_and_the_worker_marked_stale() {
         while let Some(Ok(line)) = lines.next() {
             let v: Value = serde_json::from_str(&line).unwrap();
             session = v["session_id"].as_str().unwrap().to_string();
-            if v["payload"]["event"]["type"] == "decision_requested" {
+            if v["payload"]["event"]["type"] == "text_delta" {
                 break;
             }
         }
