@@ -77,6 +77,29 @@ fn ended(url: &str, run: &str) -> Value {
     })
 }
 
+/// `cairn run` of a controller that goes on until it is killed (a busy loop
+/// under a 60 s deadline; `cairn run` refuses a decision it cannot ask about,
+/// so a waiting controller would end at once), its JSON lines on stdout.
+fn busy_run(home: &Path) -> std::process::Child {
+    cairn_bin()
+        .arg("run")
+        .arg(crate::common::fixture("hostile"))
+        .args([
+            "--prompt",
+            "loop",
+            "--timeout-ms",
+            "60000",
+            "--json",
+            "--home",
+        ])
+        .arg(home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn export(home: &Path, session: &str) -> Vec<Value> {
     let out = cairn_in(home, &["export", session]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -186,25 +209,7 @@ fn a_second_writer_is_refused_or_sent_to_the_server_and_changes_nothing() {
 fn a_busy_home_held_by_cairn_run_names_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    // A run that goes on until it is killed (a busy loop under a 60 s
-    // deadline; `cairn run` answers no decision without a terminal).
-    let mut child = cairn_bin()
-        .arg("run")
-        .arg(crate::common::fixture("hostile"))
-        .args([
-            "--prompt",
-            "loop",
-            "--timeout-ms",
-            "60000",
-            "--json",
-            "--home",
-        ])
-        .arg(&home)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = busy_run(&home);
     let deadline = Instant::now() + Duration::from_secs(30);
     let holder = loop {
         if let Ok(bytes) = std::fs::read(home.join("cairn.lock"))
@@ -550,25 +555,8 @@ async fn a_new_run_reserves_past_the_journal_when_worker_json_rolled_back() {
 fn a_restore_that_cannot_begin_is_journaled_and_the_worker_marked_stale() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    let hostile = crate::common::fixture("hostile");
     // A run of an uploaded component, busy until it is killed.
-    let mut child = cairn_bin()
-        .arg("run")
-        .arg(&hostile)
-        .args([
-            "--prompt",
-            "loop",
-            "--timeout-ms",
-            "60000",
-            "--json",
-            "--home",
-        ])
-        .arg(&home)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = busy_run(&home);
     let mut session = String::new();
     {
         use std::io::BufRead;

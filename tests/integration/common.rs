@@ -195,3 +195,11 @@ pub fn serve_with(home: &Path, env: &[(&str, &str)]) -> Result<Served, String> {
     });
     Ok(Served { child, url })
 }
+
+/// The session of a `cairn run --json` output (its first journal line's).
+pub fn session_of_output(stdout: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stdout);
+    let first: serde_json::Value =
+        serde_json::from_str(text.lines().next().expect("a journal line")).unwrap();
+    first["session_id"].as_str().unwrap().to_string()
+}

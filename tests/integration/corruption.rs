@@ -335,10 +335,7 @@ fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
             &["run", "echo", "--prompt", "one two", "--json"],
             None,
         );
-        let first: Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
-                .unwrap();
-        let session = first["session_id"].as_str().unwrap().to_string();
+        let session = crate::common::session_of_output(&out.stdout);
         let export = |home: &Path| cairn_crash(home, &["export", &session], None).stdout;
         let inspect = |home: &Path| -> Value {
             let out = cairn_crash(home, &["inspect", &session, "--json"], None);

@@ -272,15 +272,7 @@ fn delete_killed_at_each_step_is_finished_and_never_served_half_done() {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
         let out = cairn_in(&home, &["run", "echo", "--prompt", "x", "--json"], None);
-        let first: serde_json::Value = serde_json::from_str(
-            String::from_utf8(out.stdout)
-                .unwrap()
-                .lines()
-                .next()
-                .unwrap(),
-        )
-        .unwrap();
-        let session = first["session_id"].as_str().unwrap().to_string();
+        let session = crate::common::session_of_output(&out.stdout);
         let out = cairn_in(&home, &["rm", &session], Some(step));
         assert!(!out.status.success(), "{step}: the process died");
         // Whatever the step, the next open serves it whole or not at all.
@@ -454,15 +446,7 @@ fn rm_removes_a_worktree_deeper_than_the_descriptor_limit() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let out = cairn_in(&home, &["run", "echo", "--prompt", "x", "--json"], None);
-    let first: serde_json::Value = serde_json::from_str(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    let session = first["session_id"].as_str().unwrap().to_string();
+    let session = crate::common::session_of_output(&out.stdout);
     let worker = std::fs::read_dir(home.join("workers"))
         .unwrap()
         .next()

@@ -291,15 +291,7 @@ fn cairn_replay_reports_matches_and_divergence() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let first: serde_json::Value = serde_json::from_str(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    let session = first["session_id"].as_str().unwrap().to_string();
+    let session = crate::common::session_of_output(&out.stdout);
     // A second run in the same session, continuing the worker.
     let replay = |json: bool| {
         let mut cmd = cairn_bin();
