@@ -12,6 +12,7 @@ pub mod home_lock;
 pub mod ids;
 pub mod journal;
 pub mod limits;
+pub mod migrate;
 pub mod runtime;
 pub mod store;
 pub mod worker;

@@ -5,6 +5,7 @@ mod client;
 mod debug;
 mod demo;
 mod manage;
+mod migrate;
 mod output;
 mod replay;
 mod run;
@@ -56,6 +57,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Follow a live generation through its control socket.
     Attach(attach::AttachArgs),
+    /// Copy a legacy process-global tree into this home's worker aggregates.
+    Migrate(migrate::MigrateArgs),
     /// Measure performance beside baselines from the same run; prints a table.
     Bench(crate::bench::BenchArgs),
     /// Helpers for crash tests.
@@ -130,6 +133,7 @@ pub fn main() -> ExitCode {
             Command::Branch(args) => manage::branch(args).await,
             Command::Fork(args) => manage::fork(args).await,
             Command::Attach(args) => attach::attach(args).await,
+            Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(args) => crate::bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Schema { .. } => {
                 print!("{}", crate::journal::schema::journal_line());

@@ -134,7 +134,16 @@ impl Runtime {
         };
         let recovery = match read_only {
             true => Vec::new(),
-            false => home.recover().notes(),
+            false => {
+                // Legacy roots in the home are migrated before anything
+                // else reads it (seed 000), under the lock just taken.
+                let mut notes = match config.store {
+                    StoreKind::File => crate::migrate::at_startup(&home),
+                    StoreKind::Memory { .. } => Vec::new(),
+                };
+                notes.extend(home.recover().notes());
+                notes
+            }
         };
         let (store, file_store): (Arc<dyn Store>, _) = match config.store {
             StoreKind::File => {

@@ -12,13 +12,17 @@ pub(super) const DELETING: &str = "deleting";
 pub(super) const FORKING: &str = "forking";
 /// The marker of a session still being created.
 pub(super) const CREATING: &str = "creating";
+/// The marker of a worker a legacy migration is still copying in: invisible
+/// to every reader, left alone by an owner's recovery (a rerun of the
+/// migration finishes it).
+pub(crate) const MIGRATING: &str = "migrating";
 /// The prefix of a worker directory being laid out before it is renamed
 /// into place (never a worker id, so no walk of `workers/` sees it).
 pub(super) const LAYING_OUT: &str = ".new-";
 
 /// Whether a worker directory is staged (not yet published).
 pub(super) fn is_staged(dir: &Dir) -> bool {
-    dir.exists(FORKING) || dir.exists(CREATING)
+    dir.exists(FORKING) || dir.exists(CREATING) || dir.exists(MIGRATING)
 }
 
 /// What an owner's open found and did, for people.
@@ -159,6 +163,9 @@ impl Home {
                 continue;
             };
             let Ok(dir) = entry.open_dir() else { continue };
+            if dir.exists(MIGRATING) && !dir.exists(DELETING) {
+                continue;
+            }
             let deleting = dir.exists(DELETING);
             if deleting || is_staged(&dir) {
                 let session = dir

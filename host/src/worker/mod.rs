@@ -25,6 +25,7 @@ mod cleanup;
 mod docs;
 mod generation;
 pub use cleanup::Recovery;
+pub(crate) use cleanup::MIGRATING;
 use cleanup::{CREATING, DELETING, FORKING, LAYING_OUT, is_staged};
 pub use docs::*;
 pub use generation::{GenerationDir, Reserved};
@@ -308,7 +309,28 @@ impl Home {
         self.inner.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_index_entry(&self, session: &SessionId, worker_id: WorkerId) -> io::Result<()> {
+    /// `workers/`.
+    pub(crate) fn workers_dir(&self) -> &Dir {
+        &self.inner.workers
+    }
+
+    /// The index entry of `session` as stored, if any.
+    pub(crate) fn index_entry(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<IndexEntry>, DocumentError> {
+        match fsutil::read_document(&self.inner.index, &Self::index_name(session), DOC_VERSION) {
+            Ok(entry) => Ok(Some(entry)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn write_index_entry(
+        &self,
+        session: &SessionId,
+        worker_id: WorkerId,
+    ) -> io::Result<()> {
         let entry = IndexEntry {
             version: DOC_VERSION,
             session_id: session.clone(),

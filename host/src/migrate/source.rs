@@ -1,0 +1,485 @@
+//! Reading a legacy `process-global-v0` tree — `catalog.json`,
+//! `metadata/<worker_id>.json`, `sessions/<session_id>/segments/` — as a
+//! read-only source. Nothing here writes; every access goes through a
+//! cap-std [`Dir`] opened on the source root, and a name is built only from
+//! an id that parsed (a UUID, or a session id of the safe alphabet).
+
+use crate::ids::{Generation, SegmentId, SessionId, WorkerId};
+use crate::store::JournalItem;
+use crate::store::file::segment::{index_segment, scan_segment};
+use crate::worker::{SegmentRef, WorkerMetadata};
+use cap_std::fs::Dir;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::Path;
+
+/// The source format this reads.
+pub const SOURCE_FORMAT: &str = "process-global-v0";
+
+/// What the catalog and metadata say, before any segment is read.
+#[derive(Debug, Default)]
+pub struct Survey {
+    /// Each catalog worker, in catalog order: its claim, or why it cannot
+    /// be migrated.
+    pub workers: Vec<(String, Result<Claim, String>)>,
+    /// Sessions several metadata sources name (assigned to no one).
+    pub shared: Vec<(String, Vec<String>)>,
+    /// Metadata files and session directories no catalog worker owns.
+    pub orphans: Vec<(String, String, String)>,
+}
+
+/// A catalog worker with an unambiguous session.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its workspace.
+    pub workspace: String,
+    /// Its component digest, if bound.
+    pub component: Option<String>,
+    /// Its session.
+    pub session_id: SessionId,
+    /// What its metadata says.
+    pub metadata: WorkerMetadata,
+}
+
+/// A catalog worker read whole and validated: the files its target holds.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The claim.
+    pub claim: Claim,
+    /// `segments/` of the target, by name: the source bytes, a
+    /// crash-truncated final line left out.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// The last generation the journal names.
+    pub last_generation: Generation,
+    /// When its first entry was written (ms), or 0.
+    pub created_at_ms: u64,
+    /// Journal entries.
+    pub events: u64,
+    /// What was tolerated, for the manifest.
+    pub notes: Vec<String>,
+}
+
+/// The legacy tree at a root.
+pub struct Source {
+    root: Dir,
+}
+
+/// Whether `dir` holds any legacy root.
+pub fn has_legacy_roots(dir: &Path) -> bool {
+    ["catalog.json", "metadata", "sessions"]
+        .iter()
+        .any(|name| dir.join(name).symlink_metadata().is_ok())
+}
+
+impl Source {
+    /// Open the tree at `path` (read-only).
+    pub fn open(path: &Path) -> io::Result<Source> {
+        let root = Dir::open_ambient_dir(path, cap_std::ambient_authority())?;
+        Ok(Source { root })
+    }
+
+    /// Read the catalog and every metadata file; decide ownership.
+    /// `Err`: the catalog itself cannot be read (nothing can be migrated).
+    pub fn survey(&self) -> Result<Survey, String> {
+        let catalog = self.catalog()?;
+        let mut out = Survey::default();
+        // Duplicate catalog ids: ambiguous ownership, both refused.
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for (raw, _) in &catalog {
+            *seen.entry(raw.clone()).or_default() += 1;
+        }
+        // Every metadata file's session, catalog-owned or not.
+        let mut metadata_files: BTreeSet<String> = BTreeSet::new();
+        if let Ok(dir) = self.root.open_dir("metadata") {
+            for entry in dir.entries().map_err(|e| format!("cannot list metadata/: {e}"))? {
+                let entry = entry.map_err(|e| format!("cannot list metadata/: {e}"))?;
+                metadata_files.insert(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        let mut references: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut parsed: BTreeMap<String, Result<Value, String>> = BTreeMap::new();
+        for name in &metadata_files {
+            let doc = self.read_json(&format!("metadata/{name}"));
+            if let Ok(v) = &doc
+                && let Some(s) = v.get("session_id").and_then(Value::as_str)
+            {
+                references
+                    .entry(s.to_string())
+                    .or_default()
+                    .push(format!("metadata/{name}"));
+            }
+            parsed.insert(name.clone(), doc);
+        }
+        let mut owned_metadata = BTreeSet::new();
+        let mut owned_sessions = BTreeSet::new();
+        for (raw, entry) in catalog {
+            let claim = (|| {
+                if seen[&raw] > 1 {
+                    return Err(format!(
+                        "catalog.json lists worker {raw} {} times: ownership is ambiguous",
+                        seen[&raw]
+                    ));
+                }
+                let entry = entry?;
+                let name = format!("{}.json", entry.0);
+                owned_metadata.insert(name.clone());
+                let doc = match parsed.get(&name) {
+                    Some(doc) => doc.clone()?,
+                    None => return Err(format!("metadata/{name} is missing")),
+                };
+                let claim = claim_of(&name, entry, &doc)?;
+                let refs = &references[claim.session_id.as_str()];
+                if refs.len() > 1 {
+                    return Err(format!(
+                        "session {} is named by {}: shared, so assigned to no worker",
+                        claim.session_id,
+                        refs.join(", ")
+                    ));
+                }
+                owned_sessions.insert(claim.session_id.as_str().to_string());
+                Ok(claim)
+            })();
+            out.workers.push((raw, claim));
+        }
+        for (session, refs) in &references {
+            if refs.len() > 1 {
+                out.shared.push((session.clone(), refs.clone()));
+            }
+        }
+        for name in &metadata_files {
+            if !owned_metadata.contains(name) {
+                out.orphans.push((
+                    "metadata".into(),
+                    format!("metadata/{name}"),
+                    "no catalog worker owns it".into(),
+                ));
+            }
+        }
+        if let Ok(dir) = self.root.open_dir("sessions") {
+            let entries = dir
+                .entries()
+                .map_err(|e| format!("cannot list sessions/: {e}"))?;
+            let mut names: Vec<String> = entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            for name in names {
+                if owned_sessions.contains(&name) {
+                    continue;
+                }
+                let reason = match references.get(&name) {
+                    Some(refs) if refs.len() > 1 => continue,
+                    Some(refs) => format!("only {} names it, and no catalog worker owns that", refs[0]),
+                    None => "no metadata names it".to_string(),
+                };
+                out.orphans
+                    .push(("session".into(), format!("sessions/{name}"), reason));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The catalog's workers: (raw id, (id, workspace, component) or why not).
+    #[allow(clippy::type_complexity)]
+    fn catalog(
+        &self,
+    ) -> Result<Vec<(String, Result<(WorkerId, String, Option<String>), String>)>, String> {
+        let doc = self.read_json("catalog.json")?;
+        match doc.get("format").and_then(Value::as_str) {
+            Some(SOURCE_FORMAT) => {}
+            other => {
+                return Err(format!(
+                    "catalog.json has format {other:?}; this cairn migrates {SOURCE_FORMAT:?}"
+                ));
+            }
+        }
+        let Some(workers) = doc.get("workers").and_then(Value::as_array) else {
+            return Err("catalog.json has no \"workers\" array".into());
+        };
+        Ok(workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let raw = w
+                    .get("worker_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("#{i}"));
+                (raw.clone(), catalog_entry(i, &raw, w))
+            })
+            .collect())
+    }
+
+    fn read_json(&self, rel: &str) -> Result<Value, String> {
+        let bytes = self
+            .root
+            .read(rel)
+            .map_err(|e| format!("cannot read {rel}: {e}"))?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{rel} is not valid JSON: {e}"))
+    }
+
+    /// Read and validate every segment and trace file of a claim.
+    pub fn load(&self, claim: Claim) -> Result<Loaded, String> {
+        let rel = format!("sessions/{}/segments", claim.session_id);
+        let dir = self
+            .root
+            .open_dir(&rel)
+            .map_err(|e| format!("cannot open {rel}: {e}"))?;
+        let mut names = BTreeSet::new();
+        for entry in dir.entries().map_err(|e| format!("cannot list {rel}: {e}"))? {
+            let entry = entry.map_err(|e| format!("cannot list {rel}: {e}"))?;
+            names.insert(entry.file_name().to_string_lossy().into_owned());
+        }
+        let meta = &claim.metadata;
+        let listed: BTreeSet<String> = meta
+            .segments
+            .iter()
+            .map(|s| format!("{}.jsonl", s.segment_id))
+            .collect();
+        for name in &names {
+            let journal = name.strip_suffix(".trace.jsonl").map(|s| format!("{s}.jsonl"));
+            let of = journal.as_deref().unwrap_or(name);
+            if !listed.contains(of) {
+                return Err(format!(
+                    "{rel}/{name}: the metadata names no such segment (ambiguous: not copied)"
+                ));
+            }
+        }
+        let mut out = Loaded {
+            created_at_ms: 0,
+            events: 0,
+            files: BTreeMap::new(),
+            last_generation: Generation(0),
+            notes: Vec::new(),
+            claim: claim.clone(),
+        };
+        let mut prev = Some(crate::ids::Seq(0));
+        for (i, segment) in meta.segments.iter().enumerate() {
+            let name = format!("{}.jsonl", segment.segment_id);
+            let path = Path::new(&rel).join(&name);
+            let bytes = dir
+                .read(&name)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let scan = scan_segment(&bytes, &path, prev).map_err(|e| e.to_string())?;
+            let mut generation = Generation(0);
+            index_segment(&bytes[..scan.good_len as usize], &path, prev, &mut generation)
+                .map_err(|e| e.to_string())?;
+            out.last_generation = out.last_generation.max(generation);
+            for (n, item) in scan.items.iter().enumerate() {
+                if let JournalItem::Event(e) = item {
+                    if n == 0
+                        && let crate::journal::event::Payload::Lifecycle(
+                            crate::journal::event::LifecycleEvent::SegmentCreated {
+                                compacted_from,
+                                forked_from,
+                                ..
+                            },
+                        ) = &e.payload
+                        && let Some(lineage) = compacted_from.as_ref().or(forked_from.as_ref())
+                    {
+                        out.claim.metadata.segments[i].parent = Some(lineage.segment);
+                    }
+                    let line = n + 1;
+                    if e.session_id != claim.session_id {
+                        return Err(format!(
+                            "{}:{line}: the entry names session {}, not {}",
+                            path.display(),
+                            e.session_id,
+                            claim.session_id
+                        ));
+                    }
+                    if e.segment_id != segment.segment_id {
+                        return Err(format!(
+                            "{}:{line}: the entry names segment {}, not the file's",
+                            path.display(),
+                            e.segment_id
+                        ));
+                    }
+                    if out.created_at_ms == 0 {
+                        out.created_at_ms = e.at_ms;
+                    }
+                }
+            }
+            if let Some(line) = scan.truncated_line {
+                if i + 1 != meta.segments.len() {
+                    return Err(format!(
+                        "{}:{line}: truncated line in a segment that is not the active one",
+                        path.display()
+                    ));
+                }
+                out.notes.push(format!(
+                    "{}:{line}: left out a crash-truncated final line ({} bytes)",
+                    path.display(),
+                    bytes.len() as u64 - scan.good_len
+                ));
+            }
+            if let Some(last) = scan.items.last() {
+                prev = Some(last.seq());
+            }
+            out.events += scan.items.len() as u64;
+            let mut bytes = bytes;
+            bytes.truncate(scan.good_len as usize);
+            out.files.insert(name, bytes);
+            let trace = format!("{}.trace.jsonl", segment.segment_id);
+            if names.contains(&trace) {
+                let path = Path::new(&rel).join(&trace);
+                let bytes = dir
+                    .read(&trace)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let good = check_trace(&bytes, &path)?;
+                if good < bytes.len() {
+                    out.notes.push(format!(
+                        "{}: left out a crash-truncated final line ({} bytes)",
+                        path.display(),
+                        bytes.len() - good
+                    ));
+                }
+                out.files.insert(trace, bytes[..good].to_vec());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Every complete trace line is JSON; one crash-truncated final line is
+/// tolerated. The length of the complete lines.
+fn check_trace(bytes: &[u8], path: &Path) -> Result<usize, String> {
+    let mut offset = 0;
+    let mut line = 0;
+    while offset < bytes.len() {
+        line += 1;
+        let Some(end) = bytes[offset..].iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let text = &bytes[offset..offset + end];
+        serde_json::from_slice::<serde::de::IgnoredAny>(text)
+            .map_err(|e| format!("{}:{line}: not JSON: {e}", path.display()))?;
+        offset += end + 1;
+    }
+    Ok(offset)
+}
+
+fn catalog_entry(
+    i: usize,
+    raw: &str,
+    w: &Value,
+) -> Result<(WorkerId, String, Option<String>), String> {
+    let at = format!("catalog.json workers[{i}]");
+    let id: WorkerId = raw.parse().map_err(|e| format!("{at}: {e}"))?;
+    let workspace = w
+        .get("workspace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 128 && !s.chars().any(char::is_control))
+        .ok_or_else(|| format!("{at}: \"workspace\" is missing or not a plain name"))?;
+    let component = match w.get("component") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) if is_digest(d) => Some(d.clone()),
+        Some(other) => {
+            return Err(format!(
+                "{at}: \"component\" {other} is not a digest sha256:<64 hex digits>"
+            ));
+        }
+    };
+    Ok((id, workspace.to_string(), component))
+}
+
+fn is_digest(d: &str) -> bool {
+    d.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// A catalog worker's claim from its metadata document.
+fn claim_of(
+    name: &str,
+    (worker_id, workspace, component): (WorkerId, String, Option<String>),
+    doc: &Value,
+) -> Result<Claim, String> {
+    let at = format!("metadata/{name}");
+    let named = doc.get("worker_id").and_then(Value::as_str);
+    if named != Some(worker_id.to_string().as_str()) {
+        return Err(format!(
+            "{at} names worker {named:?}, not {worker_id}: identity does not match"
+        ));
+    }
+    let session = doc
+        .get("session_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{at} has no \"session_id\""))?;
+    let session_id = SessionId::parse(session).map_err(|e| format!("{at}: {e}"))?;
+    let ids = |field: &str| -> Result<Vec<WorkerId>, String> {
+        match doc.get(field) {
+            None | Some(Value::Null) => Ok(vec![]),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| format!("{at}: {field} holds {v}, not a worker id"))
+                })
+                .collect(),
+            Some(v) => Err(format!("{at}: {field} is {v}, not an array")),
+        }
+    };
+    let mut segments = Vec::new();
+    for v in doc
+        .get("segments")
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("{at} has no \"segments\" array"))?
+    {
+        let (id, parent) = match v {
+            Value::String(s) => (Some(s.as_str()), None),
+            Value::Object(o) => (
+                o.get("segment_id").and_then(Value::as_str),
+                o.get("parent").and_then(Value::as_str),
+            ),
+            _ => (None, None),
+        };
+        let segment_id: SegmentId = id
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("{at}: segments holds {v}, not a segment id"))?;
+        let parent = match parent {
+            Some(p) => Some(
+                p.parse()
+                    .map_err(|e| format!("{at}: segment {segment_id}: {e}"))?,
+            ),
+            None => segments.last().map(|s: &SegmentRef| s.segment_id),
+        };
+        if segments.iter().any(|s| s.segment_id == segment_id) {
+            return Err(format!("{at}: segment {segment_id} is listed twice"));
+        }
+        segments.push(SegmentRef { segment_id, parent });
+    }
+    let active: SegmentId = doc
+        .get("active_segment")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("{at}: \"active_segment\" is missing or not a segment id"))?;
+    if segments.last().map(|s| s.segment_id) != Some(active) {
+        return Err(format!(
+            "{at}: the active segment {active} is not the last one listed (appends go only to the newest segment)"
+        ));
+    }
+    Ok(Claim {
+        worker_id,
+        workspace,
+        component,
+        session_id,
+        metadata: WorkerMetadata {
+            version: 1,
+            active_segment: active,
+            pending_segment: None,
+            segments,
+            children: ids("children")?,
+            forked_from: None,
+            peers: ids("peers")?,
+        },
+    })
+}
