@@ -10,6 +10,7 @@ mod fuzz;
 mod fuzz_api;
 mod hostile;
 mod lifecycle;
+mod migrate;
 mod restore;
 mod runtime;
 mod skeleton;

@@ -165,11 +165,12 @@ impl Default for Manifest {
 }
 
 impl Manifest {
+    /// Record `report`, replacing the entry of the same worker and source.
     fn worker_mut(&mut self, report: WorkerReport) -> &mut WorkerReport {
         let at = match self
             .workers
             .iter()
-            .position(|w| w.worker_id == report.worker_id)
+            .position(|w| w.worker_id == report.worker_id && w.source == report.source)
         {
             Some(i) => {
                 self.workers[i] = report;
@@ -183,8 +184,10 @@ impl Manifest {
         &mut self.workers[at]
     }
 
-    fn worker(&self, id: &str) -> Option<&WorkerReport> {
-        self.workers.iter().find(|w| w.worker_id == id)
+    fn worker(&self, id: &str, source: &str) -> Option<&WorkerReport> {
+        self.workers
+            .iter()
+            .find(|w| w.worker_id == id && w.source == source)
     }
 }
 
@@ -241,7 +244,11 @@ impl Report {
     pub fn summary(&self) -> String {
         let orphans = self.source_report.orphans.len();
         let shared = self.source_report.shared_references.len();
-        let verb = if self.dry_run { "would migrate" } else { "migrated" };
+        let verb = if self.dry_run {
+            "would migrate"
+        } else {
+            "migrated"
+        };
         let mut s = format!(
             "{verb} {} legacy worker{} from {}",
             self.migrated + self.adopted,
@@ -249,7 +256,10 @@ impl Report {
             self.source
         );
         if self.adopted > 0 {
-            s += &format!(" ({} already in place, checked byte for byte)", self.adopted);
+            s += &format!(
+                " ({} already in place, checked byte for byte)",
+                self.adopted
+            );
         }
         if self.already_migrated > 0 {
             s += &format!("; {} migrated before", self.already_migrated);
@@ -281,12 +291,12 @@ pub fn read_manifest(home: &Home) -> Result<Option<Manifest>, String> {
     let Ok(dir) = home.root().open_dir("migration") else {
         return Ok(None);
     };
-    let mut manifest = match fsutil::read_document::<Manifest>(&dir, "manifest.json", MANIFEST_VERSION)
-    {
-        Ok(m) => m,
-        Err(e) if e.is_not_found() => Manifest::default(),
-        Err(e) => return Err(format!("migration/{e}")),
-    };
+    let mut manifest =
+        match fsutil::read_document::<Manifest>(&dir, "manifest.json", MANIFEST_VERSION) {
+            Ok(m) => m,
+            Err(e) if e.is_not_found() => Manifest::default(),
+            Err(e) => return Err(format!("migration/{e}")),
+        };
     // Steps logged since the manifest was last written.
     if let Ok(log) = dir.read("checkpoints.jsonl") {
         for line in log.split(|&b| b == b'\n') {
@@ -396,8 +406,8 @@ pub fn migrate(
         .into_iter()
         .filter(|(id, _)| {
             let done = manifest
-                .worker(id)
-                .is_some_and(|w| w.state == State::Migrated && w.source == source_path);
+                .worker(id, &source_path)
+                .is_some_and(|w| w.state == State::Migrated);
             if done {
                 report.already_migrated += 1;
             }
@@ -420,7 +430,9 @@ pub fn migrate(
             session_id: claim.as_ref().ok().map(|c| c.session_id.to_string()),
             source: source_path.clone(),
             state: State::Pending,
-            checkpoint: manifest.worker(&raw).and_then(|w| w.checkpoint),
+            checkpoint: manifest
+                .worker(&raw, &source_path)
+                .and_then(|w| w.checkpoint),
             diagnostics: vec![],
             files: 0,
             bytes: 0,

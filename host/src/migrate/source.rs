@@ -94,7 +94,10 @@ impl Source {
         // Every metadata file's session, catalog-owned or not.
         let mut metadata_files: BTreeSet<String> = BTreeSet::new();
         if let Ok(dir) = self.root.open_dir("metadata") {
-            for entry in dir.entries().map_err(|e| format!("cannot list metadata/: {e}"))? {
+            for entry in dir
+                .entries()
+                .map_err(|e| format!("cannot list metadata/: {e}"))?
+            {
                 let entry = entry.map_err(|e| format!("cannot list metadata/: {e}"))?;
                 metadata_files.insert(entry.file_name().to_string_lossy().into_owned());
             }
@@ -114,18 +117,17 @@ impl Source {
             parsed.insert(name.clone(), doc);
         }
         let mut owned_metadata = BTreeSet::new();
-        let mut owned_sessions = BTreeSet::new();
         for (raw, entry) in catalog {
             let claim = (|| {
+                let entry = entry?;
+                let name = format!("{}.json", entry.0);
+                owned_metadata.insert(name.clone());
                 if seen[&raw] > 1 {
                     return Err(format!(
                         "catalog.json lists worker {raw} {} times: ownership is ambiguous",
                         seen[&raw]
                     ));
                 }
-                let entry = entry?;
-                let name = format!("{}.json", entry.0);
-                owned_metadata.insert(name.clone());
                 let doc = match parsed.get(&name) {
                     Some(doc) => doc.clone()?,
                     None => return Err(format!("metadata/{name} is missing")),
@@ -139,7 +141,6 @@ impl Source {
                         refs.join(", ")
                     ));
                 }
-                owned_sessions.insert(claim.session_id.as_str().to_string());
                 Ok(claim)
             })();
             out.workers.push((raw, claim));
@@ -168,12 +169,17 @@ impl Source {
                 .collect();
             names.sort();
             for name in names {
-                if owned_sessions.contains(&name) {
-                    continue;
-                }
                 let reason = match references.get(&name) {
+                    // Shared: recorded as a shared reference instead.
                     Some(refs) if refs.len() > 1 => continue,
-                    Some(refs) => format!("only {} names it, and no catalog worker owns that", refs[0]),
+                    // Its catalog worker's (migrated, or stopped with a
+                    // diagnostic of its own).
+                    Some(refs) if owned_metadata.contains(&refs[0]["metadata/".len()..]) => {
+                        continue;
+                    }
+                    Some(refs) => {
+                        format!("only {} names it, and no catalog worker owns that", refs[0])
+                    }
                     None => "no metadata names it".to_string(),
                 };
                 out.orphans
@@ -230,7 +236,10 @@ impl Source {
             .open_dir(&rel)
             .map_err(|e| format!("cannot open {rel}: {e}"))?;
         let mut names = BTreeSet::new();
-        for entry in dir.entries().map_err(|e| format!("cannot list {rel}: {e}"))? {
+        for entry in dir
+            .entries()
+            .map_err(|e| format!("cannot list {rel}: {e}"))?
+        {
             let entry = entry.map_err(|e| format!("cannot list {rel}: {e}"))?;
             names.insert(entry.file_name().to_string_lossy().into_owned());
         }
@@ -241,7 +250,9 @@ impl Source {
             .map(|s| format!("{}.jsonl", s.segment_id))
             .collect();
         for name in &names {
-            let journal = name.strip_suffix(".trace.jsonl").map(|s| format!("{s}.jsonl"));
+            let journal = name
+                .strip_suffix(".trace.jsonl")
+                .map(|s| format!("{s}.jsonl"));
             let of = journal.as_deref().unwrap_or(name);
             if !listed.contains(of) {
                 return Err(format!(
@@ -266,8 +277,13 @@ impl Source {
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let scan = scan_segment(&bytes, &path, prev).map_err(|e| e.to_string())?;
             let mut generation = Generation(0);
-            index_segment(&bytes[..scan.good_len as usize], &path, prev, &mut generation)
-                .map_err(|e| e.to_string())?;
+            index_segment(
+                &bytes[..scan.good_len as usize],
+                &path,
+                prev,
+                &mut generation,
+            )
+            .map_err(|e| e.to_string())?;
             out.last_generation = out.last_generation.max(generation);
             for (n, item) in scan.items.iter().enumerate() {
                 if let JournalItem::Event(e) = item {
@@ -406,7 +422,8 @@ fn claim_of(
     let named = doc.get("worker_id").and_then(Value::as_str);
     if named != Some(worker_id.to_string().as_str()) {
         return Err(format!(
-            "{at} names worker {named:?}, not {worker_id}: identity does not match"
+            "{at} names worker {}, not {worker_id}: identity does not match",
+            named.unwrap_or("(none)")
         ));
     }
     let session = doc

@@ -16,12 +16,10 @@
 //! renamed is checked byte for byte before it is accepted, and anything else
 //! in the way stops this worker alone, touching nothing of it.
 
-use super::source::Loaded;
 use super::Checkpoint;
+use super::source::Loaded;
 use crate::fsutil;
-use crate::worker::{
-    FORMAT, Home, MIGRATING, SessionDoc, WorkerRecord, WorkerStatus, to_json,
-};
+use crate::worker::{FORMAT, Home, MIGRATING, SessionDoc, WorkerRecord, WorkerStatus, to_json};
 use cap_std::fs::Dir;
 use std::collections::BTreeSet;
 
@@ -118,8 +116,8 @@ fn verify(worker: &Dir, loaded: &Loaded) -> Result<(), String> {
     let session = worker
         .open_dir("session")
         .map_err(|e| format!("cannot open session/: {e}"))?;
-    let doc: SessionDoc = fsutil::read_document(&session, "session.json", 1)
-        .map_err(|e| format!("session/{e}"))?;
+    let doc: SessionDoc =
+        fsutil::read_document(&session, "session.json", 1).map_err(|e| format!("session/{e}"))?;
     if doc.session_id != loaded.claim.session_id || doc.worker_id != loaded.claim.worker_id {
         return Err(format!(
             "session.json names session {} of worker {}",
@@ -294,8 +292,14 @@ fn finish_documents(home: &Home, loaded: &Loaded, ours: Option<&Dir>) -> Result<
         Ok(Some(e)) if e.worker_id == claim.worker_id => {}
         _ => home
             .write_index_entry(&claim.session_id, claim.worker_id)
-            .map_err(|e| format!("cannot write the index entry of session {}: {e}", claim.session_id))?,
+            .map_err(|e| {
+                format!(
+                    "cannot write the index entry of session {}: {e}",
+                    claim.session_id
+                )
+            })?,
     }
-    home.known().insert(claim.session_id.clone(), claim.worker_id);
+    home.known()
+        .insert(claim.session_id.clone(), claim.worker_id);
     Ok(())
 }
