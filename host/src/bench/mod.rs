@@ -8,6 +8,7 @@
 //! is `value / baseline_value` and `better` is `"higher"` or `"lower"`.
 
 pub mod journal;
+pub mod migrate;
 pub mod runtime;
 
 use serde::Serialize;
@@ -66,7 +67,7 @@ impl Row {
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Which group to run (default: all).
-    #[arg(value_parser = ["journal", "runtime"])]
+    #[arg(value_parser = ["journal", "runtime", "migrate"])]
     group: Option<String>,
     /// Fewer iterations: a smoke run, not figures to quote.
     #[arg(long)]
@@ -79,14 +80,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// Only these figures, comma-separated: append, emit, start, density,
-    /// parked, restore, fanout, replay (for profiling one of them).
+    /// parked, restore, fanout, replay, migrate (for profiling one of them).
     #[arg(long, value_name = "FIGURES", value_delimiter = ',', value_parser = FIGURES)]
     only: Vec<String>,
 }
 
 /// The figure families `--only` selects.
-pub const FIGURES: [&str; 8] = [
-    "append", "emit", "start", "density", "parked", "restore", "fanout", "replay",
+pub const FIGURES: [&str; 9] = [
+    "append", "emit", "start", "density", "parked", "restore", "fanout", "replay", "migrate",
 ];
 
 /// Which figure families to measure.
@@ -124,6 +125,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
             .await?,
         );
     }
+    if args.group.as_deref().is_none_or(|g| g == "migrate") && only.wants("migrate") {
+        let dir = scratch.path().to_path_buf();
+        let quick = args.quick;
+        rows.extend(
+            tokio::task::spawn_blocking(move || {
+                migrate::run(&dir, quick, &mut |line| eprintln!("{line}"))
+            })
+            .await??,
+        );
+    }
     print_table(&rows);
     if let Some(path) = &args.json {
         let doc = serde_json::json!({ "version": 1, "quick": args.quick, "rows": rows });
@@ -138,8 +149,10 @@ fn human(v: f64) -> String {
         format!("{:.2}M", v / 1e6)
     } else if v >= 1e3 {
         format!("{:.1}k", v / 1e3)
-    } else {
+    } else if v >= 10.0 {
         format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
     }
 }
 

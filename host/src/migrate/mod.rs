@@ -354,6 +354,13 @@ fn write_manifest(dir: &cap_std::fs::Dir, manifest: &Manifest) -> Result<(), Str
         .map_err(|e| format!("cannot write migration/manifest.json: {e}"))
 }
 
+/// How many workers are copied at once.
+const PARALLEL_WORKERS: usize = 4;
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Options of one migration.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -424,48 +431,90 @@ pub fn migrate(
     }
     let mut handled = report.already_migrated;
     progress(handled, total);
-    for (raw, claim) in todo {
-        let mut entry = WorkerReport {
-            worker_id: raw.clone(),
-            session_id: claim.as_ref().ok().map(|c| c.session_id.to_string()),
-            source: source_path.clone(),
-            state: State::Pending,
-            checkpoint: manifest
-                .worker(&raw, &source_path)
-                .and_then(|w| w.checkpoint),
-            diagnostics: vec![],
-            files: 0,
-            bytes: 0,
-            events: 0,
-            at_ms: fsutil::now_ms(),
-        };
-        let action = one_worker(home, &src, claim, &mut entry, log.as_mut(), options);
-        let action = match action {
-            Ok(a) => a,
-            Err(why) => {
-                entry.state = State::Failed;
-                entry.diagnostics.push(why);
-                if let Some(log) = log.as_mut() {
-                    log.append(&entry)?;
+    let entries: Vec<_> = todo
+        .into_iter()
+        .map(|(raw, claim)| {
+            let entry = WorkerReport {
+                worker_id: raw.clone(),
+                session_id: claim.as_ref().ok().map(|c| c.session_id.to_string()),
+                source: source_path.clone(),
+                state: State::Pending,
+                checkpoint: manifest
+                    .worker(&raw, &source_path)
+                    .and_then(|w| w.checkpoint),
+                diagnostics: vec![],
+                files: 0,
+                bytes: 0,
+                events: 0,
+                at_ms: fsutil::now_ms(),
+            };
+            (entry, claim)
+        })
+        .collect();
+    // Workers are independent (ownership was settled by the survey), so a
+    // few are copied at once: their fsyncs overlap on the disk. Each
+    // worker's own steps stay in order, each checkpoint after its step.
+    let log = log.map(std::sync::Mutex::new);
+    let queue = std::sync::Mutex::new(entries.into_iter().enumerate());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut done = Vec::new();
+    let mut log_error = None;
+    std::thread::scope(|scope| {
+        for _ in 0..PARALLEL_WORKERS {
+            let tx = tx.clone();
+            let (queue, log, src) = (&queue, log.as_ref(), &src);
+            scope.spawn(move || {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                    let Some((i, (mut entry, claim))) = next else {
+                        break;
+                    };
+                    let action = match one_worker(home, src, claim, &mut entry, log, options) {
+                        Ok(a) => Ok(a),
+                        Err(why) => {
+                            entry.state = State::Failed;
+                            entry.diagnostics.push(why);
+                            match log.map(|l| lock(l).append(&entry)) {
+                                Some(Err(e)) => Err(e),
+                                _ => Ok("failed"),
+                            }
+                        }
+                    };
+                    if tx.send((i, entry, action)).is_err() {
+                        break;
+                    }
                 }
-                "failed"
+            });
+        }
+        drop(tx);
+        for (i, entry, action) in rx {
+            handled += 1;
+            progress(handled, total);
+            match action {
+                Ok(action) => done.push((i, entry, action)),
+                Err(e) => log_error = Some(e),
             }
-        };
+        }
+    });
+    if let Some(e) = log_error {
+        return Err(e);
+    }
+    done.sort_by_key(|(i, _, _)| *i);
+    for (_, entry, action) in done {
         match action {
             "migrated" | "would_migrate" | "would_resume" => report.migrated += 1,
             "adopted" | "would_adopt" => report.adopted += 1,
             _ => report.failed += 1,
         }
         report.workers.push(ReportRow {
-            worker_id: raw,
+            worker_id: entry.worker_id.clone(),
             session_id: entry.session_id.clone(),
             action,
             diagnostics: entry.diagnostics.clone(),
         });
         manifest.worker_mut(entry);
-        handled += 1;
-        progress(handled, total);
     }
+    let log = log.map(|l| l.into_inner().unwrap_or_else(|p| p.into_inner()));
     if let Some(log) = log {
         log.seal(&mut manifest)?;
     }
@@ -502,7 +551,7 @@ fn one_worker(
     src: &Source,
     claim: Result<source::Claim, String>,
     entry: &mut WorkerReport,
-    mut log: Option<&mut Log>,
+    log: Option<&std::sync::Mutex<Log>>,
     options: &Options,
 ) -> Result<&'static str, String> {
     let loaded = src.load(claim?)?;
@@ -518,13 +567,13 @@ fn one_worker(
             Target::Matching => "would_adopt",
         });
     }
-    let Some(log) = log.as_mut() else {
+    let Some(log) = log else {
         return Err("internal: no checkpoint log".into());
     };
-    let step = |entry: &mut WorkerReport, log: &mut Log, c: Checkpoint| {
+    let step = |entry: &mut WorkerReport, log: &std::sync::Mutex<Log>, c: Checkpoint| {
         entry.checkpoint = Some(c);
         entry.at_ms = fsutil::now_ms();
-        log.append(entry)
+        lock(log).append(entry)
     };
     if entry.checkpoint.is_none() {
         step(entry, log, Checkpoint::Validated)?;

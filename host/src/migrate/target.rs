@@ -181,7 +181,10 @@ pub fn copy(
             let temp = format!(".migrating-{id}");
             fsutil::remove_tree(workers, &temp).map_err(io("cannot clear a half-made copy"))?;
             let dir = fsutil::create_dir_new(workers, &temp).map_err(io("cannot create"))?;
-            fsutil::write_document(&dir, MIGRATING, b"{\"version\": 1}\n")
+            // The marker's presence is what counts: the sync of the
+            // directory below makes it durable with the rest.
+            fsutil::create_file_new(&dir, MIGRATING)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"version\": 1}\n"))
                 .map_err(io("cannot write its marker"))?;
             fsutil::create_dir_new(&dir, "runs").map_err(io("cannot create runs/"))?;
             fsutil::sync_dir(&dir).map_err(io("cannot sync"))?;
@@ -227,7 +230,15 @@ fn stage(dir: &Dir, loaded: &Loaded) -> std::io::Result<()> {
         created_at_ms: created_at(loaded),
         workspace: Some(claim.workspace.clone()),
     };
-    fsutil::write_document(&staged, "session.json", &to_json(&doc))?;
+    // Everything under session.staged/ is new and synced one by one, then
+    // the directories: no temp-and-rename is needed inside scratch.
+    let files = std::iter::once(("session.json", to_json(&doc)));
+    for (name, bytes) in files {
+        let mut file = fsutil::create_file_new(&staged, name)?;
+        file.write_all(&bytes)?;
+        fsutil::count_sync();
+        file.sync_all()?;
+    }
     let segments = fsutil::create_dir_new(&staged, "segments")?;
     for (name, bytes) in &loaded.files {
         let mut file = fsutil::create_file_new(&segments, name)?;
