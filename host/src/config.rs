@@ -33,6 +33,29 @@ pub struct HostConfig {
     /// What each workspace may hold at once, unless it says otherwise.
     #[serde(default)]
     pub quota: Quota,
+    /// How long old generations keep their worktrees.
+    #[serde(default)]
+    pub retention: Retention,
+}
+
+/// `[retention]`: what is kept of old generations. Seed 000 leaves the
+/// policy to the host; cairn keeps the whole `runs/<gen>/` of the newest
+/// `keep_generations` generations of a worker, and of older ones removes
+/// only `artifacts/` (their logs stay as evidence, each bounded by
+/// `log_bytes`). Pruned when a run ends, off the async threads.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retention {
+    /// Generations whose worktree is kept (0: keep every one).
+    pub keep_generations: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_generations: 8,
+        }
+    }
 }
 
 /// `[quota]` (and `[workspaces.NAME.quota]`): what one workspace may hold

@@ -16,6 +16,7 @@ pub mod migrate;
 pub mod runtime;
 pub mod store;
 pub mod worker;
+pub mod worktree;
 
 pub use ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};
 pub use journal::event::{AgentEvent, LifecycleEvent, Payload, RunFacts, RunStatus, SessionEvent};

@@ -23,8 +23,13 @@ pub struct Limits {
     pub event_bytes: u64,
     /// Bytes of the session's journal.
     pub journal_bytes: u64,
-    /// Bytes under the generation's `artifacts/`.
+    /// Bytes under the generation's `artifacts/` (a file counts the larger
+    /// of its length and its allocated blocks: see `crate::worktree`).
     pub artifact_bytes: u64,
+    /// Entries (files, directories, links) under `artifacts/`.
+    pub artifact_files: u64,
+    /// Levels of nesting under `artifacts/`.
+    pub artifact_depth: u64,
     /// Bytes of stdout and of stderr, each.
     pub log_bytes: u64,
     /// Bytes of a prompt.
@@ -47,6 +52,8 @@ impl Default for Limits {
             event_bytes: 1 << 20,
             journal_bytes: 1 << 30,
             artifact_bytes: 256 << 20,
+            artifact_files: 100_000,
+            artifact_depth: 128,
             log_bytes: 16 << 20,
             prompt_bytes: 1 << 20,
             checkpoint_bytes: 64 << 20,
@@ -71,6 +78,10 @@ pub struct LimitsOverride {
     pub journal_bytes: Option<u64>,
     /// See [`Limits::artifact_bytes`].
     pub artifact_bytes: Option<u64>,
+    /// See [`Limits::artifact_files`].
+    pub artifact_files: Option<u64>,
+    /// See [`Limits::artifact_depth`].
+    pub artifact_depth: Option<u64>,
     /// See [`Limits::log_bytes`].
     pub log_bytes: Option<u64>,
     /// See [`Limits::checkpoint_bytes`].
@@ -93,13 +104,15 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 8] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 10] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
             ("events_per_run", o.events_per_run, &mut out.events_per_run),
             ("event_bytes", o.event_bytes, &mut out.event_bytes),
             ("journal_bytes", o.journal_bytes, &mut out.journal_bytes),
             ("artifact_bytes", o.artifact_bytes, &mut out.artifact_bytes),
+            ("artifact_files", o.artifact_files, &mut out.artifact_files),
+            ("artifact_depth", o.artifact_depth, &mut out.artifact_depth),
             ("log_bytes", o.log_bytes, &mut out.log_bytes),
             (
                 "checkpoint_bytes",
@@ -133,6 +146,8 @@ impl Limits {
             event_bytes: self.event_bytes.min(other.event_bytes),
             journal_bytes: self.journal_bytes.min(other.journal_bytes),
             artifact_bytes: self.artifact_bytes.min(other.artifact_bytes),
+            artifact_files: self.artifact_files.min(other.artifact_files),
+            artifact_depth: self.artifact_depth.min(other.artifact_depth),
             log_bytes: self.log_bytes.min(other.log_bytes),
             prompt_bytes: self.prompt_bytes.min(other.prompt_bytes),
             checkpoint_bytes: self.checkpoint_bytes.min(other.checkpoint_bytes),

@@ -16,6 +16,8 @@ pub fn tight() -> LimitsOverride {
         event_bytes: Some(64 << 10),
         journal_bytes: Some(8 << 20),
         artifact_bytes: Some(8 << 20),
+        artifact_files: Some(2_000),
+        artifact_depth: Some(32),
         log_bytes: Some(1 << 20),
         checkpoint_bytes: Some(1 << 20),
     }
@@ -53,6 +55,9 @@ async fn every_attack_ends_its_own_run_and_names_the_limit() {
         ("flood", "limit_exceeded", Some("events_per_run")),
         ("giant", "limit_exceeded", Some("event_bytes")),
         ("disk", "limit_exceeded", Some("artifact_bytes")),
+        ("nest", "limit_exceeded", Some("artifact_depth")),
+        ("sparse", "limit_exceeded", Some("artifact_bytes")),
+        ("inodes", "limit_exceeded", Some("artifact_files")),
         ("logs", "limit_exceeded", Some("log_bytes")),
         ("wait", "limit_exceeded", Some("wall_ms")),
         ("stack", "trap", None),
@@ -322,4 +327,66 @@ async fn the_component_cache_and_live_windows_are_bounded() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_worktree_is_not_carried_and_old_worktrees_are_pruned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    // A 2 GiB sparse file counts as its length: the run is ended for it.
+    let (facts, events, _) = attack(&rt, "sparse").await;
+    assert_eq!(failure(&events).details.unwrap()["limit"], "artifact_bytes");
+    let session = events[0].session_id.clone();
+    let again = |prompt: &str| {
+        let mut req = hostile(prompt);
+        req.session = Some(session.clone());
+        req
+    };
+    // The next run is not stuck behind it: it starts with an empty
+    // worktree, and its stderr log says why.
+    let (_, next, events) = run_to_end(&rt, again("count"), None).await;
+    assert_eq!(next.status, RunStatus::Finished, "{events:?}");
+    let text = format!("{:?}", events.last().unwrap().payload);
+    assert!(text.contains("0 entries"), "{text}");
+    let worker = rt.home().lookup(&session).unwrap().unwrap();
+    let runs = rt
+        .home()
+        .path()
+        .join("workers")
+        .join(worker.to_string())
+        .join("runs");
+    let log = std::fs::read_to_string(
+        runs.join(next.generation.0.to_string())
+            .join("worker.err.log"),
+    )
+    .unwrap();
+    assert!(
+        log.contains(&format!(
+            "the worktree of generation {} was not carried over: it is over artifact_bytes",
+            facts.generation.0
+        )),
+        "{log}"
+    );
+    // Retention: of ten generations, the newest eight keep their worktree.
+    let mut last = next.generation.0;
+    while last < 10 {
+        let (_, f, _) = run_to_end(&rt, again("count"), None).await;
+        last = f.generation.0;
+    }
+    // Pruning runs off the async threads once a run has ended.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let kept: Vec<u64> = (1..=last)
+            .filter(|g| runs.join(g.to_string()).join("artifacts").exists())
+            .collect();
+        if kept == (last - 7..=last).collect::<Vec<_>>() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "kept {kept:?} of 1..={last}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        runs.join("1").join("worker.err.log").exists(),
+        "logs stay as evidence"
+    );
 }

@@ -26,28 +26,6 @@ pub struct GenerationDir {
     pub path: PathBuf,
 }
 
-/// Copy regular files and directories; symlinks and anything else are not
-/// followed (they are skipped), so a guest cannot make the host copy from
-/// outside its tree.
-fn copy_tree(from: &Dir, to: &Dir, depth: usize) -> io::Result<()> {
-    if depth > 64 {
-        return Err(io::Error::other("artifacts nest deeper than 64 levels"));
-    }
-    for entry in from.entries()? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            let sub = fsutil::create_dir_new(to, name)?;
-            copy_tree(&entry.open_dir()?, &sub, depth + 1)?;
-        } else if kind.is_file() {
-            from.copy(name, to, name)?;
-        }
-    }
-    Ok(())
-}
-
 impl WorkerDir {
     /// Seed this (new) worker's worktree, `runs/0/artifacts/`, with a copy of
     /// `source`'s generation `generation` (symlinks are not followed).
@@ -71,7 +49,12 @@ impl WorkerDir {
         let runs = self.dir.open_dir("runs").map_err(io_err(ctx.clone()))?;
         let zero = fsutil::create_dir_new(&runs, "0").map_err(io_err(ctx.clone()))?;
         let artifacts = fsutil::create_dir_new(&zero, "artifacts").map_err(io_err(ctx.clone()))?;
-        copy_tree(&from, &artifacts, 0).map_err(io_err(ctx))
+        crate::worktree::copy(
+            &from,
+            &artifacts,
+            crate::limits::Limits::default().artifact_depth,
+        )
+        .map_err(io_err(ctx))
     }
 
     /// Reserve the next generation: past `worker.json`'s last one and past
@@ -157,10 +140,17 @@ impl WorkerDir {
 
     /// Lay out a reserved generation: `artifacts/` (a copy of generation
     /// `from`'s, when there is one), `spawned/`, and the two logs.
+    ///
+    /// The previous worktree is carried only when it is within `budget`
+    /// (the new run's limits): one over them — its run was ended for it,
+    /// or the limits were lowered since — is left where it is as evidence,
+    /// the new run starts with an empty worktree, and its `worker.err.log`
+    /// says why (so a session is never stuck behind one oversized tree).
     pub fn lay_out_generation(
         &self,
         reserved: Reserved,
         from: Option<Generation>,
+        budget: &crate::worktree::Budget,
     ) -> Result<GenerationDir, WorkerError> {
         let Reserved {
             generation,
@@ -179,10 +169,21 @@ impl WorkerDir {
                 .open_dir(previous.to_string())
                 .and_then(|d| d.open_dir("artifacts"))
         {
-            copy_tree(&prev, &artifacts, 0).map_err(io_err(format!(
+            let ctx = format!(
                 "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
                 self.id
-            )))?;
+            );
+            match crate::worktree::usage(&prev, budget).map_err(io_err(ctx.clone()))? {
+                (_, None) => {
+                    crate::worktree::copy(&prev, &artifacts, budget.depth).map_err(io_err(ctx))?;
+                }
+                (_, Some((limit, value, max))) => {
+                    let note = format!(
+                        "cairn: the worktree of generation {previous} was not carried over: it is over {limit} ({value} > {max}); this generation starts empty\n"
+                    );
+                    let _ = dir.write("worker.err.log", note.as_bytes());
+                }
+            }
         }
         // No directory sync here: the reservation is durable in the journal;
         // a generation directory a crash loses is only missing evidence, and
@@ -194,6 +195,36 @@ impl WorkerDir {
             artifacts_path: path.join("artifacts"),
             path,
         })
+    }
+
+    /// Remove `artifacts/` of every generation older than the newest
+    /// `keep` up to `newest` (logs stay; `keep` 0 keeps everything). The
+    /// generations pruned.
+    pub fn prune_worktrees(&self, newest: Generation, keep: u64) -> io::Result<Vec<Generation>> {
+        let mut pruned = Vec::new();
+        if keep == 0 {
+            return Ok(pruned);
+        }
+        let runs = self.dir.open_dir("runs")?;
+        for entry in runs.entries()? {
+            let entry = entry?;
+            let Some(g) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if g.saturating_add(keep) > newest.0 {
+                continue;
+            }
+            let dir = entry.open_dir()?;
+            if dir.exists("artifacts") {
+                fsutil::remove_tree(&dir, "artifacts")?;
+                pruned.push(Generation(g));
+            }
+        }
+        Ok(pruned)
     }
 
     /// Open an existing generation's directory.

@@ -654,6 +654,18 @@ impl std::fmt::Debug for WorkerDir {
 }
 
 impl WorkerDir {
+    /// Another handle on the same aggregate (for blocking work off the
+    /// async threads).
+    pub fn try_clone(&self) -> io::Result<WorkerDir> {
+        Ok(WorkerDir {
+            home: self.home.clone(),
+            id: self.id,
+            session: self.session.clone(),
+            dir: self.dir.try_clone()?,
+            session_dir: self.session_dir.try_clone()?,
+        })
+    }
+
     /// The worker's id.
     pub fn id(&self) -> WorkerId {
         self.id

@@ -90,9 +90,18 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         worker
             .record_generation(generation, plan.bind.as_deref())
             .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
-        let gen_dir = worker
-            .lay_out_generation(reserved, plan.previous_generation)
+        // Laying out copies the worktree: blocking work, off the async threads.
+        let budget = crate::worktree::Budget::of(&ctx.limits);
+        let previous = plan.previous_generation;
+        let handle = worker
+            .try_clone()
             .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        let gen_dir = tokio::task::spawn_blocking(move || {
+            handle.lay_out_generation(reserved, previous, &budget)
+        })
+        .await
+        .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
         if inner.config.sockets {
             socket = crate::runtime::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
         }
@@ -155,6 +164,21 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     ctx.activity.send_replace(Activity::Ended);
     if let Some(socket) = socket {
         socket.stop();
+    }
+    // Retention: older generations' worktrees go once this one has ended.
+    let keep = inner.config.host.retention.keep_generations;
+    if generation.0 > keep
+        && keep > 0
+        && let Ok(handle) = plan.worker.try_clone()
+    {
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = handle.prune_worktrees(generation, keep) {
+                eprintln!(
+                    "cairn: worker {}: cannot prune old worktrees: {e}",
+                    handle.id()
+                );
+            }
+        });
     }
     if ctx
         .failure()
@@ -230,9 +254,10 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     }
 }
 
-/// Enforce the limits nothing else sees: the wall clock, and the bytes under
-/// `artifacts/` (measured every few ticks; a breach traps the guest at its
-/// next epoch tick). Ends when the run does.
+/// Enforce the limits nothing else sees: the wall clock, and the worktree
+/// under `artifacts/` (bytes, entries, depth: see `crate::worktree`;
+/// measured every few ticks, a breach traps the guest at its next epoch
+/// tick). Ends when the run does.
 fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
     let started = tokio::time::Instant::now();
     // Broken once more than `wall_ms` has passed.
@@ -241,6 +266,7 @@ fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
     let mut activity = ctx.activity.subscribe();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(25));
+        let mut next_walk = tokio::time::Instant::now();
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let now = *activity.borrow_and_update();
@@ -258,42 +284,34 @@ fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
                 _ = async { let _ = done.wait_for(|c| c.is_some()).await; } => return,
             }
             if let Some(dir) = &artifacts {
+                // Not walked again until four times the last walk's time has
+                // passed: a tree of many entries costs the host at most a
+                // fifth of a core, however often the clock ticks.
+                if tokio::time::Instant::now() < next_walk {
+                    continue;
+                }
                 let dir = match dir.try_clone() {
                     Ok(d) => d,
                     Err(_) => continue,
                 };
-                let used = tokio::task::spawn_blocking(move || tree_bytes(&dir, 0))
-                    .await
-                    .unwrap_or(0);
-                if used > ctx.limits.artifact_bytes {
-                    ctx.break_limit("artifact_bytes", used, ctx.limits.artifact_bytes);
+                let budget = crate::worktree::Budget::of(&ctx.limits);
+                let walked = tokio::time::Instant::now();
+                let breach = tokio::task::spawn_blocking(move || {
+                    crate::worktree::usage(&dir, &budget)
+                        .ok()
+                        .and_then(|(_, b)| b)
+                })
+                .await
+                .ok()
+                .flatten();
+                next_walk = tokio::time::Instant::now() + walked.elapsed() * 4;
+                if let Some((limit, value, max)) = breach {
+                    ctx.break_limit(limit, value, max);
                     return;
                 }
             }
         }
     });
-}
-
-/// Bytes of the regular files under `dir` (symlinks are not followed).
-fn tree_bytes(dir: &cap_std::fs::Dir, depth: usize) -> u64 {
-    if depth > 64 {
-        return 0;
-    }
-    let Ok(entries) = dir.entries() else { return 0 };
-    let mut total = 0;
-    for entry in entries.flatten() {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            if let Ok(sub) = entry.open_dir() {
-                total += tree_bytes(&sub, depth + 1);
-            }
-        } else if kind.is_file() {
-            total += entry.metadata().map(|m| m.len()).unwrap_or(0);
-        }
-    }
-    total
 }
 
 /// Run the instance until it returns or traps; a cancel is noticed by its

@@ -4,7 +4,10 @@
 //! `flood` emits without end · `giant` emits one 8 MiB event · `stack`
 //! recurses without end · `trap` executes `unreachable` · `panic` panics ·
 //! `disk` fills `artifacts/` · `logs` floods stdout · `wait` waits on a
-//! decision forever · `escape` reads through a planted symlink and `..`.
+//! decision forever · `escape` reads through a planted symlink and `..` ·
+//! `nest` nests directories without end · `sparse` makes a 2 GiB sparse
+//! file · `inodes` creates empty files without end · `count` finishes with
+//! the number of entries its worktree holds.
 use cairn_guest::{Controller, Error, Outcome, Start};
 use std::io::Write;
 
@@ -118,6 +121,35 @@ impl Controller for Hostile {
                 if !reached.is_empty() {
                     return Err(Error::new("escaped", reached.join("; ")));
                 }
+            }
+            "nest" => {
+                let mut path = String::from("d");
+                loop {
+                    if std::fs::create_dir(&path).is_err() {
+                        // Refused (a path too long): keep the tree, go on.
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        continue;
+                    }
+                    path.push_str("/d");
+                }
+            }
+            "sparse" => {
+                let f = std::fs::File::create("sparse.bin")
+                    .map_err(|e| Error::new("io", e.to_string()))?;
+                f.set_len(2 << 30)
+                    .map_err(|e| Error::new("io", e.to_string()))?;
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            "inodes" => {
+                for i in 0u64.. {
+                    let _ = std::fs::File::create(format!("f-{i}"));
+                }
+            }
+            "count" => {
+                let n = std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0);
+                return Ok(Outcome::Finished(format!("{n} entries")));
             }
             other => return Err(Error::new("unknown_attack", other)),
         }
