@@ -36,6 +36,37 @@ pub struct HostConfig {
     /// How long old generations keep their worktrees.
     #[serde(default)]
     pub retention: Retention,
+    /// What the HTTP server holds open.
+    #[serde(default)]
+    pub server: ServerConfig,
+}
+
+/// `[server]`: connection and stream budgets of `cairn serve`, so no client
+/// can hold the host's descriptors or its event streams.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Connections open at once; past it a new connection gets `503` with
+    /// `code: "capacity"` and is closed.
+    pub max_connections: usize,
+    /// A request's header must arrive within this (a keep-alive connection
+    /// idle this long between requests is closed too).
+    pub header_timeout_ms: u64,
+    /// Event streams (SSE) open at once on one session.
+    pub streams_per_session: usize,
+    /// Event streams (SSE) open at once in one workspace.
+    pub streams_per_workspace: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_connections: 4096,
+            header_timeout_ms: 10_000,
+            streams_per_session: 64,
+            streams_per_workspace: 1024,
+        }
+    }
 }
 
 /// `[retention]`: what is kept of old generations. Seed 000 leaves the

@@ -30,6 +30,10 @@ pub struct Limits {
     pub artifact_files: u64,
     /// Levels of nesting under `artifacts/`.
     pub artifact_depth: u64,
+    /// Handles a run may hold at once in its WASI resource table (open
+    /// files and directories, streams, pollables): each open file is a host
+    /// descriptor.
+    pub open_files: u64,
     /// Bytes of stdout and of stderr, each.
     pub log_bytes: u64,
     /// Bytes of a prompt.
@@ -54,6 +58,7 @@ impl Default for Limits {
             artifact_bytes: 256 << 20,
             artifact_files: 100_000,
             artifact_depth: 128,
+            open_files: 1024,
             log_bytes: 16 << 20,
             prompt_bytes: 1 << 20,
             checkpoint_bytes: 64 << 20,
@@ -82,6 +87,8 @@ pub struct LimitsOverride {
     pub artifact_files: Option<u64>,
     /// See [`Limits::artifact_depth`].
     pub artifact_depth: Option<u64>,
+    /// See [`Limits::open_files`].
+    pub open_files: Option<u64>,
     /// See [`Limits::log_bytes`].
     pub log_bytes: Option<u64>,
     /// See [`Limits::checkpoint_bytes`].
@@ -104,7 +111,7 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 10] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 11] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
             ("events_per_run", o.events_per_run, &mut out.events_per_run),
@@ -113,6 +120,7 @@ impl Limits {
             ("artifact_bytes", o.artifact_bytes, &mut out.artifact_bytes),
             ("artifact_files", o.artifact_files, &mut out.artifact_files),
             ("artifact_depth", o.artifact_depth, &mut out.artifact_depth),
+            ("open_files", o.open_files, &mut out.open_files),
             ("log_bytes", o.log_bytes, &mut out.log_bytes),
             (
                 "checkpoint_bytes",
@@ -148,6 +156,7 @@ impl Limits {
             artifact_bytes: self.artifact_bytes.min(other.artifact_bytes),
             artifact_files: self.artifact_files.min(other.artifact_files),
             artifact_depth: self.artifact_depth.min(other.artifact_depth),
+            open_files: self.open_files.min(other.open_files),
             log_bytes: self.log_bytes.min(other.log_bytes),
             prompt_bytes: self.prompt_bytes.min(other.prompt_bytes),
             checkpoint_bytes: self.checkpoint_bytes.min(other.checkpoint_bytes),

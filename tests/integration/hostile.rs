@@ -18,6 +18,7 @@ pub fn tight() -> LimitsOverride {
         artifact_bytes: Some(8 << 20),
         artifact_files: Some(2_000),
         artifact_depth: Some(32),
+        open_files: Some(256),
         log_bytes: Some(1 << 20),
         checkpoint_bytes: Some(1 << 20),
     }
@@ -58,6 +59,7 @@ async fn every_attack_ends_its_own_run_and_names_the_limit() {
         ("nest", "limit_exceeded", Some("artifact_depth")),
         ("sparse", "limit_exceeded", Some("artifact_bytes")),
         ("inodes", "limit_exceeded", Some("artifact_files")),
+        ("files", "limit_exceeded", Some("open_files")),
         ("logs", "limit_exceeded", Some("log_bytes")),
         ("wait", "limit_exceeded", Some("wall_ms")),
         ("stack", "trap", None),

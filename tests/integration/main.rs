@@ -3,6 +3,7 @@
 
 mod api;
 mod authority;
+mod budgets;
 mod cli;
 mod common;
 mod corruption;

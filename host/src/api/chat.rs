@@ -150,6 +150,11 @@ pub async fn completions(
         .and_then(|m| text_of(&m.content))
         .ok_or_else(|| ApiError::invalid("messages hold no user message with text content"))?;
     let component = component_ref(&s, &ws, &req.model)?;
+    // A streamed answer is an open event stream: its place first.
+    let slot = match req.stream {
+        true => Some(s.streams.take(&s.rt.host_config().server, &ws.0, None)?),
+        false => None,
+    };
     let rt = &s.rt;
     let session = match headers.get("x-cairn-session") {
         Some(v) => {
@@ -193,8 +198,8 @@ pub async fn completions(
         .await?;
     let run = started.run_id;
     let model = req.model.clone();
-    let mut response = if req.stream {
-        stream_response(obs, run, model).into_response()
+    let mut response = if let Some(slot) = slot {
+        stream_response(obs, run, model, slot).into_response()
     } else {
         once_response(obs, run, model).await?.into_response()
     };
@@ -218,6 +223,7 @@ fn stream_response(
     obs: Observation,
     run: RunId,
     model: String,
+    slot: super::streams::Slot,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let stream = stream::unfold(Step::Head(obs), move |step| {
         let model = model.clone();
@@ -288,7 +294,8 @@ fn stream_response(
     let flat = futures_util::StreamExt::flat_map(stream, |events| {
         stream::iter(events.into_iter().map(Ok))
     });
-    Sse::new(flat).keep_alive(KeepAlive::new().interval(super::events::KEEP_ALIVE))
+    Sse::new(super::streams::holding(flat, slot))
+        .keep_alive(KeepAlive::new().interval(super::events::KEEP_ALIVE))
 }
 
 async fn once_response(

@@ -119,11 +119,13 @@ pub async fn session_events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let session = SessionId::parse(&id)?;
     own_session(&s, &ws, &session)?;
+    let slot = s
+        .streams
+        .take(&s.rt.host_config().server, &ws.0, Some(&session))?;
     let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
-    Ok(
-        Sse::new(stream_of(obs, s.rt.closing(), |_| true, |_| false))
-            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)),
-    )
+    let stream = stream_of(obs, s.rt.closing(), |_| true, |_| false);
+    Ok(Sse::new(super::streams::holding(stream, slot))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
 pub async fn run_events(
@@ -135,12 +137,16 @@ pub async fn run_events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let run = run_id(&id)?;
     let session = own_run(&s, &ws, run).await?;
+    let slot = s
+        .streams
+        .take(&s.rt.host_config().server, &ws.0, Some(&session))?;
     let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
     let mine = move |d: &Delivery| match d {
         Delivery::Event(e) => e.run_id == Some(run),
         _ => true,
     };
     let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
-    Ok(Sse::new(stream_of(obs, s.rt.closing(), mine, end))
+    let stream = stream_of(obs, s.rt.closing(), mine, end);
+    Ok(Sse::new(super::streams::holding(stream, slot))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }

@@ -8,22 +8,25 @@ mod components;
 mod decisions;
 pub mod error;
 mod events;
+mod listen;
 mod metrics;
 pub mod openapi;
 mod runs;
 mod sessions;
+mod streams;
 pub mod wire;
 
 use crate::runtime::Runtime;
 use axum::Router;
 use axum::routing::{get, post};
-use std::net::SocketAddr;
 
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     /// The runtime.
     pub rt: Runtime,
+    /// Open event streams, counted against their budgets.
+    pub streams: streams::Streams,
 }
 
 /// The largest component upload accepted.
@@ -31,7 +34,10 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The router: a function of the state.
 pub fn router(rt: Runtime) -> Router {
-    let state = AppState { rt };
+    let state = AppState {
+        rt,
+        streams: Default::default(),
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics::metrics))
@@ -73,37 +79,13 @@ pub fn router(rt: Runtime) -> Router {
         .with_state(state)
 }
 
-/// Serve until `shutdown` resolves; then drain the runtime.
+/// Serve until `shutdown` resolves; then drain the runtime (see
+/// [`listen`]: connection budget, header timeout, `TCP_NODELAY`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     rt: Runtime,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(rt.clone());
-    let begin = rt.clone();
-    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
-        shutdown.await;
-        // Streams end and runs are cancelled (or parked) now, so the
-        // connections waiting on them close and the server can stop.
-        begin.begin_shutdown();
-        let _ = stopped_tx.send(());
-    });
-    let served = tokio::spawn(async move { server.await });
-    // Once shutdown began, connections get a few seconds to close.
-    let result = match stopped_rx.await {
-        Ok(()) => tokio::time::timeout(std::time::Duration::from_secs(5), served)
-            .await
-            .unwrap_or(Ok(Ok(()))),
-        Err(_) => served.await,
-    };
-    rt.shutdown(std::time::Duration::from_secs(5)).await;
-    match result {
-        Ok(r) => r,
-        Err(e) => Err(std::io::Error::other(e.to_string())),
-    }
+    listen::serve(listener, rt, app, shutdown).await
 }

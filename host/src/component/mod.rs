@@ -438,9 +438,12 @@ impl Components {
         wasi.secure_random(clock::seeded_rng(start.seed));
         wasi.wall_clock(sandbox.clock.clone());
         wasi.monotonic_clock(sandbox.clock.clone());
+        let mut table = ResourceTable::new();
+        // Each open file is a host descriptor: a run holds at most this many.
+        table.set_max_capacity(usize::try_from(sandbox.limits.open_files).unwrap_or(usize::MAX));
         let state = HostState {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table,
             limits: limiter::Limiter::new(sandbox.limits, Some(sandbox.host.clone())),
             host: Some(sandbox.host.clone()),
         };

@@ -335,7 +335,14 @@ pub(crate) async fn execute(
     match outcome {
         Ok(o) => Ok(o),
         Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error("setup", m)),
-        Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error("trap", m)),
+        Err(RunTrap::Trap(m)) => {
+            // The WASI table refused a handle: the open-file cap, by name.
+            if m.contains("resource table has no free keys") {
+                let max = ctx.limits.open_files;
+                ctx.break_limit("open_files", max.saturating_add(1), max);
+            }
+            Err(ErrorOrCancel::error("trap", m))
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! `disk` fills `artifacts/` · `logs` floods stdout · `wait` waits on a
 //! decision forever · `escape` reads through a planted symlink and `..` ·
 //! `nest` nests directories without end · `sparse` makes a 2 GiB sparse
-//! file · `inodes` creates empty files without end · `count` finishes with
+//! file · `inodes` creates empty files without end · `files` holds files open without end · `count` finishes with
 //! the number of entries its worktree holds.
 use cairn_guest::{Controller, Error, Outcome, Start};
 use std::io::Write;
@@ -146,6 +146,16 @@ impl Controller for Hostile {
                 for i in 0u64.. {
                     let _ = std::fs::File::create(format!("f-{i}"));
                 }
+            }
+            "files" => {
+                // Hold every file open: descriptors without end.
+                let mut held = Vec::new();
+                for i in 0u64.. {
+                    if let Ok(f) = std::fs::File::create(format!("o-{}", i % 64)) {
+                        held.push(f);
+                    }
+                }
+                drop(held);
             }
             "count" => {
                 let n = std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0);
