@@ -98,7 +98,19 @@ pub struct Quota {
     /// share — the pool's instances, less a reserve for describes, split
     /// evenly between the configured workspaces.
     pub live_runs: usize,
+    /// Runs waiting on a decision; a workspace holding this many starts no
+    /// more runs until one is answered. 0: no cap beyond `live_runs`.
+    pub waiting_runs: usize,
+    /// Components uploaded (distinct digests). 0: the default, 256.
+    pub uploads: usize,
+    /// Bytes of the components uploaded, together. 0: the default, 1 GiB.
+    pub component_bytes: u64,
 }
+
+/// The default `uploads` quota.
+pub const DEFAULT_UPLOADS: usize = 256;
+/// The default `component_bytes` quota.
+pub const DEFAULT_COMPONENT_BYTES: u64 = 1 << 30;
 
 /// Instances kept back from the fair share (describes of new uploads).
 const RESERVED_INSTANCES: usize = 16;
@@ -213,6 +225,28 @@ impl HostConfig {
             (0, 0) => self.fair_share(),
             (0, h) => h,
             (o, _) => o,
+        }
+    }
+
+    /// A quota of `workspace`: its own when set (non-zero), else the
+    /// host's, else `default`.
+    pub fn quota_of<T: Copy + PartialEq + Default>(
+        &self,
+        workspace: &str,
+        pick: impl Fn(&Quota) -> T,
+        default: T,
+    ) -> T {
+        let zero = T::default();
+        let own = self
+            .workspaces
+            .get(workspace)
+            .and_then(|w| w.quota.as_ref())
+            .map_or(zero, &pick);
+        let host = pick(&self.quota);
+        match (own != zero, host != zero) {
+            (true, _) => own,
+            (false, true) => host,
+            (false, false) => default,
         }
     }
 

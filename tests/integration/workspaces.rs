@@ -300,3 +300,84 @@ async fn a_workspace_at_its_live_run_quota_cannot_starve_another() {
         assert_eq!(start(B).await.unwrap().status(), 202, "b is not starved");
     }
 }
+
+/// Serve a home whose `cairn.toml` is `config`.
+async fn served_with(config: &str) -> (String, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), config).unwrap();
+    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(cairn::api::serve(listener, rt, std::future::pending()));
+    (base, tmp)
+}
+
+async fn capacity_message(resp: reqwest::Response) -> String {
+    assert_eq!(resp.status(), 429);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "capacity", "{body}");
+    body["error"]["message"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn upload_and_waiting_run_quotas_hold_one_workspace_and_not_another() {
+    let (base, _tmp) = served_with(&format!(
+        "[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.a.quota]\nuploads = 1\nwaiting_runs = 2\n\
+         [workspaces.b]\ntokens = [\"{B}\"]\n[workspaces.b.quota]\ncomponent_bytes = 1000\n"
+    ))
+    .await;
+    let http = reqwest::Client::new();
+    let upload = |token: &'static str, fixture: &str| {
+        let bytes = std::fs::read(crate::common::fixture(fixture)).unwrap();
+        http.post(format!("{base}/v1/components"))
+            .bearer_auth(token)
+            .header("content-type", "application/wasm")
+            .body(bytes)
+            .send()
+    };
+    assert_eq!(upload(A, "counter").await.unwrap().status(), 201);
+    // The same bytes again are free; other bytes are past the quota.
+    assert_eq!(upload(A, "counter").await.unwrap().status(), 201);
+    let message = capacity_message(upload(A, "spinner").await.unwrap()).await;
+    assert!(message.contains("uploads = 1"), "{message}");
+    // B's byte quota is its own.
+    let message = capacity_message(upload(B, "spinner").await.unwrap()).await;
+    assert!(message.contains("component_bytes = 1000"), "{message}");
+    // Waiting runs: A holds two, a third start is refused; B starts freely.
+    let start = |token: &'static str| {
+        http.post(format!("{base}/v1/runs"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({ "component": "approval", "prompt": "hold" }))
+            .send()
+    };
+    for _ in 0..2 {
+        assert_eq!(start(A).await.unwrap().status(), 202);
+    }
+    // Both wait on their decision before the third start.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let pending: serde_json::Value = http
+            .get(format!("{base}/v1/decisions"))
+            .bearer_auth(A)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if pending.as_array().map_or(0, |a| a.len()) == 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{pending}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let message = capacity_message(start(A).await.unwrap()).await;
+    assert!(message.contains("waiting_runs = 2"), "{message}");
+    for _ in 0..3 {
+        assert_eq!(start(B).await.unwrap().status(), 202, "b is not held");
+    }
+}

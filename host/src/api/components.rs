@@ -22,6 +22,14 @@ pub async fn upload(
             "the body is empty: send the component's bytes (application/wasm)",
         ));
     }
+    // A new digest counts against the workspace's upload quotas, reserved
+    // before the (long) compile so two uploads at once cannot both slip in.
+    let digest = crate::component::digest_of(&body);
+    let granted = s.rt.home().granted(&ws.0);
+    let _reserved = match granted.contains(&digest) {
+        true => None,
+        false => Some(s.uploads.reserve(&s, &ws.0, &granted, body.len() as u64)?),
+    };
     let (digest, info) =
         s.rt.add_component(&ComponentRef::Bytes(Arc::new(body.to_vec())))
             .await?;
@@ -72,4 +80,80 @@ pub async fn list(
         }
     }
     Ok(Json(out))
+}
+
+/// Uploads being compiled, per workspace: (count, bytes), counted with
+/// what the workspace already holds against `uploads` and
+/// `component_bytes`.
+#[derive(Clone, Default)]
+pub struct Uploads {
+    reserved: Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, u64)>>>,
+}
+
+/// A reservation, given back when the upload ends (stored or refused).
+pub struct Reserved {
+    uploads: Uploads,
+    workspace: String,
+    bytes: u64,
+}
+
+impl Uploads {
+    fn reserve(
+        &self,
+        s: &AppState,
+        workspace: &str,
+        granted: &[String],
+        bytes: u64,
+    ) -> Result<Reserved, ApiError> {
+        let host = s.rt.host_config();
+        let max_uploads = host.quota_of(workspace, |q| q.uploads, crate::config::DEFAULT_UPLOADS);
+        let max_bytes = host.quota_of(
+            workspace,
+            |q| q.component_bytes,
+            crate::config::DEFAULT_COMPONENT_BYTES,
+        );
+        let held: u64 = granted
+            .iter()
+            .filter_map(|d| s.rt.home().component_len(d))
+            .sum();
+        let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
+        let (n, b) = reserved.get(workspace).copied().unwrap_or((0, 0));
+        let full =
+            |message: String| ApiError::new(StatusCode::TOO_MANY_REQUESTS, "capacity", message);
+        if granted.len() + n + 1 > max_uploads {
+            return Err(full(format!(
+                "workspace {workspace:?} holds {} components, its quota (uploads = {max_uploads})",
+                granted.len() + n
+            )));
+        }
+        if held + b + bytes > max_bytes {
+            return Err(full(format!(
+                "workspace {workspace:?} would hold {} bytes of components, over its quota (component_bytes = {max_bytes})",
+                held + b + bytes
+            )));
+        }
+        reserved.insert(workspace.to_string(), (n + 1, b + bytes));
+        Ok(Reserved {
+            uploads: self.clone(),
+            workspace: workspace.to_string(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        let mut reserved = self
+            .uploads
+            .reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some((n, b)) = reserved.get_mut(&self.workspace) {
+            *n -= 1;
+            *b -= self.bytes;
+            if *n == 0 {
+                reserved.remove(&self.workspace);
+            }
+        }
+    }
 }

@@ -27,6 +27,8 @@ pub struct AppState {
     pub rt: Runtime,
     /// Open event streams, counted against their budgets.
     pub streams: streams::Streams,
+    /// Uploads being compiled, counted against the upload quotas.
+    pub uploads: components::Uploads,
 }
 
 /// The largest component upload accepted.
@@ -37,6 +39,7 @@ pub fn router(rt: Runtime) -> Router {
     let state = AppState {
         rt,
         streams: Default::default(),
+        uploads: Default::default(),
     };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

@@ -324,6 +324,31 @@ impl Runtime {
                                 record.workspace
                             )));
                         }
+                        let waiting_quota = inner.config.host.quota_of(
+                            &record.workspace,
+                            |q| q.waiting_runs,
+                            usize::MAX,
+                        );
+                        if waiting_quota != usize::MAX {
+                            let waiting: std::collections::HashSet<_> = inner
+                                .broker
+                                .pending(None)
+                                .into_iter()
+                                .map(|p| p.run_id)
+                                .collect();
+                            let held = sessions
+                                .values()
+                                .filter_map(|l| l.live_run())
+                                .filter(|r| r.workspace.get() == Some(&record.workspace))
+                                .filter(|r| waiting.contains(&r.run_id))
+                                .count();
+                            if held >= waiting_quota {
+                                return Err(RuntimeError::Capacity(format!(
+                                    "workspace {:?} holds {held} runs waiting on a decision, its quota (waiting_runs = {waiting_quota}); answer one first",
+                                    record.workspace
+                                )));
+                            }
+                        }
                         let live = sessions.entry(session.clone()).or_default();
                         let _ = ctx.workspace.set(record.workspace.clone());
                         ctx.set_present(live.observers.values().any(|o| o.present));

@@ -257,6 +257,13 @@ impl Home {
         out
     }
 
+    /// A stored component's size in bytes, by digest.
+    pub fn component_len(&self, digest: &str) -> Option<u64> {
+        let name = Self::component_name(digest)?;
+        let dir = self.inner.root.open_dir("components").ok()?;
+        dir.metadata(name).ok().map(|m| m.len())
+    }
+
     /// A stored component's bytes, by digest.
     pub fn component(&self, digest: &str) -> Option<Vec<u8>> {
         let name = Self::component_name(digest)?;
