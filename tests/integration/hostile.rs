@@ -392,3 +392,80 @@ async fn an_oversized_worktree_is_not_carried_and_old_worktrees_are_pruned() {
         "logs stay as evidence"
     );
 }
+
+fn leb(mut n: u64, out: &mut Vec<u8>) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+    out.push(id);
+    leb(body.len() as u64, out);
+    out.extend_from_slice(body);
+}
+
+/// A component whose one core module has one function declaring `locals`
+/// i32 locals: what makes Cranelift take minutes.
+fn many_locals_component(locals: u64) -> Vec<u8> {
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut module); // one type: [] -> []
+    section(3, &[1, 0], &mut module); // one function of type 0
+    let mut body = vec![1]; // one locals entry
+    leb(locals, &mut body);
+    body.extend_from_slice(&[0x7f, 0x0b]); // i32; end
+    let mut code = vec![1];
+    leb(body.len() as u64, &mut code);
+    code.extend_from_slice(&body);
+    section(10, &code, &mut module);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    section(1, &module, &mut component); // a core module section
+    component
+}
+
+#[test]
+fn a_component_past_the_compile_budget_is_refused_before_it_compiles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = crate::common::serve(&tmp.path().join("home"));
+    let http = reqwest::blocking::Client::new();
+    let started = Instant::now();
+    let resp = http
+        .post(format!("{}/v1/components", served.url))
+        .header("content-type", "application/wasm")
+        .body(many_locals_component(43_000))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: serde_json::Value = resp.json().unwrap();
+    assert_eq!(body["error"]["code"], "invalid_component");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("declares 43000 locals") && message.contains("too complex"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused before compiling"
+    );
+    // Every real controller is far inside the budget.
+    let fixtures = cairn::examples::FIXTURES
+        .iter()
+        .map(|(n, p)| (*n, std::fs::read(p).unwrap()));
+    let examples = cairn::examples::names()
+        .into_iter()
+        .map(|n| (n, cairn::examples::built_in(n).unwrap().to_vec()));
+    for (name, bytes) in fixtures.chain(examples) {
+        let c = cairn::component::complexity::check(&bytes).unwrap();
+        eprintln!("{name}: {c:?}");
+        assert!(
+            c.max_locals * 2 < cairn::component::complexity::MAX_LOCALS,
+            "{name}: {c:?}"
+        );
+    }
+}

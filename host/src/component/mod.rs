@@ -3,6 +3,7 @@
 
 mod bindings;
 mod clock;
+pub mod complexity;
 mod host;
 mod limiter;
 
@@ -60,6 +61,9 @@ pub enum ComponentError {
     /// The engine could not be set up.
     #[error("wasmtime engine: {0}")]
     Engine(String),
+    /// Past the compile budget (see `complexity`).
+    #[error("the component is too complex to compile: {0}")]
+    TooComplex(String),
     /// Every instance slot of the host is taken (the pooling allocator).
     #[error("the host has no instance free now (capacity: {0}); try again later")]
     Capacity(String),
@@ -291,6 +295,8 @@ impl Components {
                 },
             ));
         }
+        // The compile budget, before any compile: linear, and cheap beside it.
+        complexity::check(bytes)?;
         // Identical bytes compile once: wait for one in flight, then look
         // in the cache again.
         let slot = self
