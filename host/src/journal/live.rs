@@ -40,7 +40,8 @@ pub(crate) enum Read {
 }
 
 struct State {
-    ring: VecDeque<Arc<SessionEvent>>,
+    ring: VecDeque<(Arc<SessionEvent>, u64)>,
+    bytes: u64,
     last_seq: Seq,
     closed: bool,
     last_publish: Option<Instant>,
@@ -51,6 +52,7 @@ struct State {
 /// One session's live tail.
 pub(crate) struct Live {
     capacity: usize,
+    max_bytes: u64,
     state: Mutex<State>,
     notify: Notify,
     receivers: AtomicUsize,
@@ -61,8 +63,10 @@ impl Live {
     pub(crate) fn new(capacity: usize, last_seq: Seq) -> Arc<Self> {
         Arc::new(Live {
             capacity: capacity.max(1),
+            max_bytes: u64::MAX,
             state: Mutex::new(State {
                 ring: VecDeque::new(),
+                bytes: 0,
                 last_seq,
                 closed: false,
                 last_publish: None,
@@ -73,6 +77,17 @@ impl Live {
             receivers: AtomicUsize::new(0),
             deferred: AtomicBool::new(false),
         })
+    }
+
+    /// Bound the ring to `bytes` too (before anything is published).
+    pub(crate) fn with_max_bytes(self: Arc<Self>, bytes: u64) -> Arc<Self> {
+        match Arc::try_unwrap(self) {
+            Ok(mut live) => {
+                live.max_bytes = bytes.max(1);
+                Arc::new(live)
+            }
+            Err(shared) => shared,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -86,10 +101,15 @@ impl Live {
         let wake = {
             let mut st = self.lock();
             for event in events {
-                st.ring.push_back(event.clone());
+                let size = approx_bytes(event);
+                st.bytes += size;
+                st.ring.push_back((event.clone(), size));
             }
-            while st.ring.len() > self.capacity {
-                st.ring.pop_front();
+            while st.ring.len() > self.capacity || (st.bytes > self.max_bytes && st.ring.len() > 1)
+            {
+                if let Some((_, size)) = st.ring.pop_front() {
+                    st.bytes -= size;
+                }
             }
             st.last_seq = last.seq;
             if self.receivers.load(Ordering::Relaxed) == 0 {
@@ -136,6 +156,11 @@ impl Live {
         self.notify.notify_waiters();
     }
 
+    /// Bytes the ring holds.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
     /// The last published seq (a new reader starts after it).
     pub(crate) fn last_seq(&self) -> Seq {
         self.lock().last_seq
@@ -144,7 +169,7 @@ impl Live {
     /// Entries after `after`.
     pub(crate) fn read_after(&self, after: Seq) -> Read {
         let st = self.lock();
-        let Some(front) = st.ring.front().map(|e| e.seq) else {
+        let Some(front) = st.ring.front().map(|(e, _)| e.seq) else {
             return if st.closed { Read::Closed } else { Read::Empty };
         };
         if after.0 + 1 < front.0 {
@@ -154,7 +179,7 @@ impl Live {
         if skip >= st.ring.len() {
             return if st.closed { Read::Closed } else { Read::Empty };
         }
-        Read::Entries(st.ring.iter().skip(skip).cloned().collect())
+        Read::Entries(st.ring.iter().skip(skip).map(|(e, _)| e.clone()).collect())
     }
 
     /// Wait until something may have changed after `after`: returns at once
@@ -183,6 +208,24 @@ impl Live {
     pub(crate) fn receivers(&self) -> usize {
         self.receivers.load(Ordering::Relaxed)
     }
+}
+
+/// An entry's size as journaled (its JSON line), counted without building
+/// the line.
+fn approx_bytes(event: &SessionEvent) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, event);
+    count.0 + 1
 }
 
 /// The one thread that flushes deferred wake-ups of quiet writers.

@@ -27,6 +27,10 @@ pub fn appended_total() -> u64 {
 
 /// The default number of live events buffered per session for subscribers.
 pub const DEFAULT_LIVE_WINDOW: usize = 4096;
+/// The bytes (as journaled) a session's live window holds at most, beside
+/// its entry count: a few huge entries cannot pin gigabytes of memory. The
+/// newest entry is always held.
+pub const DEFAULT_LIVE_WINDOW_BYTES: u64 = 8 << 20;
 /// How many entries a subscriber reads from the store at once.
 const READ_BATCH: usize = 1024;
 
@@ -53,6 +57,7 @@ pub enum Delivery {
 pub struct Journals {
     store: Arc<dyn Store>,
     live_window: usize,
+    live_window_bytes: u64,
     open: Mutex<HashMap<SessionId, Arc<SessionJournal>>>,
 }
 
@@ -62,8 +67,15 @@ impl Journals {
         Journals {
             store,
             live_window: live_window.max(1),
+            live_window_bytes: DEFAULT_LIVE_WINDOW_BYTES,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Bound each session's live window to `bytes` as well.
+    pub fn with_window_bytes(mut self, bytes: u64) -> Self {
+        self.live_window_bytes = bytes.max(1);
+        self
     }
 
     /// The store.
@@ -105,7 +117,8 @@ impl Journals {
         let head = self.store.head(session).await?;
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let journal = open.entry(session.clone()).or_insert_with(|| {
-            let live = Live::new(self.live_window, head.last_seq);
+            let live =
+                Live::new(self.live_window, head.last_seq).with_max_bytes(self.live_window_bytes);
             Arc::new(SessionJournal {
                 session: session.clone(),
                 store: self.store.clone(),
@@ -440,6 +453,11 @@ impl SessionJournal {
             lagged: false,
             stash: None,
         }
+    }
+
+    /// Bytes (as journaled) the live window holds now.
+    pub fn window_bytes(&self) -> u64 {
+        self.live.bytes()
     }
 
     /// How many subscribers follow this session now.

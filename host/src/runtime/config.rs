@@ -30,6 +30,9 @@ pub struct RuntimeConfig {
     pub workspace: String,
     /// Live events buffered per session for subscribers.
     pub live_window: usize,
+    /// Bytes (as journaled) buffered per session, at most (the newest
+    /// entry is always held).
+    pub live_window_bytes: u64,
     /// Limits and workspaces (`cairn.toml`).
     pub host: crate::config::HostConfig,
     /// How long ended runs stay in memory (their journals stay on disk).
@@ -66,6 +69,7 @@ impl RuntimeConfig {
             store: StoreKind::File,
             workspace: "local".into(),
             live_window: crate::journal::DEFAULT_LIVE_WINDOW,
+            live_window_bytes: crate::journal::DEFAULT_LIVE_WINDOW_BYTES,
             host: crate::config::HostConfig::default(),
             retention: Duration::from_secs(600),
             restore: true,

@@ -155,7 +155,8 @@ impl Runtime {
             }
             StoreKind::Memory { window } => (Arc::new(MemoryStore::new(window)), None),
         };
-        let journals = Journals::new(store.clone(), config.live_window);
+        let journals = Journals::new(store.clone(), config.live_window)
+            .with_window_bytes(config.live_window_bytes);
         let restore = config.restore && file_store.is_some() && !read_only;
         let components =
             Components::new(config.host.pool.instances, config.host.limits.memory_bytes)?;
