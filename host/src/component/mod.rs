@@ -6,6 +6,7 @@ mod clock;
 pub mod complexity;
 mod host;
 mod limiter;
+mod stable_fs;
 
 pub use clock::JournalClock;
 pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
@@ -242,6 +243,17 @@ impl Components {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        // wasi:filesystem/types again, over wasmtime-wasi's, with what a
+        // replay would see differently made constant.
+        linker.allow_shadowing(true);
+        wasmtime_wasi::p2::bindings::filesystem::types::add_to_linker::<
+            HostState,
+            stable_fs::StableFsData,
+        >(&mut linker, |s| {
+            stable_fs::StableFs(wasmtime_wasi::filesystem::WasiFilesystemView::filesystem(s))
+        })
+        .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        linker.allow_shadowing(false);
         Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

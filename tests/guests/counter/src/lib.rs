@@ -1,7 +1,8 @@
 //! Emits "1".."N" as text deltas, asking for approval after every K of them.
 //! Prompt: `N K [TIMEOUT_MS]` (N defaults to 3); with a timeout each request has the default
 //! answer `{"approved": true}`. It starts by emitting what its clock and
-//! randomness say, so a replay checks they are journal-derived.
+//! randomness say, and what the filesystem says of a file it writes (its
+//! times, its metadata hash), so a replay checks they are journal-derived.
 use cairn_guest::{Answer, Controller, Error, Outcome, RequestKind, Start};
 use serde_json::json;
 
@@ -42,6 +43,22 @@ impl Controller for Counter {
         let secure = wasip2::random::random::get_random_bytes(80 * 1024);
         let secure_tail: Vec<u8> = secure[64 * 1024..64 * 1024 + 8].to_vec();
         let seed = wasip2::random::insecure_seed::insecure_seed();
+        // What the filesystem says of a file it just wrote: its times and
+        // its metadata hash (constant, or journal-derived, on the host).
+        let _ = std::fs::write("stamp.txt", format!("from {first}"));
+        let mtime = std::fs::metadata("stamp.txt")
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as u64);
+        let hash = wasip2::filesystem::preopens::get_directories()
+            .into_iter()
+            .next()
+            .and_then(|(dir, _)| {
+                dir.metadata_hash_at(wasip2::filesystem::types::PathFlags::empty(), "stamp.txt")
+                    .ok()
+            })
+            .map(|h| [h.lower, h.upper]);
         cairn_guest::emit_custom(
             "environment",
             &json!({
@@ -51,6 +68,8 @@ impl Controller for Counter {
                 "insecure": insecure,
                 "secure_tail": secure_tail,
                 "insecure_seed": [seed.0, seed.1],
+                "stamp_mtime_ns": mtime,
+                "stamp_hash": hash,
             }),
         )?;
         for i in first..=n {

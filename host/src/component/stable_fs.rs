@@ -1,0 +1,308 @@
+//! `wasi:filesystem/types` as a run sees it: wasmtime-wasi's own
+//! implementation, except that what a host would answer differently on a
+//! replay is made constant — the three timestamps of a `stat` are absent
+//! (`none`; Rust's `Metadata::modified` then reports them unsupported), and
+//! the metadata hash is a digest of the object's type, size and link count
+//! rather than of its device, inode and times. A guest that reads them
+//! replays the same (`cairn replay` matches); everything else is delegated
+//! unchanged.
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    self, HostDescriptor, HostDirectoryEntryStream,
+};
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
+
+/// The view a run's filesystem calls go through.
+pub struct StableFs<'a>(pub WasiFilesystemCtxView<'a>);
+
+/// The `HasData` of [`StableFs`] for `add_to_linker`.
+pub struct StableFsData;
+
+impl HasData for StableFsData {
+    type Data<'a> = StableFs<'a>;
+}
+
+fn stable(mut stat: types::DescriptorStat) -> types::DescriptorStat {
+    stat.data_access_timestamp = None;
+    stat.data_modification_timestamp = None;
+    stat.status_change_timestamp = None;
+    stat
+}
+
+fn hash_of(stat: &types::DescriptorStat) -> types::MetadataHashValue {
+    let mut h = Sha256::new();
+    h.update(b"cairn metadata hash v1");
+    h.update(format!("{:?}", stat.type_).as_bytes());
+    h.update(stat.size.to_le_bytes());
+    h.update(stat.link_count.to_le_bytes());
+    let d = h.finalize();
+    types::MetadataHashValue {
+        lower: u64::from_le_bytes(d[0..8].try_into().expect("8 bytes")),
+        upper: u64::from_le_bytes(d[8..16].try_into().expect("8 bytes")),
+    }
+}
+
+impl types::Host for StableFs<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<types::ErrorCode> {
+        types::Host::convert_error_code(&mut self.0, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<wasmtime::Error>,
+    ) -> wasmtime::Result<Option<types::ErrorCode>> {
+        types::Host::filesystem_error_code(&mut self.0, err)
+    }
+}
+
+impl HostDescriptor for StableFs<'_> {
+    async fn stat(&mut self, fd: Resource<types::Descriptor>) -> FsResult<types::DescriptorStat> {
+        HostDescriptor::stat(&mut self.0, fd).await.map(stable)
+    }
+
+    async fn stat_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        HostDescriptor::stat_at(&mut self.0, fd, path_flags, path)
+            .await
+            .map(stable)
+    }
+
+    async fn metadata_hash(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::MetadataHashValue> {
+        let stat = HostDescriptor::stat(&mut self.0, fd).await?;
+        Ok(hash_of(&stat))
+    }
+
+    async fn metadata_hash_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::MetadataHashValue> {
+        let stat = HostDescriptor::stat_at(&mut self.0, fd, path_flags, path).await?;
+        Ok(hash_of(&stat))
+    }
+
+    async fn advise(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+        len: types::Filesize,
+        advice: types::Advice,
+    ) -> FsResult<()> {
+        HostDescriptor::advise(&mut self.0, fd, offset, len, advice).await
+    }
+
+    async fn sync_data(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
+        HostDescriptor::sync_data(&mut self.0, fd).await
+    }
+
+    async fn get_flags(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::DescriptorFlags> {
+        HostDescriptor::get_flags(&mut self.0, fd).await
+    }
+
+    async fn get_type(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::DescriptorType> {
+        HostDescriptor::get_type(&mut self.0, fd).await
+    }
+
+    async fn set_size(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        size: types::Filesize,
+    ) -> FsResult<()> {
+        HostDescriptor::set_size(&mut self.0, fd, size).await
+    }
+
+    async fn set_times(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        HostDescriptor::set_times(&mut self.0, fd, atim, mtim).await
+    }
+
+    async fn read(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        len: types::Filesize,
+        offset: types::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        HostDescriptor::read(&mut self.0, fd, len, offset).await
+    }
+
+    async fn write(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        buf: Vec<u8>,
+        offset: types::Filesize,
+    ) -> FsResult<types::Filesize> {
+        HostDescriptor::write(&mut self.0, fd, buf, offset).await
+    }
+
+    async fn read_directory(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        HostDescriptor::read_directory(&mut self.0, fd).await
+    }
+
+    async fn sync(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
+        HostDescriptor::sync(&mut self.0, fd).await
+    }
+
+    async fn create_directory_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        HostDescriptor::create_directory_at(&mut self.0, fd, path).await
+    }
+
+    async fn set_times_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        HostDescriptor::set_times_at(&mut self.0, fd, path_flags, path, atim, mtim).await
+    }
+
+    async fn link_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        old_path_flags: types::PathFlags,
+        old_path: String,
+        new_descriptor: Resource<types::Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        HostDescriptor::link_at(
+            &mut self.0,
+            fd,
+            old_path_flags,
+            old_path,
+            new_descriptor,
+            new_path,
+        )
+        .await
+    }
+
+    async fn open_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        HostDescriptor::open_at(&mut self.0, fd, path_flags, path, oflags, flags).await
+    }
+
+    fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
+        HostDescriptor::drop(&mut self.0, fd)
+    }
+
+    async fn readlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<String> {
+        HostDescriptor::readlink_at(&mut self.0, fd, path).await
+    }
+
+    async fn remove_directory_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        HostDescriptor::remove_directory_at(&mut self.0, fd, path).await
+    }
+
+    async fn rename_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        old_path: String,
+        new_fd: Resource<types::Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        HostDescriptor::rename_at(&mut self.0, fd, old_path, new_fd, new_path).await
+    }
+
+    async fn symlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        HostDescriptor::symlink_at(&mut self.0, fd, src_path, dest_path).await
+    }
+
+    async fn unlink_file_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        HostDescriptor::unlink_file_at(&mut self.0, fd, path).await
+    }
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynInputStream>> {
+        HostDescriptor::read_via_stream(&mut self.0, fd, offset)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        HostDescriptor::write_via_stream(&mut self.0, fd, offset)
+    }
+
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        HostDescriptor::append_via_stream(&mut self.0, fd)
+    }
+
+    async fn is_same_object(
+        &mut self,
+        a: Resource<types::Descriptor>,
+        b: Resource<types::Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        HostDescriptor::is_same_object(&mut self.0, a, b).await
+    }
+}
+
+impl HostDirectoryEntryStream for StableFs<'_> {
+    async fn read_directory_entry(
+        &mut self,
+        stream: Resource<types::DirectoryEntryStream>,
+    ) -> FsResult<Option<types::DirectoryEntry>> {
+        HostDirectoryEntryStream::read_directory_entry(&mut self.0, stream).await
+    }
+
+    fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        HostDirectoryEntryStream::drop(&mut self.0, stream)
+    }
+}
