@@ -15,15 +15,39 @@ pub async fn turns(
     current: RunId,
     limit: usize,
 ) -> Result<Vec<Turn>, StoreError> {
-    let items = store.read(session, Seq(0), usize::MAX).await?;
-    let events: Vec<crate::SessionEvent> = items
-        .into_iter()
-        .filter_map(|i| match i {
-            JournalItem::Event(e) => Some(*e),
-            JournalItem::Unknown { .. } => None,
-        })
-        .collect();
-    Ok(turns_of(&events, Some(current), limit))
+    // Read a page at a time and keep only what history is made of (the
+    // segment entries the lineage needs, prompts, final texts, summaries):
+    // the memory this takes grows with the turns, not with the journal.
+    const PAGE: usize = 4096;
+    let mut kept: Vec<crate::SessionEvent> = Vec::new();
+    let mut after = Seq(0);
+    loop {
+        let items = store.read(session, after, PAGE).await?;
+        let Some(last) = items.last() else { break };
+        after = last.seq();
+        let full = items.len() == PAGE;
+        kept.extend(items.into_iter().filter_map(|i| match i {
+            JournalItem::Event(e) if shapes_history(&e) => Some(*e),
+            _ => None,
+        }));
+        if !full {
+            break;
+        }
+    }
+    Ok(turns_of(&kept, Some(current), limit))
+}
+
+/// Whether an entry is one history or its lineage is made of.
+fn shapes_history(e: &crate::SessionEvent) -> bool {
+    matches!(
+        &e.payload,
+        Payload::Lifecycle(
+            LifecycleEvent::SegmentCreated { .. }
+                | LifecycleEvent::CompactionSummary { .. }
+                | LifecycleEvent::Started { .. }
+                | LifecycleEvent::Finished { .. }
+        )
+    )
 }
 
 /// The turns of the active lineage, the latest `limit`, oldest first; the
