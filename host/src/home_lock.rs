@@ -111,9 +111,19 @@ impl HomeLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
+                // The holder writes who it is just after it takes the lock:
+                // give it a moment, so the refusal can name it.
+                let mut holder = read_holder(&mut file);
+                for _ in 0..25 {
+                    if holder.is_some() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    holder = read_holder(&mut file);
+                }
                 return Err(LockError::Busy {
                     home: home.to_path_buf(),
-                    holder: read_holder(&mut file),
+                    holder,
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),

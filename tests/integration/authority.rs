@@ -3,19 +3,10 @@
 //! owner's death hands the home over with one restore, readers change
 //! nothing, and shutdown ends every stream and frees the home.
 
-use crate::common::{cairn_bin, serve, serve_with};
+use crate::common::{cairn_bin, cairn_in, serve, serve_with};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn cairn_in(home: &Path, args: &[&str]) -> std::process::Output {
-    cairn_bin()
-        .args(args)
-        .arg("--home")
-        .arg(home)
-        .output()
-        .unwrap()
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

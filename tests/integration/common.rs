@@ -65,6 +65,16 @@ pub fn cairn_bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
 }
 
+/// `cairn ARGS --home HOME`, run to its end.
+pub fn cairn_in(home: &Path, args: &[&str]) -> std::process::Output {
+    cairn_bin()
+        .args(args)
+        .arg("--home")
+        .arg(home)
+        .output()
+        .unwrap()
+}
+
 /// A fixture guest's component path.
 pub fn fixture(name: &str) -> std::path::PathBuf {
     cairn::examples::FIXTURES

@@ -3,7 +3,7 @@
 //! every ambiguity, a crash at each step, a mixed home, two migrations at
 //! once, startup migration — the sources hashed before and after.
 
-use crate::common::{cairn_bin, run_to_end, runtime, start_req};
+use crate::common::{cairn_bin, cairn_in, run_to_end, runtime, start_req};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -179,17 +179,8 @@ fn worker_report<'a>(manifest: &'a serde_json::Value, worker: &str) -> &'a serde
         .unwrap_or_else(|| panic!("no manifest entry for {worker}: {manifest:#}"))
 }
 
-fn cli(home: &Path, args: &[&str]) -> std::process::Output {
-    cairn_bin()
-        .args(args)
-        .arg("--home")
-        .arg(home)
-        .output()
-        .unwrap()
-}
-
 fn sessions(home: &Path) -> Vec<String> {
-    let out = cli(home, &["ls", "--json"]);
+    let out = cairn_in(home, &["ls", "--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -206,7 +197,7 @@ fn sessions(home: &Path) -> Vec<String> {
 
 /// The journal a migrated session exports equals the source lines.
 fn assert_exports_source(home: &Path, root: &Path, w: &Legacy) {
-    let out = cli(home, &["export", &w.session]);
+    let out = cairn_in(home, &["export", &w.session]);
     assert!(
         out.status.success(),
         "{}",
@@ -278,7 +269,7 @@ async fn a_legacy_tree_migrates_whole_and_then_serves_like_a_native_home() {
     std::fs::write(&active, &good).unwrap();
     for w in [&workers[0], &workers[1], &workers[15]] {
         assert_exports_source(&home, &root, w);
-        let out = cli(&home, &["replay", &w.session]);
+        let out = cairn_in(&home, &["replay", &w.session]);
         assert!(
             out.status.success(),
             "{}{}",
@@ -289,7 +280,7 @@ async fn a_legacy_tree_migrates_whole_and_then_serves_like_a_native_home() {
     std::fs::write(&active, &bytes).unwrap();
     // It accepts new runs exactly as a native one (the two-segment one too).
     let w = &workers[15];
-    let out = cli(
+    let out = cairn_in(
         &home,
         &[
             "run", "echo", "--worker", &w.worker, "--prompt", "after", "--json",
@@ -301,7 +292,7 @@ async fn a_legacy_tree_migrates_whole_and_then_serves_like_a_native_home() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(crate::common::session_of_output(&out.stdout), w.session);
-    let out = cli(&home, &["replay", &w.session, "--json"]);
+    let out = cairn_in(&home, &["replay", &w.session, "--json"]);
     let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(replay["runs"].as_array().unwrap().len(), 3, "{replay:#}");
     assert!(out.status.success());
@@ -614,7 +605,7 @@ async fn a_migration_killed_at_each_step_converges_on_rerun() {
         }
         // The next owner (a writing command) leaves them alone: recovery
         // does not roll a migration back; the rerun finishes it.
-        let out = cli(&home, &["rm", "no-such-session"]);
+        let out = cairn_in(&home, &["rm", "no-such-session"]);
         assert!(!out.status.success());
         assert_eq!(unfinished(&home), marked, "{step}: left for the rerun");
         let (code, report, err) = migrate(&root, &home, &[]);
@@ -739,7 +730,7 @@ async fn a_home_holding_legacy_roots_is_migrated_when_it_is_served() {
     let tmp = tempfile::tempdir().unwrap();
     let native = native_home(tmp.path()).await;
     // A home with no legacy roots: nothing is done, nothing written.
-    let out = cli(&native, &["rm", "no-such-session"]);
+    let out = cairn_in(&native, &["rm", "no-such-session"]);
     assert!(!out.status.success());
     assert!(!native.join("migration").exists());
     // Legacy roots inside a home: the first writer migrates them first.
@@ -775,6 +766,6 @@ async fn a_home_holding_legacy_roots_is_migrated_when_it_is_served() {
     }
     assert_eq!(manifest(&home)["workers"].as_array().unwrap().len(), 4);
     // Served again: nothing more to do, nothing said.
-    let out = cli(&home, &["rm", "no-such-session"]);
+    let out = cairn_in(&home, &["rm", "no-such-session"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("migrated"));
 }

@@ -259,29 +259,12 @@ async fn metrics_need_a_token_when_tokens_exist() {
 /// capacity` naming the quota; another workspace starts as before.
 #[tokio::test]
 async fn a_workspace_at_its_live_run_quota_cannot_starve_another() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("cairn.toml"),
-        format!(
-            "[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.a.quota]\nlive_runs = 3\n[workspaces.b]\ntokens = [\"{B}\"]\n"
-        ),
-    )
-    .unwrap();
-    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(cairn::api::serve(listener, rt, std::future::pending()));
+    let (base, _tmp) = served_with(&format!(
+        "[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.a.quota]\nlive_runs = 3\n[workspaces.b]\ntokens = [\"{B}\"]\n"
+    ))
+    .await;
     let http = reqwest::Client::new();
-    let start = |token: &'static str| {
-        http.post(format!("{base}/v1/runs"))
-            .bearer_auth(token)
-            .json(&serde_json::json!({ "component": "approval", "prompt": "hold" }))
-            .send()
-    };
+    let start = |token: &'static str| start_approval(&http, &base, token);
     for _ in 0..3 {
         assert_eq!(start(A).await.unwrap().status(), 202);
     }
@@ -316,6 +299,18 @@ async fn served_with(config: &str) -> (String, tempfile::TempDir) {
     (base, tmp)
 }
 
+/// Start a run of the `approval` example (it waits on its decision).
+fn start_approval(
+    http: &reqwest::Client,
+    base: &str,
+    token: &'static str,
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> {
+    http.post(format!("{base}/v1/runs"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "component": "approval", "prompt": "hold" }))
+        .send()
+}
+
 async fn capacity_message(resp: reqwest::Response) -> String {
     assert_eq!(resp.status(), 429);
     let body: serde_json::Value = resp.json().await.unwrap();
@@ -348,12 +343,7 @@ async fn upload_and_waiting_run_quotas_hold_one_workspace_and_not_another() {
     let message = capacity_message(upload(B, "spinner").await.unwrap()).await;
     assert!(message.contains("component_bytes = 1000"), "{message}");
     // Waiting runs: A holds two, a third start is refused; B starts freely.
-    let start = |token: &'static str| {
-        http.post(format!("{base}/v1/runs"))
-            .bearer_auth(token)
-            .json(&serde_json::json!({ "component": "approval", "prompt": "hold" }))
-            .send()
-    };
+    let start = |token: &'static str| start_approval(&http, &base, token);
     for _ in 0..2 {
         assert_eq!(start(A).await.unwrap().status(), 202);
     }
