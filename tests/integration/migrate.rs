@@ -737,6 +737,15 @@ async fn a_home_holding_legacy_roots_is_migrated_when_it_is_served() {
     let home = tmp.path().join("old");
     let workers = write_legacy(&native, &home, 2);
     let before = tree(&home);
+    // A reader migrates nothing, and says what waits.
+    let out = cairn_in(&home, &["ls"]);
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("legacy roots") && said.contains("not migrated yet"),
+        "{said}"
+    );
+    assert_eq!(tree(&home), before);
     let served = crate::common::serve(&home);
     let body: serde_json::Value = reqwest::get(format!("{}/v1/sessions", served.url))
         .await

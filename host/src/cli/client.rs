@@ -36,6 +36,11 @@ pub enum Client {
 }
 
 impl TargetArgs {
+    /// The home this command reads in-process (none with `--server`).
+    pub fn local_home(&self) -> Option<PathBuf> {
+        self.server.is_none().then(|| self.home())
+    }
+
     fn home(&self) -> PathBuf {
         self.home
             .clone()

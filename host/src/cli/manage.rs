@@ -182,6 +182,16 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
+    // A reader migrates nothing: say so when legacy roots wait in the home.
+    if let Some(home) = args.target.local_home()
+        && crate::migrate::has_legacy_roots(&home)
+        && !crate::migrate::manifest_path(&home).exists()
+    {
+        eprintln!(
+            "cairn: {} holds legacy roots (catalog.json, metadata/, sessions/) not migrated yet; the next writing command migrates them, or run `cairn migrate`",
+            home.display()
+        );
+    }
     if args.target.json {
         println!("{sessions}");
         return Ok(ExitCode::SUCCESS);
