@@ -22,6 +22,9 @@ pub enum Answer {
     Cancelled,
     /// The host asks the controller to park.
     Park,
+    /// The host refused the request itself (a value nested deeper than it
+    /// accepts, say); nothing was journaled, and the text says why.
+    Refused(String),
 }
 
 /// Ask for a decision and wait for it. `details` is shown to whoever decides;
@@ -45,12 +48,13 @@ pub fn request(
         default_value: default_value.map(|v| v.to_string()),
     };
     match wit::wait(&req) {
-        wit::Answer::Decided(value) => Answer::Decided(
+        Ok(wit::Answer::Decided(value)) => Answer::Decided(
             serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value)),
         ),
-        wit::Answer::TimedOut => Answer::TimedOut,
-        wit::Answer::Cancelled => Answer::Cancelled,
-        wit::Answer::Park => Answer::Park,
+        Ok(wit::Answer::TimedOut) => Answer::TimedOut,
+        Ok(wit::Answer::Cancelled) => Answer::Cancelled,
+        Ok(wit::Answer::Park) => Answer::Park,
+        Err(wit::WaitError::Invalid(why)) => Answer::Refused(why),
     }
 }
 
@@ -92,5 +96,7 @@ pub fn request_approval(prompt: &str) -> Approval {
         Answer::TimedOut => Approval::TimedOut,
         Answer::Cancelled => Approval::Cancelled,
         Answer::Park => Approval::Park,
+        // `{}` details are never refused; were they, nothing was approved.
+        Answer::Refused(why) => Approval::Denied(Some(why)),
     }
 }

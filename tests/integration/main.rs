@@ -18,4 +18,5 @@ mod skeleton;
 mod store;
 mod stress;
 mod vocabulary;
+mod wit_versions;
 mod workspaces;

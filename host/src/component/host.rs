@@ -150,28 +150,52 @@ impl journal::Host for HostState {
     }
 }
 
+/// A request as the host takes it; `Err`: why it is refused (a field that
+/// must hold JSON does not, or nests too deep).
+fn request_of(
+    kind: RequestKind,
+    prompt: String,
+    details: &str,
+    timeout_ms: Option<u64>,
+    default_value: Option<&str>,
+) -> Result<DecisionRequest, String> {
+    let details = if details.trim().is_empty() {
+        serde_json::json!({})
+    } else {
+        json_arg("decision details", details).map_err(|e| e.0)?
+    };
+    let default_value = match default_value {
+        Some(v) => Some(json_arg("decision default value", v).map_err(|e| e.0)?),
+        None => None,
+    };
+    Ok(DecisionRequest {
+        kind,
+        prompt,
+        details,
+        timeout_ms,
+        default_value,
+    })
+}
+
+fn kind_of(kind: decisions::RequestKind) -> RequestKind {
+    match kind {
+        decisions::RequestKind::Approval => RequestKind::Approval,
+        decisions::RequestKind::ToolResult => RequestKind::ToolResult,
+        decisions::RequestKind::Answer => RequestKind::Answer,
+    }
+}
+
 impl decisions::Host for HostState {
     async fn wait(&mut self, req: decisions::Request) -> wasmtime::Result<decisions::Answer> {
-        let details = if req.details.trim().is_empty() {
-            serde_json::json!({})
-        } else {
-            json_arg("decision details", &req.details)?
-        };
-        let default_value = match req.default_value {
-            Some(v) => Some(json_arg("decision default value", &v)?),
-            None => None,
-        };
-        let request = DecisionRequest {
-            kind: match req.kind {
-                decisions::RequestKind::Approval => RequestKind::Approval,
-                decisions::RequestKind::ToolResult => RequestKind::ToolResult,
-                decisions::RequestKind::Answer => RequestKind::Answer,
-            },
-            prompt: req.prompt,
-            details,
-            timeout_ms: req.timeout_ms,
-            default_value,
-        };
+        // 0.1.0 has no way to say a request was refused: the run ends.
+        let request = request_of(
+            kind_of(req.kind),
+            req.prompt,
+            &req.details,
+            req.timeout_ms,
+            req.default_value.as_deref(),
+        )
+        .map_err(|e| wasmtime::Error::from(HostFailure(e)))?;
         Ok(match host(self)?.wait(request).await? {
             Answer::Decided(v) => decisions::Answer::Decided(v.to_string()),
             Answer::TimedOut => decisions::Answer::TimedOut,
@@ -197,5 +221,98 @@ impl history::Host for HostState {
                 text: t.text,
             })
             .collect())
+    }
+}
+
+/// The current version (0.2.0): the same host, its types converted; a
+/// refused decision request is a value the controller can handle.
+mod current {
+    use super::super::bindings::{journal as j1, v2};
+    use super::*;
+    use v2::{decisions as d2, history as h2, journal as j2};
+
+    impl v2::types::Host for HostState {}
+
+    impl j2::Host for HostState {
+        async fn emit(
+            &mut self,
+            event: j2::AgentEvent,
+        ) -> wasmtime::Result<Result<u64, j2::EmitError>> {
+            let event = match event {
+                j2::AgentEvent::TextDelta(t) => j1::AgentEvent::TextDelta(t),
+                j2::AgentEvent::ReasoningDelta(t) => j1::AgentEvent::ReasoningDelta(t),
+                j2::AgentEvent::ToolCall(c) => j1::AgentEvent::ToolCall(j1::ToolCall {
+                    id: c.id,
+                    name: c.name,
+                    arguments: c.arguments,
+                }),
+                j2::AgentEvent::Progress(p) => j1::AgentEvent::Progress(j1::Progress {
+                    message: p.message,
+                    done: p.done,
+                    total: p.total,
+                }),
+                j2::AgentEvent::Retrying(r) => j1::AgentEvent::Retrying(j1::Retrying {
+                    attempt: r.attempt,
+                    after_ms: r.after_ms,
+                    reason: r.reason,
+                }),
+                j2::AgentEvent::Custom(c) => j1::AgentEvent::Custom(j1::Custom {
+                    name: c.name,
+                    data: c.data,
+                }),
+            };
+            Ok(j1::Host::emit(self, event).await?.map_err(|e| match e {
+                j1::EmitError::Cancelled => j2::EmitError::Cancelled,
+                j1::EmitError::LimitExceeded(m) => j2::EmitError::LimitExceeded(m),
+                j1::EmitError::Invalid(m) => j2::EmitError::Invalid(m),
+            }))
+        }
+    }
+
+    impl d2::Host for HostState {
+        async fn wait(
+            &mut self,
+            req: d2::Request,
+        ) -> wasmtime::Result<Result<d2::Answer, d2::WaitError>> {
+            let kind = match req.kind {
+                d2::RequestKind::Approval => RequestKind::Approval,
+                d2::RequestKind::ToolResult => RequestKind::ToolResult,
+                d2::RequestKind::Answer => RequestKind::Answer,
+            };
+            let request = match request_of(
+                kind,
+                req.prompt,
+                &req.details,
+                req.timeout_ms,
+                req.default_value.as_deref(),
+            ) {
+                Ok(r) => r,
+                Err(why) => return Ok(Err(d2::WaitError::Invalid(why))),
+            };
+            Ok(Ok(match host(self)?.wait(request).await? {
+                Answer::Decided(v) => d2::Answer::Decided(v.to_string()),
+                Answer::TimedOut => d2::Answer::TimedOut,
+                Answer::Cancelled => d2::Answer::Cancelled,
+                Answer::Park => d2::Answer::Park,
+            }))
+        }
+    }
+
+    impl h2::Host for HostState {
+        async fn turns(&mut self, limit: u32) -> wasmtime::Result<Vec<h2::Turn>> {
+            Ok(history::Host::turns(self, limit)
+                .await?
+                .into_iter()
+                .map(|t| h2::Turn {
+                    seq: t.seq,
+                    run_id: t.run_id,
+                    role: match t.role {
+                        history::Role::User => h2::Role::User,
+                        history::Role::Assistant => h2::Role::Assistant,
+                    },
+                    text: t.text,
+                })
+                .collect())
+        }
     }
 }

@@ -25,7 +25,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// How often the epoch ticks: the granularity of CPU slices and of cancel.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The world every controller must implement.
-pub const WORLD: &str = "cairn:controller/controller@0.1.0";
+pub const WORLD: &str = "cairn:controller/controller@0.2.0 (or @0.1.0)";
 
 /// What a controller says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -256,6 +256,11 @@ impl Components {
         linker.allow_shadowing(false);
         Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        bindings::v2::Controller::add_to_linker::<HostState, HasSelf<HostState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let engine = engine.weak();

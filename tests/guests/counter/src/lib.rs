@@ -90,6 +90,7 @@ impl Controller for Counter {
                     Answer::Cancelled => {
                         return Err(Error::new("cancelled", "cancelled while waiting"));
                     }
+                    Answer::Refused(why) => return Err(Error::new("refused", why)),
                     Answer::Park => {
                         return Ok(Outcome::Parked(format!("{} {n} {k}", i + 1).into_bytes()));
                     }

@@ -6,7 +6,7 @@
 //! `disk` fills `artifacts/` · `logs` floods stdout · `wait` waits on a
 //! decision forever · `escape` reads through a planted symlink and `..` ·
 //! `nest` nests directories without end · `sparse` makes a 2 GiB sparse
-//! file · `inodes` creates empty files without end · `files` holds files open without end · `count` finishes with
+//! file · `inodes` creates empty files without end · `files` holds files open without end · `bad-wait` sends decision requests the host must refuse · `count` finishes with
 //! the number of entries its worktree holds.
 use cairn_guest::{Controller, Error, Outcome, Start};
 use std::io::Write;
@@ -156,6 +156,36 @@ impl Controller for Hostile {
                     }
                 }
                 drop(held);
+            }
+            "bad-wait" => {
+                // Invalid JSON through the raw binding, and a value nested
+                // too deep through the SDK: each comes back refused, as a
+                // value, and nothing is journaled for it.
+                use cairn_guest::__bindings::cairn::controller::decisions as raw;
+                let req = raw::Request {
+                    kind: raw::RequestKind::Approval,
+                    prompt: "bad".into(),
+                    details: "{not json".into(),
+                    timeout_ms: None,
+                    default_value: Some("nor this".into()),
+                };
+                match raw::wait(&req) {
+                    Err(raw::WaitError::Invalid(why)) => {
+                        cairn_guest::emit_text(&format!("refused: {why}"))?;
+                    }
+                    Ok(_) => return Err(Error::new("accepted", "invalid JSON was taken")),
+                }
+                let mut v = serde_json::json!(1);
+                for _ in 0..100 {
+                    v = serde_json::json!([v]);
+                }
+                match cairn_guest::request(cairn_guest::RequestKind::Answer, "deep", &v, None, None)
+                {
+                    cairn_guest::Answer::Refused(why) => {
+                        cairn_guest::emit_text(&format!("refused: {why}"))?;
+                    }
+                    other => return Err(Error::new("accepted", format!("{other:?}"))),
+                }
             }
             "count" => {
                 let n = std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0);
