@@ -589,8 +589,22 @@ impl Subscription {
                     .read(&self.session, self.cursor, READ_BATCH)
                     .await
                 {
-                    Ok(items) if items.is_empty() => self.catching_up = false,
-                    Ok(items) => self.backlog.extend(items),
+                    Ok(items) => {
+                        // Only what the writer has published: an entry is
+                        // in the store a moment before the writer has
+                        // finished with it (a run's terminal entry before
+                        // the run is marked ended), and a subscriber must
+                        // not act on it before the runtime can. The rest
+                        // comes through the live window.
+                        let published = self.live.last_seq();
+                        let mut items = items;
+                        items.retain(|i| i.seq() <= published);
+                        if items.is_empty() {
+                            self.catching_up = false;
+                        } else {
+                            self.backlog.extend(items);
+                        }
+                    }
                     Err(StoreError::Truncated { oldest }) => {
                         self.cursor = Seq(oldest.0 - 1);
                         return Some(Ok(Delivery::Gap { resumed_at: oldest }));
