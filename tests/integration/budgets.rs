@@ -169,3 +169,41 @@ async fn event_streams_are_capped_per_session_and_per_workspace() {
     }
     drop((a2, b1));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_is_taken_over_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_with(tmp.path(), "");
+    let served = serve(&home);
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/v1/sessions", served.url))
+        .json(&serde_json::json!({ "id": "held" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let events = |query: &str| {
+        let url = format!("{}/v1/sessions/held/events?{query}", served.url);
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap() }
+    };
+    let first = events("claim=true").await;
+    assert_eq!(first.status(), 200);
+    let mut first = crate::api::SseReader::new(first);
+    first.until("observer_attached").await;
+    // A second claim is refused; takeover without a claim is a bad request.
+    let refused = events("claim=true").await;
+    assert_eq!(refused.status(), 409);
+    assert_eq!(events("takeover=true").await.status(), 400);
+    // With takeover it displaces the first, which is told why.
+    let second = events("claim=true&takeover=true").await;
+    assert_eq!(second.status(), 200);
+    let seen = first.until("observer_detached").await;
+    let detached = seen.last().unwrap();
+    assert_eq!(
+        detached["payload"]["event"]["because"], "displaced",
+        "{detached}"
+    );
+    drop(second);
+}

@@ -106,7 +106,14 @@ fn attach_spec(q: &EventsQuery, headers: &HeaderMap) -> Result<AttachSpec, ApiEr
         },
         present: q.presence.unwrap_or(false),
         after: Seq(after),
-        takeover: false,
+        takeover: match (q.takeover.unwrap_or(false), q.claim.unwrap_or(false)) {
+            (true, false) => {
+                return Err(ApiError::invalid(
+                    "takeover=true displaces a claimant: it needs claim=true",
+                ));
+            }
+            (takeover, _) => takeover,
+        },
     })
 }
 

@@ -218,6 +218,11 @@ pub fn document() -> Value {
                 json!({ "type": "boolean" }),
                 "a human is present",
             ),
+            (
+                "takeover",
+                json!({ "type": "boolean" }),
+                "with claim=true: displace the current claimant (it gets observer_detached, displaced) instead of 409",
+            ),
         ]
     };
     d.add(Op {
@@ -227,7 +232,7 @@ pub fn document() -> Value {
         query: events_query(),
         body: Body::None,
         ok: (200, Reply::Stream),
-        errors: &[400, 404, 409],
+        errors: &[400, 404, 409, 429],
     });
     let r = d.schema::<crate::runtime::SegmentStarted>();
     d.add(Op {
@@ -328,7 +333,7 @@ pub fn document() -> Value {
         query: events_query(),
         body: Body::None,
         ok: (200, Reply::Stream),
-        errors: &[400, 404, 409],
+        errors: &[400, 404, 409, 429],
     });
     let r = d.schema::<Vec<PendingDecision>>();
     d.add(Op {

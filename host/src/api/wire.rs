@@ -173,6 +173,11 @@ pub struct EventsQuery {
     /// A human is present (routes decisions conversationally).
     #[serde(default)]
     pub presence: Option<bool>,
+    /// With `claim=true`: displace the current claimant instead of being
+    /// refused (`409 conflict`); it sees `observer_detached` with
+    /// `because: displaced`.
+    #[serde(default)]
+    pub takeover: Option<bool>,
 }
 
 /// `?session=` of the pending decisions.
