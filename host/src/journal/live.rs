@@ -101,7 +101,8 @@ impl Live {
         let wake = {
             let mut st = self.lock();
             for event in events {
-                let size = approx_bytes(event);
+                // Its journal line with the newline (an entry always serializes).
+                let size = super::json_len(&**event).saturating_add(1);
                 st.bytes += size;
                 st.ring.push_back((event.clone(), size));
             }
@@ -208,24 +209,6 @@ impl Live {
     pub(crate) fn receivers(&self) -> usize {
         self.receivers.load(Ordering::Relaxed)
     }
-}
-
-/// An entry's size as journaled (its JSON line), counted without building
-/// the line.
-fn approx_bytes(event: &SessionEvent) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len() as u64;
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, event);
-    count.0 + 1
 }
 
 /// The one thread that flushes deferred wake-ups of quiet writers.
