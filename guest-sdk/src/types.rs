@@ -17,6 +17,10 @@ pub struct Start {
     pub continues: Option<String>,
     /// The checkpoint to resume from, when this run resumes a parked one.
     pub checkpoint: Option<Vec<u8>>,
+    /// What the client offered besides the prompt, as JSON text, when it
+    /// offered anything: an OpenAI chat request's
+    /// `{"tools": [...], "tool_choice": ...}`.
+    pub tools: Option<String>,
 }
 
 impl From<wit::Start> for Start {
@@ -29,6 +33,7 @@ impl From<wit::Start> for Start {
             prompt: s.prompt,
             continues: s.continues,
             checkpoint: s.checkpoint,
+            tools: s.tools,
         }
     }
 }

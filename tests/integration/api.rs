@@ -416,9 +416,13 @@ async fn a_chat_client_disconnect_cancels_the_run_in_order() {
     let mut sse = SseReader::new(resp);
     loop {
         let ev = sse.next().await.unwrap();
-        if ev.event.as_deref() == Some("cairn.decision_requested") {
-            let v: Value = serde_json::from_str(&ev.data).unwrap();
-            assert_eq!(v["run_id"], run.as_str());
+        // A decision comes as an ordinary chunk (an empty delta) with the
+        // request in `cairn_decision`: an OpenAI client's loop survives it.
+        assert_eq!(ev.event, None, "chat frames are unnamed");
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        if let Some(d) = v.get("cairn_decision") {
+            assert_eq!(v["choices"][0]["delta"], json!({}));
+            assert_eq!(d["run_id"], run.as_str());
             break;
         }
     }

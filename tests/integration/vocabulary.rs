@@ -54,6 +54,7 @@ fn samples() -> Vec<Payload> {
         LifecycleEvent::Started {
             component: "sha256:00".into(),
             prompt: "p".into(),
+            tools: Some(r#"{"tools":[]}"#.into()),
             timeout_ms: Some(1000),
             liveness: Liveness {
                 policy: LivenessPolicy::Park,
@@ -131,6 +132,22 @@ fn samples() -> Vec<Payload> {
             text: "user: hi".into(),
             through_seq: Seq(12),
         },
+        LifecycleEvent::HistoryImported {
+            turns: vec![
+                ImportedTurn {
+                    role: "user".into(),
+                    text: "hi".into(),
+                    tool_calls: None,
+                    tool_call_id: None,
+                },
+                ImportedTurn {
+                    role: "assistant".into(),
+                    text: String::new(),
+                    tool_calls: Some(serde_json::json!([{"id": "c1", "type": "function"}])),
+                    tool_call_id: None,
+                },
+            ],
+        },
         LifecycleEvent::ForkedFrom {
             parent_session_id: SessionId::parse("parent").unwrap(),
             before_seq: Seq(7),
@@ -194,7 +211,7 @@ fn no_variant_field_collides_with_a_tag_name() {
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 6 + 18, "every variant sampled once: {kinds:?}");
+    assert_eq!(kinds.len(), 6 + 19, "every variant sampled once: {kinds:?}");
 }
 
 #[test]

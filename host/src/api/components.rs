@@ -52,6 +52,12 @@ pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
 ) -> Result<Json<Vec<ComponentInfo>>, ApiError> {
+    Ok(Json(usable(&s, &ws).await?))
+}
+
+/// The components a workspace may use: the built-in examples, then its
+/// uploads. `/v1/components`, `/v1/models` and the A2A agents list these.
+pub async fn usable(s: &AppState, ws: &Workspace) -> Result<Vec<ComponentInfo>, ApiError> {
     let mut out = Vec::new();
     for name in crate::examples::names() {
         let (digest, info) =
@@ -79,7 +85,7 @@ pub async fn list(
             });
         }
     }
-    Ok(Json(out))
+    Ok(out)
 }
 
 /// Uploads being compiled, per workspace: (count, bytes), counted with

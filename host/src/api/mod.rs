@@ -62,7 +62,11 @@ pub fn router(rt: Runtime) -> Router {
         .route("/v1/decisions", get(decisions::list))
         .route("/v1/decisions/{id}", post(decisions::decide))
         .route("/v1/approvals/{id}", post(decisions::decide))
-        .route("/v1/chat/completions", post(chat::completions))
+        .route(
+            "/v1/chat/completions",
+            post(chat::completions).layer(axum::middleware::map_response(chat::no_retry)),
+        )
+        .route("/v1/models", get(chat::models))
         .route(
             "/v1/components",
             post(components::upload)

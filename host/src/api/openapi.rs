@@ -366,7 +366,16 @@ pub fn document() -> Value {
         query: vec![],
         body: Body::Json(b, true),
         ok: (200, Reply::JsonOrStream(json!({ "type": "object" }))),
-        errors: &[400, 404, 409, 413, 502],
+        errors: &[400, 404, 409, 413, 424],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/models",
+        summary: "OpenAI-compatible: the components the caller may use, as models",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[],
     });
     let r = d.schema::<ComponentInfo>();
     d.add(Op {

@@ -100,6 +100,7 @@ pub async fn start(
             continues: req.continues,
             workspace: Some(ws.0.clone()),
             limits: req.limits.unwrap_or_default(),
+            tools: None,
         })
         .await?;
     Ok((

@@ -86,6 +86,7 @@ async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
         continues: None,
         checkpoint: None,
         seed: 1,
+        tools: None,
     };
     let t = Instant::now();
     components
@@ -371,6 +372,7 @@ async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
                         Payload::Lifecycle(LifecycleEvent::Started {
                             component: digest.clone(),
                             prompt: "restored".into(),
+                            tools: None,
                             timeout_ms: None,
                             liveness: crate::journal::event::Liveness {
                                 policy: crate::journal::event::LivenessPolicy::Continue,

@@ -12,6 +12,7 @@ pub use clock::JournalClock;
 pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
 
 use crate::ids::{Generation, RunId, SessionId, WorkerId};
+use bindings::v2::ControllerPre as ControllerPreV2;
 use bindings::{Controller, ControllerPre};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -80,8 +81,16 @@ fn out_of_slots(e: &wasmtime::Error) -> bool {
 /// A compiled, linked, described component, shared by every run of it.
 pub struct Prepared {
     digest: String,
-    pre: ControllerPre<HostState>,
+    pre: Pre,
     info: Info,
+}
+
+/// A component's linked exports, by the world version it was built against:
+/// the export records differ (0.2.0's `start` carries `tools`), so each is
+/// called through its own bindings.
+enum Pre {
+    V1(ControllerPre<HostState>),
+    V2(ControllerPreV2<HostState>),
 }
 
 impl Prepared {
@@ -346,8 +355,13 @@ impl Components {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
-        let pre = ControllerPre::new(instance_pre)
-            .map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+        let pre = match ControllerPreV2::new(instance_pre.clone()) {
+            Ok(pre) => Pre::V2(pre),
+            Err(_) => Pre::V1(
+                ControllerPre::new(instance_pre)
+                    .map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?,
+            ),
+        };
         let info = self.describe(&pre).await?;
         let prepared = Arc::new(Prepared {
             digest: digest.clone(),
@@ -395,21 +409,32 @@ impl Components {
         Ok((self.prepare(&bytes).await?, bytes))
     }
 
-    async fn describe(&self, pre: &ControllerPre<HostState>) -> Result<Info, ComponentError> {
+    async fn describe(&self, pre: &Pre) -> Result<Info, ComponentError> {
         let mut store = Store::new(&self.engine, HostState::sealed());
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(100);
         store.epoch_deadline_trap();
         let fail = |e: wasmtime::Error| ComponentError::DescribeFailed(format!("{e:#}"));
         let described = tokio::time::timeout(DESCRIBE_DEADLINE, async {
-            let instance = pre.instantiate_async(&mut store).await.map_err(|e| {
+            let slots = |e: wasmtime::Error| {
                 if out_of_slots(&e) {
                     ComponentError::Capacity(format!("{e:#}"))
                 } else {
                     fail(e)
                 }
-            })?;
-            instance.call_describe(&mut store).await.map_err(fail)
+            };
+            Ok::<_, ComponentError>(match pre {
+                Pre::V1(pre) => {
+                    let instance = pre.instantiate_async(&mut store).await.map_err(slots)?;
+                    let i = instance.call_describe(&mut store).await.map_err(fail)?;
+                    (i.name, i.version, i.can_park)
+                }
+                Pre::V2(pre) => {
+                    let instance = pre.instantiate_async(&mut store).await.map_err(slots)?;
+                    let i = instance.call_describe(&mut store).await.map_err(fail)?;
+                    (i.name, i.version, i.can_park)
+                }
+            })
         })
         .await
         .map_err(|_| {
@@ -418,18 +443,18 @@ impl Components {
                 DESCRIBE_DEADLINE.as_secs()
             ))
         })??;
-        let info = described;
-        if info.name.len() > MAX_NAME_BYTES || info.version.len() > MAX_VERSION_BYTES {
+        let (name, version, can_park) = described;
+        if name.len() > MAX_NAME_BYTES || version.len() > MAX_VERSION_BYTES {
             return Err(ComponentError::DescribeFailed(format!(
                 "describe() gave a name of {} bytes and a version of {} bytes; at most {MAX_NAME_BYTES} and {MAX_VERSION_BYTES}",
-                info.name.len(),
-                info.version.len()
+                name.len(),
+                version.len()
             )));
         }
         Ok(Info {
-            name: info.name,
-            version: info.version,
-            can_park: info.can_park,
+            name,
+            version,
+            can_park,
         })
     }
 
@@ -481,32 +506,38 @@ impl Components {
                 Ok(wasmtime::UpdateDeadline::Yield(1))
             }
         });
-        let instance = prepared
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| RunTrap::Setup(format!("{e:#}")))?;
-        let wit_start = bindings::types::Start {
-            run_id: start.run_id.to_string(),
-            session_id: start.session_id.to_string(),
-            worker_id: start.worker_id.to_string(),
-            generation: start.generation.0,
-            prompt: start.prompt,
-            continues: start.continues.map(|r| r.to_string()),
-            checkpoint: start.checkpoint,
-        };
-        let outcome = instance
-            .call_run(&mut store, &wit_start)
-            .await
-            .map_err(|e| RunTrap::Trap(trap_message(&e)))?;
-        Ok(match outcome {
-            bindings::types::Outcome::Finished(t) => Outcome::Finished(t),
-            bindings::types::Outcome::Question(t) => Outcome::Question(t),
-            bindings::types::Outcome::Parked(b) => Outcome::Parked(b),
-            bindings::types::Outcome::Failed(e) => Outcome::Failed {
-                code: e.code,
-                message: e.message,
-            },
+        let setup = |e: wasmtime::Error| RunTrap::Setup(format!("{e:#}"));
+        let trap = |e: wasmtime::Error| RunTrap::Trap(trap_message(&e));
+        // One conversion for both worlds: their records have the same shape
+        // but are distinct types.
+        macro_rules! call_run {
+            ($pre:expr, $types:path, { $($extra:tt)* }) => {{
+                use $types as t;
+                let instance = $pre.instantiate_async(&mut store).await.map_err(setup)?;
+                let wit_start = t::Start {
+                    run_id: start.run_id.to_string(),
+                    session_id: start.session_id.to_string(),
+                    worker_id: start.worker_id.to_string(),
+                    generation: start.generation.0,
+                    prompt: start.prompt,
+                    continues: start.continues.map(|r| r.to_string()),
+                    checkpoint: start.checkpoint,
+                    $($extra)*
+                };
+                match instance.call_run(&mut store, &wit_start).await.map_err(trap)? {
+                    t::Outcome::Finished(t) => Outcome::Finished(t),
+                    t::Outcome::Question(t) => Outcome::Question(t),
+                    t::Outcome::Parked(b) => Outcome::Parked(b),
+                    t::Outcome::Failed(e) => Outcome::Failed {
+                        code: e.code,
+                        message: e.message,
+                    },
+                }
+            }};
+        }
+        Ok(match &prepared.pre {
+            Pre::V1(pre) => call_run!(pre, bindings::types, {}),
+            Pre::V2(pre) => call_run!(pre, bindings::v2::types, { tools: start.tools }),
         })
     }
 }
@@ -591,6 +622,8 @@ pub struct RunStart {
     pub checkpoint: Option<Vec<u8>>,
     /// The seed of its randomness (journaled in `Started`).
     pub seed: u64,
+    /// The tools its client offered, as JSON (journaled in `Started`).
+    pub tools: Option<String>,
 }
 
 /// Why a run's instance stopped without an outcome.

@@ -246,6 +246,22 @@ pub struct SegmentLineage {
     pub through_seq: Seq,
 }
 
+/// One message of imported history, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportedTurn {
+    /// `user`, `assistant`, `system`, `developer` or `tool`.
+    pub role: String,
+    /// Its text (content parts joined; empty when it had none).
+    pub text: String,
+    /// An assistant message's tool calls, as the client sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<serde_json::Value>,
+    /// A tool message's call id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
 /// What happened to a run or the session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -269,6 +285,14 @@ pub enum LifecycleEvent {
         /// The last parent seq it covers.
         through_seq: Seq,
     },
+    /// Earlier conversation a client brought to a new session (a chat
+    /// request's `messages` before the one it runs): history the session
+    /// starts with, not runs. `history.turns` gives its user and assistant
+    /// turns.
+    HistoryImported {
+        /// The messages, oldest first.
+        turns: Vec<ImportedTurn>,
+    },
     /// This session was forked from another one, before a user message.
     ForkedFrom {
         /// The source session.
@@ -291,6 +315,10 @@ pub enum LifecycleEvent {
         component: String,
         /// The user's turn.
         prompt: String,
+        /// What the client offered besides the prompt (a chat request's
+        /// `{"tools", "tool_choice"}`), as the JSON text the controller got.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<String>,
         /// The run's deadline, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u64>,

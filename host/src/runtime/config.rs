@@ -127,6 +127,9 @@ pub struct StartRun {
     pub workspace: Option<String>,
     /// Limits under the workspace's ceilings.
     pub limits: crate::limits::LimitsOverride,
+    /// What the client offered besides the prompt (a chat request's tools),
+    /// as JSON text; journaled in `Started` and given to the controller.
+    pub tools: Option<String>,
 }
 
 impl StartRun {
@@ -145,6 +148,7 @@ impl StartRun {
             continues: None,
             workspace: None,
             limits: Default::default(),
+            tools: None,
         }
     }
 }

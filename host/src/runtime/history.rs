@@ -44,6 +44,7 @@ fn shapes_history(e: &crate::SessionEvent) -> bool {
         Payload::Lifecycle(
             LifecycleEvent::SegmentCreated { .. }
                 | LifecycleEvent::CompactionSummary { .. }
+                | LifecycleEvent::HistoryImported { .. }
                 | LifecycleEvent::Started { .. }
                 | LifecycleEvent::Finished { .. }
         )
@@ -62,6 +63,24 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
                 user: false,
                 text: text.clone(),
             });
+            continue;
+        }
+        if let Payload::Lifecycle(LifecycleEvent::HistoryImported { turns: imported }) = &e.payload
+        {
+            // Only what the history interface can say: user and assistant.
+            turns.extend(imported.iter().filter_map(|t| {
+                let user = match t.role.as_str() {
+                    "user" => true,
+                    "assistant" => false,
+                    _ => return None,
+                };
+                Some(Turn {
+                    seq: e.seq.0,
+                    run_id: String::new(),
+                    user,
+                    text: t.text.clone(),
+                })
+            }));
             continue;
         }
         let Some(run) = e.run_id else { continue };

@@ -281,6 +281,23 @@ impl Runtime {
         Ok(history::turns_of(&events, None, limit))
     }
 
+    /// Record earlier conversation in a session (a chat request's messages
+    /// before the one it runs) as one `HistoryImported` entry; returns its
+    /// seq once it is durable.
+    pub async fn import_history(
+        &self,
+        session: &SessionId,
+        turns: Vec<crate::journal::event::ImportedTurn>,
+    ) -> Result<Seq, RuntimeError> {
+        let journal = match self.inner.journals.open(session).await {
+            Ok(j) => j,
+            Err(StoreError::UnknownSession(s)) => return Err(RuntimeError::UnknownSession(s)),
+            Err(e) => return Err(RuntimeError::from(e).for_session(session)),
+        };
+        let payload = Payload::Lifecycle(LifecycleEvent::HistoryImported { turns });
+        Ok(journal.append(None, payload).await?.seq)
+    }
+
     /// The session's last seq.
     pub async fn last_seq(&self, session: &SessionId) -> Result<Seq, RuntimeError> {
         match self.inner.journals.open(session).await {

@@ -92,6 +92,24 @@ impl Observation {
                 .await;
         }
     }
+
+    /// Detach now; when that leaves the live run without a claimant, apply
+    /// `policy` to it instead of the run's own. A chat call that answers
+    /// while its run waits on a decision hands the run over this way
+    /// (`continue`), so the decision can still be answered.
+    pub async fn hand_over(mut self, policy: LivenessPolicy) {
+        if let Some(inner) = self.guard.runtime.upgrade() {
+            let rt = Runtime { inner };
+            self.guard.done = true;
+            rt.detach_with(
+                &self.guard.session,
+                self.guard.id,
+                DetachCause::Released,
+                Some(policy),
+            )
+            .await;
+        }
+    }
 }
 
 struct ObserverGuard {
@@ -192,6 +210,16 @@ impl Runtime {
     }
 
     pub(crate) async fn detach(&self, session: &SessionId, id: u64, cause: DetachCause) {
+        self.detach_with(session, id, cause, None).await
+    }
+
+    async fn detach_with(
+        &self,
+        session: &SessionId,
+        id: u64,
+        cause: DetachCause,
+        policy: Option<LivenessPolicy>,
+    ) {
         let (observer, exhausted) = {
             let mut sessions = self
                 .inner
@@ -246,7 +274,7 @@ impl Runtime {
             .unwrap_or_else(|p| p.into_inner());
         let task = tokio::spawn(async move {
             tokio::time::sleep(grace).await;
-            rt.decide_liveness(&task_session, run).await;
+            rt.decide_liveness(&task_session, run, policy).await;
         });
         if let Some(live) = sessions.get_mut(session) {
             if live.claimant.is_some() {
@@ -257,7 +285,12 @@ impl Runtime {
         }
     }
 
-    async fn decide_liveness(&self, session: &SessionId, run: Arc<super::RunCtx>) {
+    async fn decide_liveness(
+        &self,
+        session: &SessionId,
+        run: Arc<super::RunCtx>,
+        policy: Option<LivenessPolicy>,
+    ) {
         {
             let mut sessions = self
                 .inner
@@ -273,7 +306,7 @@ impl Runtime {
             }
             live.grace = None;
         }
-        let policy = run.liveness.policy;
+        let policy = policy.unwrap_or(run.liveness.policy);
         if run
             .journal
             .append(

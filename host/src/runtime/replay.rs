@@ -99,6 +99,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
         }
         let Payload::Lifecycle(LifecycleEvent::Started {
             prompt,
+            tools,
             timeout_ms,
             liveness,
             generation: _,
@@ -156,6 +157,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
             worker_id,
             prepared,
             prompt: prompt.clone(),
+            tools: tools.clone(),
             liveness: *liveness,
             timeout_ms: *timeout_ms,
             continues: *continues,
@@ -362,6 +364,7 @@ impl Runtime {
             let Payload::Lifecycle(LifecycleEvent::Started {
                 component,
                 prompt,
+                tools,
                 continues,
                 resumes,
                 seed,
@@ -445,6 +448,7 @@ impl Runtime {
                 continues: *continues,
                 checkpoint,
                 seed: *seed,
+                tools: tools.clone(),
             };
             let outcome = execute(&self.inner.components, &ctx, &prepared, sandbox, start).await;
             if let Some(error) = ctx.failure() {

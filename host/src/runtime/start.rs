@@ -387,6 +387,7 @@ impl Runtime {
             worker_id,
             prepared,
             prompt: req.prompt,
+            tools: req.tools,
             liveness: req.liveness,
             timeout_ms: req.timeout_ms,
             continues: req.continues,
@@ -493,6 +494,7 @@ impl Runtime {
             continues: Some(run),
             workspace: None,
             limits: Default::default(),
+            tools: None,
         };
         req.component = None;
         self.start(req).await
@@ -531,6 +533,7 @@ impl Runtime {
             continues: None,
             workspace: None,
             limits: Default::default(),
+            tools: None,
         };
         self.start_inner(req, Some((run, checkpoint))).await
     }

@@ -17,6 +17,7 @@ pub(crate) struct RunPlan {
     pub worker_id: WorkerId,
     pub prepared: Arc<Prepared>,
     pub prompt: String,
+    pub tools: Option<String>,
     pub liveness: Liveness,
     pub timeout_ms: Option<u64>,
     pub continues: Option<RunId>,
@@ -67,6 +68,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
             None => LifecycleEvent::Started {
                 component: plan.prepared.digest().to_string(),
                 prompt: plan.prompt.clone(),
+                tools: plan.tools.clone(),
                 timeout_ms: plan.timeout_ms,
                 liveness: plan.liveness,
                 generation,
@@ -155,6 +157,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
             continues: plan.continues,
             checkpoint: plan.checkpoint.clone(),
             seed,
+            tools: plan.tools.clone(),
         };
         // Hold no more descriptors than the run needs while it lives.
         drop(gen_dir);

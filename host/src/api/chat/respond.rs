@@ -1,0 +1,266 @@
+//! A chat run's journal projected to OpenAI's answer: chunks on a stream, or
+//! one `chat.completion`.
+
+use super::super::error::ApiError;
+use super::super::streams::{Slot, holding};
+use crate::SessionEvent;
+use crate::ids::RunId;
+use crate::journal::Delivery;
+use crate::journal::event::{
+    AgentEvent, FinishOutcome, LifecycleEvent, LivenessPolicy, Payload, Usage,
+};
+use crate::runtime::Observation;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::stream;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+
+/// What every frame of one answer shares.
+pub struct Shape {
+    pub run: RunId,
+    pub model: String,
+    pub include_usage: bool,
+}
+
+impl Shape {
+    fn id(&self) -> String {
+        format!("chatcmpl-{}", self.run)
+    }
+
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        let mut c = json!({
+            "id": self.id(),
+            "object": "chat.completion.chunk",
+            "created": now_secs(),
+            "model": self.model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
+        });
+        if self.include_usage {
+            c["usage"] = Value::Null;
+        }
+        c
+    }
+
+    fn usage_chunk(&self, usage: Usage) -> Value {
+        json!({
+            "id": self.id(),
+            "object": "chat.completion.chunk",
+            "created": now_secs(),
+            "model": self.model,
+            "choices": [],
+            "usage": usage_of(usage),
+        })
+    }
+}
+
+fn now_secs() -> u64 {
+    crate::fsutil::now_ms() / 1000
+}
+
+/// OpenAI's usage: cairn counts a run's events, not tokens; each event the
+/// controller emitted is one completion token here.
+fn usage_of(usage: Usage) -> Value {
+    json!({
+        "prompt_tokens": 0,
+        "completion_tokens": usage.events,
+        "total_tokens": usage.events,
+    })
+}
+
+/// The `cairn_decision` extension: what the run waits on, and where to
+/// answer it.
+fn decision_of(run: RunId, payload: &Payload) -> Option<Value> {
+    let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+        decision_id,
+        request_kind,
+        prompt,
+        details,
+        ..
+    }) = payload
+    else {
+        return None;
+    };
+    Some(json!({
+        "decision_id": decision_id,
+        "run_id": run,
+        "request_kind": request_kind,
+        "prompt": prompt,
+        "details": details,
+        "answer_url": format!("/v1/decisions/{decision_id}"),
+    }))
+}
+
+/// How a run's end reads to an OpenAI client: `Ok((finish_reason, text))`,
+/// or the error a failed or cancelled run is.
+fn ending(end: &LifecycleEvent) -> Result<(&'static str, Option<&str>), (String, String)> {
+    match end {
+        LifecycleEvent::Finished { text, .. } => Ok(("stop", Some(text))),
+        LifecycleEvent::Cancelled { message, .. } => Err(("cancelled".into(), message.clone())),
+        LifecycleEvent::Failed { error } => Err((error.code.clone(), error.message.clone())),
+        _ => Ok(("stop", None)),
+    }
+}
+
+fn ours(d: Delivery, run: RunId) -> Option<std::sync::Arc<SessionEvent>> {
+    match d {
+        Delivery::Event(e) if e.run_id == Some(run) => Some(e),
+        _ => None,
+    }
+}
+
+struct Follow {
+    obs: Option<Observation>,
+    shape: Shape,
+    head_sent: bool,
+    streamed_text: bool,
+}
+
+/// The streamed answer: a role chunk, content chunks, decision chunks, the
+/// finish chunk (or an `error` frame), the usage chunk when asked, `[DONE]`.
+pub fn streamed(
+    obs: Observation,
+    shape: Shape,
+    slot: Slot,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    let follow = Follow {
+        obs: Some(obs),
+        shape,
+        head_sent: false,
+        streamed_text: false,
+    };
+    let frames = stream::unfold(follow, |mut f| async move {
+        let data = |v: Value| Event::default().data(v.to_string());
+        if !f.head_sent {
+            f.head_sent = true;
+            let head = f
+                .shape
+                .chunk(json!({ "role": "assistant", "content": "" }), None);
+            return Some((vec![data(head)], f));
+        }
+        let obs = f.obs.as_mut()?;
+        loop {
+            let e = match obs.next().await {
+                Some(Ok(d)) => match ours(d, f.shape.run) {
+                    Some(e) => e,
+                    None => continue,
+                },
+                _ => return None,
+            };
+            let run = f.shape.run;
+            match &e.payload {
+                Payload::Agent(AgentEvent::TextDelta { text }) => {
+                    f.streamed_text = true;
+                    let c = f.shape.chunk(json!({ "content": text }), None);
+                    return Some((vec![data(c)], f));
+                }
+                Payload::Agent(AgentEvent::ReasoningDelta { text }) => {
+                    let c = f.shape.chunk(json!({ "reasoning_content": text }), None);
+                    return Some((vec![data(c)], f));
+                }
+                p @ Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. }) => {
+                    let mut c = f.shape.chunk(json!({}), None);
+                    c["cairn_decision"] = decision_of(run, p).unwrap_or_default();
+                    return Some((vec![data(c)], f));
+                }
+                Payload::Lifecycle(end) if end.is_terminal() => {
+                    let mut out = Vec::new();
+                    match ending(end) {
+                        Ok((reason, text)) => {
+                            if let Some(text) = text.filter(|t| !f.streamed_text && !t.is_empty()) {
+                                out.push(data(f.shape.chunk(json!({ "content": text }), None)));
+                            }
+                            out.push(data(f.shape.chunk(json!({}), Some(reason))));
+                            if f.shape.include_usage {
+                                let usage = e.facts.as_ref().map(|x| x.usage).unwrap_or_default();
+                                out.push(data(f.shape.usage_chunk(usage)));
+                            }
+                        }
+                        Err((code, message)) => out.push(data(json!({
+                            "error": { "code": code, "message": message, "type": "run_failed" }
+                        }))),
+                    }
+                    out.push(Event::default().data("[DONE]"));
+                    f.obs = None;
+                    return Some((out, f));
+                }
+                _ => continue,
+            }
+        }
+    });
+    let flat = futures_util::StreamExt::flat_map(frames, |events| {
+        stream::iter(events.into_iter().map(Ok))
+    });
+    Sse::new(holding(flat, slot))
+        .keep_alive(KeepAlive::new().interval(super::super::events::KEEP_ALIVE))
+}
+
+/// The answer in one piece: once the run ends, or at once when it waits on
+/// a decision (the run is handed over, liveness `continue`).
+pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, ApiError> {
+    let internal = |m: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m);
+    let mut text = String::new();
+    loop {
+        let e = match obs.next().await {
+            Some(Ok(d)) => match ours(d, shape.run) {
+                Some(e) => e,
+                None => continue,
+            },
+            Some(Err(e)) => return Err(internal(e.to_string())),
+            None => return Err(internal("the journal closed".into())),
+        };
+        let (finish, outcome, decision) = match &e.payload {
+            Payload::Agent(AgentEvent::TextDelta { text: t }) => {
+                text.push_str(t);
+                continue;
+            }
+            p @ Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. }) => {
+                let decision = decision_of(shape.run, p);
+                obs.hand_over(LivenessPolicy::Continue).await;
+                ("decision_requested", None, decision)
+            }
+            Payload::Lifecycle(end) if end.is_terminal() => match ending(end) {
+                Ok((reason, final_text)) => {
+                    if let Some(t) = final_text {
+                        text = t.to_string();
+                    }
+                    let outcome = match end {
+                        LifecycleEvent::Finished { outcome, .. } => *outcome,
+                        _ => FinishOutcome::Answer,
+                    };
+                    (reason, Some(outcome), None)
+                }
+                Err((code, message)) => {
+                    return Err(ApiError::new(
+                        StatusCode::FAILED_DEPENDENCY,
+                        "run_failed",
+                        format!("run {} ended {code}: {message}", shape.run),
+                    ));
+                }
+            },
+            _ => continue,
+        };
+        let usage = e.facts.as_ref().map(|f| f.usage).unwrap_or_default();
+        let mut body = json!({
+            "id": shape.id(),
+            "object": "chat.completion",
+            "created": now_secs(),
+            "model": shape.model,
+            "choices": [{
+                "index": 0,
+                "message": { "role": "assistant", "content": text, "refusal": null },
+                "finish_reason": finish,
+                "logprobs": null,
+            }],
+            "usage": usage_of(usage),
+        });
+        if let Some(outcome) = outcome {
+            body["choices"][0]["cairn_outcome"] = json!(outcome);
+        }
+        if let Some(decision) = decision {
+            body["cairn_decision"] = decision;
+        }
+        return Ok(Json(body));
+    }
+}
