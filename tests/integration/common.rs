@@ -141,6 +141,20 @@ pub fn py_tool(requirements: &[&str]) -> std::path::PathBuf {
     python
 }
 
+/// The Python tools the tests drive, pinned, in one environment (one list,
+/// so no test reinstalls what another needs).
+pub const PY_TOOLS: &[&str] = &[
+    "schemathesis==4.32.5",
+    "openai==3.57.0",
+    "langchain-openai==1.7.4",
+    "a2a-sdk==1.3.0",
+];
+
+/// The Python of the pinned test environment (see [`py_tool`]).
+pub fn py_tools() -> std::path::PathBuf {
+    py_tool(PY_TOOLS)
+}
+
 /// A `cairn serve` child process on 127.0.0.1:0; killed when dropped.
 pub struct Served {
     /// The process.

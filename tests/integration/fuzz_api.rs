@@ -15,7 +15,7 @@ async fn schemathesis_finds_no_server_error() {
     tokio::spawn(async move { cairn::api::serve(listener, rt, std::future::pending()).await });
     // Through the Python module, not the `st` script: a fresh pyenv has no
     // shim for a script until `pyenv rehash`.
-    let python = tokio::task::spawn_blocking(|| super::common::py_tool(&["schemathesis==4.32.5"]))
+    let python = tokio::task::spawn_blocking(super::common::py_tools)
         .await
         .unwrap();
     let run = tokio::process::Command::new(python)

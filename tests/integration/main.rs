@@ -5,6 +5,7 @@ mod api;
 mod authority;
 mod budgets;
 mod cli;
+mod clients;
 mod common;
 mod corruption;
 mod fuzz;

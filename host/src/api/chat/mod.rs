@@ -114,9 +114,13 @@ pub async fn completions(
         model: req.model.clone(),
         include_usage: req.include_usage(),
     };
+    // The run's ids go with every answer, a failed run's error included.
     let mut response = match slot {
         Some(slot) => respond::streamed(obs, shape, slot).into_response(),
-        None => respond::once(obs, shape).await?.into_response(),
+        None => match respond::once(obs, shape).await {
+            Ok(body) => body.into_response(),
+            Err(e) => e.into_response(),
+        },
     };
     let h = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(session.as_str()) {

@@ -1,0 +1,150 @@
+//! The seams driven by their protocols' official clients, as their users
+//! write them: the `openai` Python client and LangChain on the chat seam
+//! (`tests/clients/chat_clients.py`). The Python side asserts what a client
+//! sees; this side checks what the journal then holds. The clients come
+//! from the pinned environment under `target/py-tools`.
+
+use cairn::SessionId;
+use cairn::runtime::{Runtime, RuntimeConfig};
+use serde_json::Value;
+
+/// A real server on loopback, in this process so the journal can be read.
+async fn served() -> (tempfile::TempDir, Runtime, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(RuntimeConfig::new(tmp.path().join("home")))
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = rt.clone();
+    tokio::spawn(async move { cairn::api::serve(listener, server, std::future::pending()).await });
+    (tmp, rt, base)
+}
+
+/// Run a client script from `tests/clients`; its stdout's last line is JSON.
+async fn client_script(script: &str, args: &[&str]) -> Value {
+    let python = tokio::task::spawn_blocking(super::common::py_tools)
+        .await
+        .unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/clients")
+        .join(script);
+    let out = tokio::process::Command::new(python)
+        .arg(&path)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
+}
+
+fn session(ids: &Value, key: &str) -> SessionId {
+    SessionId::parse(
+        ids[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key} in {ids}")),
+    )
+    .unwrap()
+}
+
+async fn entries(rt: &Runtime, s: &SessionId) -> Vec<Value> {
+    rt.read(s, cairn::Seq(0))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
+        .collect()
+}
+
+fn of_type<'a>(entries: &'a [Value], t: &str) -> Vec<&'a Value> {
+    entries
+        .iter()
+        .filter(|e| e["payload"]["event"]["type"] == t)
+        .map(|e| &e["payload"]["event"])
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_and_langchain_clients_work_unchanged() {
+    let (_tmp, rt, base) = served().await;
+    let bytes = std::fs::read(super::common::fixture("panicker")).unwrap();
+    let uploaded: Value = reqwest::Client::new()
+        .post(format!("{base}/v1/components"))
+        .body(bytes)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = uploaded["digest"].as_str().unwrap().to_string();
+    let ids = client_script("chat_clients.py", &[&base, &digest]).await;
+
+    // History import: the new session starts with the earlier messages,
+    // and the history a controller reads holds their user and assistant turns.
+    let imported = session(&ids, "import_session");
+    let e = entries(&rt, &imported).await;
+    let import = of_type(&e, "history_imported");
+    assert_eq!(import.len(), 1, "{e:?}");
+    let roles: Vec<&str> = import[0]["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant"]);
+    let turns = rt.history(&imported, 16).await.unwrap();
+    let said: Vec<(bool, &str)> = turns.iter().map(|t| (t.user, t.text.as_str())).collect();
+    assert_eq!(
+        said,
+        [(true, "one"), (false, "one"), (true, "two"), (false, "two")]
+    );
+
+    // On a named session, messages passed back are not imported again.
+    let once = entries(&rt, &session(&ids, "once_session")).await;
+    assert!(of_type(&once, "history_imported").is_empty());
+    assert_eq!(of_type(&once, "started").len(), 2);
+
+    // Tools reach the controller (echo emits what it was offered).
+    let tools = entries(&rt, &session(&ids, "tools_session")).await;
+    let started = of_type(&tools, "started");
+    let offered: Value = serde_json::from_str(started[0]["tools"].as_str().unwrap()).unwrap();
+    assert_eq!(offered["tool_choice"], "auto");
+    assert_eq!(offered["tools"][0]["function"]["name"], "lookup");
+    let custom = of_type(&tools, "custom");
+    assert_eq!(custom[0]["name"], "offered_tools", "{tools:?}");
+    assert_eq!(
+        of_type(&tools, "history_imported")[0]["turns"][2]["tool_calls"][0]["id"],
+        "call_1"
+    );
+
+    // A non-streamed call that waited on a decision handed its run over:
+    // the run was not cancelled when the response went out.
+    let handed = entries(&rt, &session(&ids, "approval_once_session")).await;
+    let decided = of_type(&handed, "liveness_decided");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0]["policy"], "continue");
+    assert!(of_type(&handed, "cancelled").is_empty());
+
+    // One call to a trapping controller is one run, despite the SDK's
+    // retries (each retry would have made a session of its own).
+    let trap = entries(&rt, &session(&ids, "trap_session")).await;
+    assert_eq!(of_type(&trap, "failed").len(), 1, "{trap:?}");
+    let mut trapped_runs = 0;
+    for s in rt.list_sessions().await.unwrap() {
+        let e = entries(&rt, &s).await;
+        trapped_runs += of_type(&e, "started")
+            .iter()
+            .filter(|st| st["component"] == digest.as_str())
+            .count();
+    }
+    assert_eq!(trapped_runs, 1, "one chat call, one run");
+}
