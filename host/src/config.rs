@@ -39,6 +39,27 @@ pub struct HostConfig {
     /// What the HTTP server holds open.
     #[serde(default)]
     pub server: ServerConfig,
+    /// The A2A seam.
+    #[serde(default)]
+    pub a2a: A2aConfig,
+}
+
+/// `[a2a]`: the A2A seam. Every component a workspace may use is an agent
+/// (`/v1/a2a/{component}`); the host's default agent is the one
+/// `/.well-known/agent-card.json` describes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct A2aConfig {
+    /// The default agent: a built-in example name or a `sha256:` digest.
+    pub default_agent: String,
+}
+
+impl Default for A2aConfig {
+    fn default() -> Self {
+        A2aConfig {
+            default_agent: "echo".into(),
+        }
+    }
 }
 
 /// `[server]`: connection and stream budgets of `cairn serve`, so no client

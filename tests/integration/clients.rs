@@ -148,3 +148,43 @@ async fn openai_and_langchain_clients_work_unchanged() {
     }
     assert_eq!(trapped_runs, 1, "one chat call, one run");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_sdk_client_sends_streams_decides_cancels_and_resubscribes_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = super::common::serve(&home);
+    let before = client_script("a2a_client.py", &["before", &served.url]).await;
+    let task = before["pending_task"].as_str().unwrap().to_string();
+    // Kill the server (no shutdown), start another on the same home: the
+    // waiting task is restored by replay and still answers.
+    drop(served);
+    let served = super::common::serve(&home);
+    let after = client_script("a2a_client.py", &["after", &served.url, &task]).await;
+    assert!(after["subscribed_events"].as_u64().unwrap() >= 4, "{after}");
+    drop(served);
+
+    // The journal: the task claimed its run (a claiming observer that is
+    // not present), and the run finished with the answer given after the
+    // restart.
+    let out = super::common::cairn_in(
+        &home,
+        &["export", before["pending_context"].as_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let claim = of_type(&lines, "observer_attached");
+    assert_eq!(claim[0]["observer"]["role"], "claiming");
+    assert_eq!(claim[0]["observer"]["present"], false);
+    let recorded = of_type(&lines, "decision_recorded");
+    assert_eq!(recorded[0]["value"], serde_json::json!({"approved": true}));
+    let finished = of_type(&lines, "finished");
+    assert_eq!(finished[0]["text"], "approved");
+}

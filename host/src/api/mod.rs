@@ -1,6 +1,7 @@
 //! The HTTP seam (axum). Every handler calls the runtime and reads journal
 //! subscriptions; none holds a component, a store or a cancel token.
 
+mod a2a;
 pub mod auth;
 pub mod body;
 mod chat;
@@ -67,6 +68,13 @@ pub fn router(rt: Runtime) -> Router {
             post(chat::completions).layer(axum::middleware::map_response(chat::no_retry)),
         )
         .route("/v1/models", get(chat::models))
+        .route("/.well-known/agent-card.json", get(a2a::default_card))
+        .route("/v1/a2a", get(a2a::agents))
+        .route("/v1/a2a/{agent}", post(a2a::rpc))
+        .route(
+            "/v1/a2a/{agent}/.well-known/agent-card.json",
+            get(a2a::agent_card),
+        )
         .route(
             "/v1/components",
             post(components::upload)
