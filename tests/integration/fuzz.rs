@@ -82,7 +82,7 @@ proptest! {
     }
 
     #[test]
-    fn json_request_bodies_get_4xx_never_5xx(value in arb_json(), route in 0usize..6) {
+    fn json_request_bodies_get_4xx_never_5xx(value in arb_json(), route in 0usize..7) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let status = rt.block_on(async {
             let app = router().await;
@@ -93,6 +93,7 @@ proptest! {
                 ("POST", "/v1/runs/00000000-0000-0000-0000-000000000000/resume"),
                 ("POST", "/v1/chat/completions"),
                 ("POST", "/v1/components"),
+                ("POST", "/v1/a2a/echo"),
             ][route];
             let req = axum::http::Request::builder()
                 .method(method)
@@ -115,6 +116,10 @@ fn arb_json() -> impl Strategy<Value = serde_json::Value> {
         "[a-z_/.:0-9-]{0,20}".prop_map(serde_json::Value::from),
         Just(serde_json::json!("echo")),
         Just(serde_json::json!("sha256:00")),
+        Just(serde_json::json!("2.0")),
+        Just(serde_json::json!("SendMessage")),
+        Just(serde_json::json!("GetTask")),
+        Just(serde_json::json!("CancelTask")),
     ];
     leaf.prop_recursive(3, 24, 6, |inner| {
         prop_oneof![
@@ -129,6 +134,15 @@ fn arb_json() -> impl Strategy<Value = serde_json::Value> {
                     Just("model".to_string()),
                     Just("messages".to_string()),
                     Just("limits".to_string()),
+                    Just("jsonrpc".to_string()),
+                    Just("method".to_string()),
+                    Just("params".to_string()),
+                    Just("message".to_string()),
+                    Just("parts".to_string()),
+                    Just("text".to_string()),
+                    Just("taskId".to_string()),
+                    Just("contextId".to_string()),
+                    Just("id".to_string()),
                     "[a-z]{1,6}",
                 ],
                 inner,

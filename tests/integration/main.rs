@@ -1,6 +1,7 @@
 //! Integration tests: one binary, a module per topic. They use the real
 //! wasmtime engine, real components and real files.
 
+mod a2a;
 mod api;
 mod authority;
 mod budgets;

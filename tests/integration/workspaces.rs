@@ -285,7 +285,7 @@ async fn a_workspace_at_its_live_run_quota_cannot_starve_another() {
 }
 
 /// Serve a home whose `cairn.toml` is `config`.
-async fn served_with(config: &str) -> (String, tempfile::TempDir) {
+pub async fn served_with(config: &str) -> (String, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();

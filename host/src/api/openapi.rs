@@ -370,6 +370,42 @@ pub fn document() -> Value {
     });
     d.add(Op {
         method: "get",
+        path: "/.well-known/agent-card.json",
+        summary: "A2A: the host's default agent's card ([a2a] default_agent)",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[404],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/a2a",
+        summary: "A2A: the cards of every agent (component) the caller may use",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/a2a/{id}/.well-known/agent-card.json",
+        summary: "A2A: an agent's card; {id} is a built-in example name or sha256:<hex>",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[404],
+    });
+    d.add(Op {
+        method: "post",
+        path: "/v1/a2a/{id}",
+        summary: "A2A 1.0 JSON-RPC: SendMessage, SendStreamingMessage (SSE), GetTask, ListTasks, CancelTask, SubscribeToTask (SSE); errors are JSON-RPC errors with A2A's codes",
+        query: vec![],
+        body: Body::Json(json!({ "type": "object", "required": ["jsonrpc", "method"], "properties": { "jsonrpc": { "const": "2.0" }, "id": {}, "method": { "type": "string" }, "params": { "type": "object" } } }), true),
+        ok: (200, Reply::JsonOrStream(json!({ "type": "object" }))),
+        errors: &[404],
+    });
+    d.add(Op {
+        method: "get",
         path: "/v1/models",
         summary: "OpenAI-compatible: the components the caller may use, as models",
         query: vec![],

@@ -5,8 +5,8 @@ use super::{Agent, RpcError, code, success};
 use crate::api::AppState;
 use crate::api::auth::{Workspace, own_run, own_session};
 use crate::ids::{RunId, Seq, SessionId};
+use crate::journal::Delivery;
 use crate::journal::event::{CancelReason, Liveness, LivenessPolicy, Payload};
-use crate::journal::{Delivery, Subscription};
 use crate::runtime::{AttachSpec, ComponentRef, Observation, RuntimeError, StartRun};
 use axum::Json;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -291,8 +291,13 @@ impl Call {
     /// completes or waits on input.
     pub async fn send_streaming(self, params: Value) -> Result<Response, RpcError> {
         let begun = self.begin(&params).await?;
-        let sub = self.rt().subscribe(&begun.session, begun.after).await?;
-        self.stream(begun, Source::Subscription(sub), Until::Interrupted)
+        // The client's stream is its own collecting observer; the task holds
+        // the claim.
+        let obs = self
+            .rt()
+            .attach(&begun.session, AttachSpec::collecting(begun.after))
+            .await?;
+        self.stream(begun, obs, Until::Interrupted)
     }
 
     /// `SubscribeToTask`: a collecting observer from the run's `Started`:
@@ -326,10 +331,10 @@ impl Call {
             session,
             after,
         };
-        self.stream(begun, Source::Observer(obs), Until::Ended)
+        self.stream(begun, obs, Until::Ended)
     }
 
-    fn stream(self, begun: Begun, source: Source, until: Until) -> Result<Response, RpcError> {
+    fn stream(self, begun: Begun, source: Observation, until: Until) -> Result<Response, RpcError> {
         let s = self.s.clone();
         let slot = s
             .streams
@@ -511,22 +516,6 @@ async fn is_parked(rt: &crate::runtime::Runtime, run: RunId) -> bool {
     rt.find_run(run)
         .await
         .is_ok_and(|(_, f)| f.status == crate::journal::event::RunStatus::Parked)
-}
-
-/// What a task stream reads: a plain subscription (a send's own stream) or
-/// a collecting observer (a subscribe).
-enum Source {
-    Subscription(Subscription),
-    Observer(Observation),
-}
-
-impl Source {
-    async fn next(&mut self) -> Option<Result<Delivery, crate::store::StoreError>> {
-        match self {
-            Source::Subscription(s) => s.next().await,
-            Source::Observer(o) => o.next().await,
-        }
-    }
 }
 
 /// The task's claim on its run, held until the run ends.
