@@ -69,6 +69,8 @@ impl From<ApiError> for RpcError {
         let code = match e.status {
             StatusCode::NOT_FOUND => code::TASK_NOT_FOUND,
             StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => code::INVALID_PARAMS,
+            // A live run on the context, a claim held: nothing this call can do now.
+            StatusCode::CONFLICT => code::UNSUPPORTED_OPERATION,
             _ => code::INTERNAL,
         };
         RpcError::new(code, format!("{}: {}", e.code, e.message))
