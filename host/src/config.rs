@@ -42,6 +42,23 @@ pub struct HostConfig {
     /// The A2A seam.
     #[serde(default)]
     pub a2a: A2aConfig,
+    /// The work queue.
+    #[serde(default)]
+    pub queue: QueueConfig,
+}
+
+/// `[queue]`: the work queue's dispatcher.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// Rows `processing` at once: the open workers of the queue.
+    pub max_concurrency: usize,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig { max_concurrency: 4 }
+    }
 }
 
 /// `[a2a]`: the A2A seam. Every component a workspace may use is an agent

@@ -201,3 +201,14 @@ pub fn holder(home: &Path) -> Option<Holder> {
         })),
     }
 }
+
+/// The holder record a lock file keeps although nobody holds the lock (its
+/// holder died without releasing it: harmless, the next owner overwrites
+/// it). `None` when the lock is held, or the file is empty or absent.
+pub fn read_record(home: &Path) -> Option<Holder> {
+    let mut file = File::open(home.join(LOCK_FILE)).ok()?;
+    file.try_lock_shared().ok()?;
+    let record = read_holder(&mut file);
+    let _ = file.unlock();
+    record
+}

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod journal;
 pub mod limits;
 pub mod migrate;
+pub mod queue;
 pub mod runtime;
 pub mod store;
 pub mod worker;

@@ -14,6 +14,7 @@ mod fuzz_api;
 mod hostile;
 mod lifecycle;
 mod migrate;
+mod queue;
 mod restore;
 mod runtime;
 mod skeleton;

@@ -147,6 +147,7 @@ fn samples() -> Vec<Payload> {
                     tool_call_id: None,
                 },
             ],
+            because: Some("resumed_by_replay".into()),
         },
         LifecycleEvent::ForkedFrom {
             parent_session_id: SessionId::parse("parent").unwrap(),

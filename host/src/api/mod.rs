@@ -12,6 +12,7 @@ mod events;
 mod listen;
 mod metrics;
 pub mod openapi;
+mod queue;
 mod runs;
 mod sessions;
 mod streams;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub streams: streams::Streams,
     /// Uploads being compiled, counted against the upload quotas.
     pub uploads: components::Uploads,
+    /// The work queue of the served home.
+    pub queue: std::sync::Arc<crate::queue::Queue>,
 }
 
 /// The largest component upload accepted.
@@ -37,10 +40,19 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The router: a function of the state.
 pub fn router(rt: Runtime) -> Router {
+    router_with(
+        rt.clone(),
+        crate::queue::Queue::open(rt).expect("the queue opens"),
+    )
+}
+
+/// The router over `queue` (whose dispatcher the caller runs).
+pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> Router {
     let state = AppState {
         rt,
         streams: Default::default(),
         uploads: Default::default(),
+        queue,
     };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -68,6 +80,10 @@ pub fn router(rt: Runtime) -> Router {
             post(chat::completions).layer(axum::middleware::map_response(chat::no_retry)),
         )
         .route("/v1/models", get(chat::models))
+        .route("/v1/queue", post(queue::add).get(queue::list))
+        .route("/v1/queue/{card}/answer", post(queue::answer))
+        .route("/v1/queue/{card}/rework", post(queue::rework))
+        .route("/v1/doctor", get(queue::doctor))
         .route("/.well-known/agent-card.json", get(a2a::default_card))
         .route("/v1/a2a", get(a2a::agents))
         .route("/v1/a2a/{agent}", post(a2a::rpc))
@@ -101,6 +117,15 @@ pub async fn serve(
     rt: Runtime,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(rt.clone());
+    let queue =
+        crate::queue::Queue::open(rt.clone()).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // `cairn serve` runs the queue's dispatcher.
+    let dispatcher = queue.clone();
+    tokio::spawn(async move {
+        if let Err(e) = dispatcher.work(false).await {
+            eprintln!("cairn: the work queue's dispatcher stopped: {e}");
+        }
+    });
+    let app = router_with(rt.clone(), queue);
     listen::serve(listener, rt, app, shutdown).await
 }

@@ -118,7 +118,7 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
 }
 
 impl Client {
-    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+    pub(super) async fn get(&self, path: &str) -> anyhow::Result<Value> {
         let Client::Remote { base, http } = self else {
             unreachable!()
         };
@@ -130,7 +130,7 @@ impl Client {
         Ok(check(resp).await?.json().await?)
     }
 
-    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+    pub(super) async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         let Client::Remote { base, http } = self else {
             unreachable!()
         };

@@ -7,6 +7,7 @@ mod demo;
 mod manage;
 mod migrate;
 mod output;
+mod queue;
 mod replay;
 mod run;
 mod serve;
@@ -59,6 +60,13 @@ enum Command {
     Attach(attach::AttachArgs),
     /// Copy a legacy process-global tree into this home's worker aggregates.
     Migrate(migrate::MigrateArgs),
+    /// The work queue: cards whose workers resume by key in the same round.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
+    /// What in the home needs a human; exit 1 when anything does.
+    Doctor(client::TargetArgs),
+    /// One screen about the home: owner, sessions, workers, queue, health.
+    Status(client::TargetArgs),
     /// Measure performance beside baselines from the same run; prints a table.
     Bench(crate::bench::BenchArgs),
     /// Helpers for crash tests.
@@ -134,6 +142,9 @@ pub fn main() -> ExitCode {
             Command::Fork(args) => manage::fork(args).await,
             Command::Attach(args) => attach::attach(args).await,
             Command::Migrate(args) => migrate::migrate(args).await,
+            Command::Queue(cmd) => queue::queue(cmd).await,
+            Command::Doctor(target) => queue::doctor(target).await,
+            Command::Status(target) => queue::status(target).await,
             Command::Bench(args) => crate::bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Schema { .. } => {
                 print!("{}", crate::journal::schema::journal_line());

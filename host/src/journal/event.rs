@@ -292,6 +292,10 @@ pub enum LifecycleEvent {
     HistoryImported {
         /// The messages, oldest first.
         turns: Vec<ImportedTurn>,
+        /// Why: `resumed_by_replay` when the work queue replayed a card's
+        /// transcript into a fresh worker; absent for a client's history.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        because: Option<String>,
     },
     /// This session was forked from another one, before a user message.
     ForkedFrom {

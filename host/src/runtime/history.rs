@@ -65,7 +65,9 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
             });
             continue;
         }
-        if let Payload::Lifecycle(LifecycleEvent::HistoryImported { turns: imported }) = &e.payload
+        if let Payload::Lifecycle(LifecycleEvent::HistoryImported {
+            turns: imported, ..
+        }) = &e.payload
         {
             // Only what the history interface can say: user and assistant.
             turns.extend(imported.iter().filter_map(|t| {

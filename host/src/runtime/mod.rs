@@ -288,14 +288,20 @@ impl Runtime {
         &self,
         session: &SessionId,
         turns: Vec<crate::journal::event::ImportedTurn>,
+        because: Option<String>,
     ) -> Result<Seq, RuntimeError> {
         let journal = match self.inner.journals.open(session).await {
             Ok(j) => j,
             Err(StoreError::UnknownSession(s)) => return Err(RuntimeError::UnknownSession(s)),
             Err(e) => return Err(RuntimeError::from(e).for_session(session)),
         };
-        let payload = Payload::Lifecycle(LifecycleEvent::HistoryImported { turns });
+        let payload = Payload::Lifecycle(LifecycleEvent::HistoryImported { turns, because });
         Ok(journal.append(None, payload).await?.seq)
+    }
+
+    /// Whether this runtime only reads its home (no lock, no writes).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.config.read_only
     }
 
     /// The session's last seq.

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 
 /// The on-disk format of a worker aggregate, recorded in `session.json`.
 pub const FORMAT: &str = "worker-aggregate-v1";
+/// The work queue's worktree identity of the key a worker serves.
+pub const WORKTREE: &str = "worktree.json";
 pub(crate) const DOC_VERSION: u64 = 1;
 
 mod cleanup;
@@ -686,6 +688,29 @@ impl WorkerDir {
     /// `session/`.
     pub fn session_dir(&self) -> &Dir {
         &self.session_dir
+    }
+
+    /// The worktree identity the work queue wrote (`worktree.json`:
+    /// `{"key", "identity"}`), if any.
+    pub fn worktree_identity(&self) -> Option<(String, String)> {
+        let bytes = self.dir.read(WORKTREE).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        Some((
+            v["key"].as_str()?.to_string(),
+            v["identity"].as_str()?.to_string(),
+        ))
+    }
+
+    /// Record the worktree identity of the queue key this worker serves
+    /// (written once, when the worker is made for the key; fsynced).
+    pub fn set_worktree_identity(&self, key: &str, identity: &str) -> Result<(), WorkerError> {
+        let doc = serde_json::json!({ "version": 1, "key": key, "identity": identity });
+        fsutil::write_document(&self.dir, WORKTREE, doc.to_string().as_bytes()).map_err(|source| {
+            WorkerError::Io {
+                context: format!("cannot write {WORKTREE} of worker {}", self.id),
+                source,
+            }
+        })
     }
 
     /// The aggregate's host path.

@@ -82,7 +82,7 @@ pub async fn completions(
         // A new session starts from the conversation the client brought.
         let earlier = &req.messages[..range.start];
         if !earlier.is_empty() {
-            rt.import_history(&id, earlier.iter().map(imported).collect())
+            rt.import_history(&id, earlier.iter().map(imported).collect(), None)
                 .await?;
         }
         id

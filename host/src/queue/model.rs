@@ -1,0 +1,339 @@
+//! The work queue's durable state and its file store: `<home>/queue/`
+//! `cards.queue.json` (the rows, version 1), `sessions.state.json` (the
+//! worker records by key, version 3, keys in the `worker:` namespace) and
+//! `ledger.jsonl` (one terminal `worker-session` row per dispatch that
+//! ended). Both documents are written atomically (temp file, fsync,
+//! rename, directory fsync); the ledger is appended and fsynced.
+
+use crate::fsutil;
+use crate::ids::{DecisionId, RunId, SessionId, WorkerId};
+use cap_std::fs::Dir;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+pub const DIR: &str = "queue";
+pub const CARDS: &str = "cards.queue.json";
+pub const SESSIONS: &str = "sessions.state.json";
+pub const LEDGER: &str = "ledger.jsonl";
+/// A card's transcript (each dispatch's prompt and answer) is kept to this.
+pub const TRANSCRIPT_BYTES: usize = 64 << 10;
+
+/// Where a row stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RowState {
+    /// Waiting for a dispatch slot.
+    Pending,
+    /// Its worker runs (the row is the concurrency slot).
+    Processing,
+    /// It asked a question, waits on a decision, or parked: `answer` or
+    /// `rework` re-dispatches it.
+    Awaiting,
+    /// Its last run finished with an answer.
+    Done,
+    /// Its last run failed or was cancelled.
+    Failed,
+    /// Its worker could not be resumed nor replayed: a human must look.
+    Blocked,
+}
+
+/// What a re-dispatch gives the stored worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Resume {
+    /// Answer the decision the last run waits on.
+    Decide {
+        /// The decision.
+        decision_id: DecisionId,
+        /// The answer.
+        value: serde_json::Value,
+    },
+    /// A new run that continues the last one (or resumes it when parked).
+    Prompt {
+        /// The resume prompt: the answer or the rework reason.
+        prompt: String,
+    },
+}
+
+/// A higher round added while the row was processing: applied when it ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NextRound {
+    /// The round.
+    pub round: u32,
+    /// Its component.
+    pub component: String,
+    /// Its prompt.
+    pub prompt: String,
+}
+
+/// One card's row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    /// The card.
+    pub card: String,
+    /// Its workspace.
+    pub workspace: String,
+    /// Its round (from 1).
+    pub round: u32,
+    /// The component: a built-in example name or `sha256:<hex>`.
+    pub component: String,
+    /// The card's prompt.
+    pub prompt: String,
+    /// `worker:<card>:r<round>` (`worker:<workspace>/<card>:r<round>`
+    /// outside the default workspace).
+    pub worker_key: String,
+    /// Where it stands.
+    pub state: RowState,
+    /// Dispatches started this round (a crash recovery counts none).
+    pub attempts: u32,
+    /// Why it last left `processing`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reason: Option<String>,
+    /// What the next dispatch gives the stored worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+    /// A higher round waiting for this processing row to end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<NextRound>,
+    /// When the row last changed (ms since the epoch).
+    pub updated_ms: u64,
+}
+
+/// `cards.queue.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cards {
+    /// 1.
+    pub version: u64,
+    /// The rows, in the order cards were added.
+    pub rows: Vec<Row>,
+}
+
+/// A worker record's standing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordStatus {
+    /// The key's worker.
+    Active,
+    /// A past round's (or a recreated worktree's) worker, kept for audit.
+    Retired,
+    /// Its worker could not be resumed and the replay failed.
+    Blocked,
+}
+
+/// One prompt and its answer, for the replay fallback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptTurn {
+    /// What the dispatch asked.
+    pub prompt: String,
+    /// The run's final text.
+    pub answer: String,
+}
+
+/// The worker a key has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// `worker:<card>:r<round>`.
+    pub key: String,
+    /// The card.
+    pub card: String,
+    /// The round.
+    pub round: u32,
+    /// The workspace.
+    pub workspace: String,
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its session (persisted before any run starts).
+    pub session_id: SessionId,
+    /// The worktree identity written into the worker (`worktree.json`).
+    pub worktree: String,
+    /// Its standing.
+    pub status: RecordStatus,
+    /// Its worker was made by replaying the card's transcript.
+    #[serde(default)]
+    pub resumed_by_replay: bool,
+    /// The last run dispatched to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunId>,
+    /// The decision that run waits on, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_decision: Option<DecisionId>,
+    /// The last run whose end was recorded (so a recovery records it once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_run: Option<RunId>,
+    /// Each ended dispatch's prompt and answer, oldest first, at most
+    /// [`TRANSCRIPT_BYTES`] of text.
+    #[serde(default)]
+    pub transcript: Vec<TranscriptTurn>,
+    /// Why it is blocked or retired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was made.
+    pub created_ms: u64,
+}
+
+impl Record {
+    /// Keep the transcript within its bound, dropping the oldest turns.
+    pub fn push_turn(&mut self, prompt: String, answer: String) {
+        self.transcript.push(TranscriptTurn { prompt, answer });
+        let size = |t: &TranscriptTurn| t.prompt.len() + t.answer.len();
+        while self.transcript.iter().map(size).sum::<usize>() > TRANSCRIPT_BYTES
+            && self.transcript.len() > 1
+        {
+            self.transcript.remove(0);
+        }
+        if let Some(t) = self.transcript.first_mut()
+            && size(t) > TRANSCRIPT_BYTES
+        {
+            t.prompt.truncate(TRANSCRIPT_BYTES / 2);
+            t.answer.truncate(TRANSCRIPT_BYTES / 2);
+        }
+    }
+}
+
+/// `sessions.state.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Records {
+    /// 3.
+    pub version: u64,
+    /// Records by key; retired ones under `<key>#retired-<n>`.
+    pub sessions: BTreeMap<String, Record>,
+}
+
+/// A queue store failure.
+#[derive(Debug, thiserror::Error)]
+#[error("the work queue's store: {0}")]
+pub struct StoreFailure(pub String);
+
+/// Where the queue's state lives.
+pub trait QueueStore: Send + Sync {
+    /// The rows.
+    fn cards(&self) -> Result<Cards, StoreFailure>;
+    /// Replace the rows (durable on return).
+    fn put_cards(&self, cards: &Cards) -> Result<(), StoreFailure>;
+    /// The records.
+    fn records(&self) -> Result<Records, StoreFailure>;
+    /// Replace the records (durable on return).
+    fn put_records(&self, records: &Records) -> Result<(), StoreFailure>;
+    /// Append a terminal ledger row (durable on return).
+    fn append_ledger(&self, row: &serde_json::Value) -> Result<(), StoreFailure>;
+    /// The ledger's rows.
+    fn ledger(&self) -> Result<Vec<serde_json::Value>, StoreFailure>;
+}
+
+/// The file store: `<home>/queue/`, made on the first write.
+pub struct FileQueue {
+    root: Dir,
+    writable: bool,
+}
+
+impl FileQueue {
+    /// The queue of the home whose root is `root`; `writable` when this
+    /// process owns the home.
+    pub fn open(root: &Dir, writable: bool) -> Result<Self, StoreFailure> {
+        let root = root
+            .try_clone()
+            .map_err(|e| StoreFailure(format!("cannot open the home: {e}")))?;
+        Ok(FileQueue { root, writable })
+    }
+
+    fn existing(&self) -> Option<Dir> {
+        self.root.open_dir(DIR).ok()
+    }
+
+    fn dir(&self) -> Result<Dir, StoreFailure> {
+        if !self.writable {
+            return Err(StoreFailure(format!(
+                "this home is open read-only; {DIR}/ is not written"
+            )));
+        }
+        fsutil::ensure_dir(&self.root, DIR)
+            .map_err(|e| StoreFailure(format!("cannot make {DIR}/: {e}")))
+    }
+
+    fn read<T: serde::de::DeserializeOwned + Default>(
+        &self,
+        name: &str,
+        version: u64,
+    ) -> Result<T, StoreFailure> {
+        let Some(dir) = self.existing() else {
+            return Ok(T::default());
+        };
+        match fsutil::read_document::<T>(&dir, name, version) {
+            Ok(doc) => Ok(doc),
+            Err(e) if e.is_not_found() => Ok(T::default()),
+            Err(e) => Err(StoreFailure(format!("{DIR}/{name}: {e}"))),
+        }
+    }
+
+    fn write<T: Serialize>(&self, name: &str, doc: &T) -> Result<(), StoreFailure> {
+        let bytes = serde_json::to_vec_pretty(doc).map_err(|e| StoreFailure(e.to_string()))?;
+        fsutil::write_document(&self.dir()?, name, &bytes)
+            .map_err(|e| StoreFailure(format!("cannot write {DIR}/{name}: {e}")))
+    }
+}
+
+impl QueueStore for FileQueue {
+    fn cards(&self) -> Result<Cards, StoreFailure> {
+        let mut c: Cards = self.read(CARDS, 1)?;
+        c.version = 1;
+        Ok(c)
+    }
+
+    fn put_cards(&self, cards: &Cards) -> Result<(), StoreFailure> {
+        self.write(CARDS, cards)
+    }
+
+    fn records(&self) -> Result<Records, StoreFailure> {
+        let mut r: Records = self.read(SESSIONS, 3)?;
+        r.version = 3;
+        Ok(r)
+    }
+
+    fn put_records(&self, records: &Records) -> Result<(), StoreFailure> {
+        self.write(SESSIONS, records)
+    }
+
+    fn append_ledger(&self, row: &serde_json::Value) -> Result<(), StoreFailure> {
+        let fail =
+            |e: std::io::Error| StoreFailure(format!("cannot append to {DIR}/{LEDGER}: {e}"));
+        let mut file = fsutil::open_append(&self.dir()?, LEDGER).map_err(fail)?;
+        let mut line = row.to_string();
+        line.push('\n');
+        file.write_all(line.as_bytes()).map_err(fail)?;
+        fsutil::count_sync();
+        file.sync_data().map_err(fail)
+    }
+
+    fn ledger(&self) -> Result<Vec<serde_json::Value>, StoreFailure> {
+        let Some(dir) = self.existing() else {
+            return Ok(Vec::new());
+        };
+        let text = match dir.read_to_string(LEDGER) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreFailure(format!("{DIR}/{LEDGER}: {e}"))),
+        };
+        // A last line without its newline is an append a crash cut short.
+        let whole = match text.rfind('\n') {
+            Some(end) => &text[..end],
+            None => "",
+        };
+        whole
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map_err(|e| StoreFailure(format!("{DIR}/{LEDGER}:{}: {e}", i + 1)))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,578 @@
+//! The work queue (seed 001) with real runs: same-round answers and rework
+//! resume the stored worker, rounds supersede, the replay fallback and its
+//! failure, `max_concurrency` sampled from the store, and a `cairn serve`
+//! killed with ten cards processing.
+
+use cairn::queue::{AnswerValue, NewCard, Queue, RecordStatus, Row, RowState};
+use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn::{SessionEvent, SessionId};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+async fn open(home: &Path, toml: Option<&str>) -> (Runtime, Arc<Queue>) {
+    std::fs::create_dir_all(home).unwrap();
+    if let Some(t) = toml {
+        std::fs::write(home.join("cairn.toml"), t).unwrap();
+    }
+    let rt = Runtime::open(RuntimeConfig::load(home, None).unwrap())
+        .await
+        .unwrap();
+    let q = Queue::open(rt.clone()).unwrap();
+    (rt, q)
+}
+
+fn dispatch(q: &Arc<Queue>) -> tokio::task::JoinHandle<()> {
+    let q = q.clone();
+    tokio::spawn(async move { q.work(false).await.unwrap() })
+}
+
+fn card(card: &str, component: &str, prompt: &str, round: Option<u32>, ws: &str) -> NewCard {
+    NewCard {
+        card: card.into(),
+        component: component.into(),
+        prompt: prompt.into(),
+        round,
+        workspace: ws.into(),
+    }
+}
+
+fn row_of(q: &Queue, card: &str) -> Row {
+    q.rows(None)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.card == card)
+        .unwrap()
+}
+
+async fn until(q: &Queue, card: &str, what: &str, done: impl Fn(&Row) -> bool) -> Row {
+    let t = Instant::now();
+    loop {
+        let row = row_of(q, card);
+        if done(&row) {
+            return row;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "card {card} never got {what}: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn record(q: &Queue, key: &str) -> cairn::queue::Record {
+    q.records()
+        .unwrap()
+        .remove(key)
+        .unwrap_or_else(|| panic!("no record {key}"))
+}
+
+async fn events(rt: &Runtime, s: &SessionId) -> Vec<SessionEvent> {
+    rt.read(s, cairn::Seq(0))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.event().cloned())
+        .collect()
+}
+
+fn kind(e: &SessionEvent) -> String {
+    serde_json::to_value(&e.payload).unwrap()["event"]["type"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_round_answer_and_rework_resume_the_stored_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (rt, q) = open(&tmp.path().join("home"), None).await;
+    let ws = rt.default_workspace().to_string();
+    let _d = dispatch(&q);
+    q.add(card("deploy", "approval", "may I deploy?", None, &ws))
+        .await
+        .unwrap();
+    let r = until(&q, "deploy", "awaiting", |r| r.state == RowState::Awaiting).await;
+    assert_eq!(r.worker_key, "worker:deploy:r1");
+    let first = record(&q, "worker:deploy:r1");
+    assert!(first.pending_decision.is_some(), "{first:?}");
+
+    q.answer(&ws, "deploy", AnswerValue::Value(json!({"approved": true})))
+        .await
+        .unwrap();
+    let r = until(&q, "deploy", "done", |r| r.state == RowState::Done).await;
+    assert_eq!((r.round, r.attempts), (1, 2));
+    let answered = record(&q, "worker:deploy:r1");
+    assert_eq!(
+        (answered.worker_id, &answered.session_id),
+        (first.worker_id, &first.session_id)
+    );
+
+    q.rework(&ws, "deploy", "check the canary first")
+        .await
+        .unwrap();
+    until(&q, "deploy", "awaiting again", |r| {
+        r.state == RowState::Awaiting && r.attempts == 3
+    })
+    .await;
+    q.answer(
+        &ws,
+        "deploy",
+        AnswerValue::Text("{\"approved\": false}".into()),
+    )
+    .await
+    .unwrap();
+    let r = until(&q, "deploy", "done again", |r| {
+        r.state == RowState::Done && r.attempts == 4
+    })
+    .await;
+    assert_eq!(r.round, 1, "the round does not move");
+    let reworked = record(&q, "worker:deploy:r1");
+    assert_eq!(
+        (reworked.worker_id, &reworked.session_id),
+        (first.worker_id, &first.session_id)
+    );
+    assert!(!reworked.resumed_by_replay);
+    assert_eq!(reworked.transcript.len(), 2, "{reworked:?}");
+
+    // One session, a dense journal. A waiting run parks (its liveness is
+    // `park`, nobody is present) and the answer resumes it from its
+    // checkpoint; the rework is a run that continues the finished one.
+    let e = events(&rt, &first.session_id).await;
+    let seqs: Vec<u64> = e.iter().map(|e| e.seq.0).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let started: Vec<&SessionEvent> = e.iter().filter(|e| kind(e) == "started").collect();
+    assert_eq!(
+        started.len(),
+        4,
+        "{:?}",
+        e.iter().map(kind).collect::<Vec<_>>()
+    );
+    let v = |e: &SessionEvent| serde_json::to_value(&e.payload).unwrap()["event"].clone();
+    assert_eq!(v(started[1])["resumes"], json!(started[0].run_id));
+    assert_eq!(
+        v(started[2])["prompt"],
+        "Rework requested: check the canary first"
+    );
+    assert_eq!(v(started[2])["continues"], json!(started[1].run_id));
+    assert_eq!(v(started[3])["resumes"], json!(started[2].run_id));
+    let finished: Vec<Value> = e
+        .iter()
+        .filter(|e| kind(e) == "finished")
+        .map(|e| serde_json::to_value(&e.payload).unwrap()["event"]["text"].clone())
+        .collect();
+    assert_eq!(finished, [json!("approved"), json!("denied")]);
+    // Every dispatch that ended left one ledger row; none is live.
+    let ledger = q.ledger().unwrap();
+    let outcomes: Vec<&str> = ledger
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["awaiting", "done", "awaiting", "done"]);
+    assert!(
+        ledger
+            .iter()
+            .all(|l| l["type"] == "worker-session" && l["session_id"] == json!(first.session_id))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rounds_supersede_pending_rows_in_place_and_processing_ones_only_when_they_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (rt, q) = open(&tmp.path().join("home"), None).await;
+    let ws = rt.default_workspace().to_string();
+    // Pending: superseded in place, no worker made for round 1.
+    q.add(card("p", "echo", "round one", None, &ws))
+        .await
+        .unwrap();
+    let r = q
+        .add(card("p", "echo", "round two", Some(2), &ws))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.round, r.state, r.attempts, r.worker_key.as_str()),
+        (2, RowState::Pending, 0, "worker:p:r2")
+    );
+    assert!(
+        q.add(card("p", "echo", "older", Some(2), &ws))
+            .await
+            .is_err(),
+        "a round must grow"
+    );
+    let _d = dispatch(&q);
+    until(&q, "p", "done", |r| r.state == RowState::Done).await;
+    assert!(
+        q.records()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("worker:p:r1"))
+    );
+
+    // Done, then a round bump: a new worker, the old record retired.
+    let old = record(&q, "worker:p:r2");
+    q.add(card("p", "echo", "round three", Some(3), &ws))
+        .await
+        .unwrap();
+    until(&q, "p", "round 3 done", |r| {
+        r.round == 3 && r.state == RowState::Done
+    })
+    .await;
+    let new = record(&q, "worker:p:r3");
+    assert_ne!(new.worker_id, old.worker_id);
+    assert_ne!(new.session_id, old.session_id);
+    let retired = record(&q, "worker:p:r2#retired-1");
+    assert_eq!(
+        (retired.status, retired.worker_id),
+        (RecordStatus::Retired, old.worker_id)
+    );
+
+    // Processing: never replaced; the new round waits until it ends.
+    let digest = upload_counter(&rt).await;
+    q.add(card("slow", &digest, "3000 0", None, &ws))
+        .await
+        .unwrap();
+    until(&q, "slow", "processing", |r| {
+        r.state == RowState::Processing
+    })
+    .await;
+    let mid = q
+        .add(card("slow", "echo", "next round", Some(2), &ws))
+        .await
+        .unwrap();
+    assert_eq!((mid.round, mid.state), (1, RowState::Processing), "{mid:?}");
+    assert_eq!(mid.next.as_ref().map(|n| n.round), Some(2));
+    let r = until(&q, "slow", "round 2 done", |r| {
+        r.round == 2 && r.state == RowState::Done
+    })
+    .await;
+    assert_eq!(r.attempts, 1);
+    let first = record(&q, "worker:slow:r1#retired-1");
+    let e = events(&rt, &first.session_id).await;
+    assert_eq!(
+        e.iter().filter(|e| kind(e) == "finished").count(),
+        1,
+        "round 1 ran to its end"
+    );
+}
+
+async fn upload_counter(rt: &Runtime) -> String {
+    let bytes = std::fs::read(super::common::fixture("counter")).unwrap();
+    let (digest, _) = rt
+        .add_component(&cairn::runtime::ComponentRef::Bytes(Arc::new(bytes)))
+        .await
+        .unwrap();
+    digest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_worker_is_replayed_and_a_failed_replay_blocks_the_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let (rt, q) = open(&home, None).await;
+    let ws = rt.default_workspace().to_string();
+    let d = dispatch(&q);
+    q.add(card("lost", "echo", "first answer", None, &ws))
+        .await
+        .unwrap();
+    until(&q, "lost", "done", |r| r.state == RowState::Done).await;
+    let before = record(&q, "worker:lost:r1");
+    rt.delete_session(&before.session_id).await.unwrap();
+    q.rework(&ws, "lost", "do it again").await.unwrap();
+    let r = until(&q, "lost", "done after replay", |r| {
+        r.state == RowState::Done && r.attempts == 2
+    })
+    .await;
+    assert_eq!(r.round, 1);
+    let after = record(&q, "worker:lost:r1");
+    assert!(after.resumed_by_replay, "{after:?}");
+    assert_ne!(after.session_id, before.session_id);
+    let e = events(&rt, &after.session_id).await;
+    let imported = e
+        .iter()
+        .find(|e| kind(e) == "history_imported")
+        .expect("the transcript is replayed");
+    let v = serde_json::to_value(&imported.payload).unwrap();
+    assert_eq!(v["event"]["because"], "resumed_by_replay");
+    assert_eq!(v["event"]["turns"][0]["text"], "first answer");
+    assert_eq!(
+        record(&q, "worker:lost:r1#retired-1").status,
+        RecordStatus::Retired
+    );
+    let ledger = q.ledger().unwrap();
+    assert_eq!(ledger.last().unwrap()["resumed_by_replay"], true);
+
+    // Now the fallback fails too: the card's component is gone as well.
+    let digest = upload_counter(&rt).await;
+    q.add(card("doomed", &digest, "2 0", None, &ws))
+        .await
+        .unwrap();
+    until(&q, "doomed", "done", |r| r.state == RowState::Done).await;
+    let doomed = record(&q, "worker:doomed:r1");
+    rt.delete_session(&doomed.session_id).await.unwrap();
+    d.abort();
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop((q, rt));
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    std::fs::remove_file(home.join("components").join(format!("sha256-{hex}.wasm"))).unwrap();
+    let (rt, q) = open(&home, None).await;
+    let _d = dispatch(&q);
+    q.rework(&ws, "doomed", "once more").await.unwrap();
+    let r = until(&q, "doomed", "failed", |r| r.state == RowState::Failed).await;
+    assert!(
+        r.last_reason.as_deref().unwrap_or("").contains("blocked"),
+        "{r:?}"
+    );
+    let blocked = record(&q, "worker:doomed:r1");
+    assert_eq!(blocked.status, RecordStatus::Blocked);
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop((q, rt));
+    let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let named: Vec<&Value> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "blocked_record" && p["subject"] == "worker:doomed:r1")
+        .collect();
+    assert_eq!(named.len(), 1, "{report}");
+    assert!(
+        report["queue"]["resumed_by_replay"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("worker:lost:r1"))
+    );
+    let human = super::common::cairn_in(&home, &["doctor"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("problem blocked_record: worker:doomed:r1"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_cards_never_exceed_max_concurrency_in_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let (rt, q) = open(&home, Some("[queue]\nmax_concurrency = 3\n")).await;
+    let ws = rt.default_workspace().to_string();
+    for i in 0..50 {
+        q.add(card(
+            &format!("c{i}"),
+            "echo",
+            &format!("card {i}"),
+            None,
+            &ws,
+        ))
+        .await
+        .unwrap();
+    }
+    let _d = dispatch(&q);
+    let store = home.join("queue").join("cards.queue.json");
+    let (mut samples, mut most) = (0, 0);
+    let t = Instant::now();
+    loop {
+        // Read what the store holds, as another process would.
+        let doc: Value = match std::fs::read(&store)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            Some(d) => d,
+            None => continue,
+        };
+        let rows = doc["rows"].as_array().unwrap();
+        let processing = rows.iter().filter(|r| r["state"] == "processing").count();
+        most = most.max(processing);
+        samples += 1;
+        assert!(processing <= 3, "{processing} rows processing at once");
+        if rows.iter().all(|r| r["state"] == "done") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the queue never drained"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(
+        samples > 20 && most >= 2,
+        "sampled {samples} times, at most {most} processing"
+    );
+    assert_eq!(q.ledger().unwrap().len(), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_recovers_every_processing_row_without_counting_an_attempt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), "[queue]\nmax_concurrency = 10\n").unwrap();
+    let served = super::common::serve(&home);
+    let http = reqwest::Client::new();
+    let get = |url: String| {
+        let http = http.clone();
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let bytes = std::fs::read(super::common::fixture("counter")).unwrap();
+    let up: Value = http
+        .post(format!("{}/v1/components", served.url))
+        .body(bytes)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = up["digest"].as_str().unwrap().to_string();
+    for i in 0..10 {
+        let resp = http
+            .post(format!("{}/v1/queue", served.url))
+            .json(&json!({ "card": format!("k{i}"), "component": digest, "prompt": "1500 0" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+    }
+    // Every row processing, each run well under way: then kill -9.
+    let t = Instant::now();
+    loop {
+        let rows = get(format!("{}/v1/queue", served.url)).await;
+        if rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "processing")
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "{rows}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(served);
+    let served = super::common::serve(&home);
+    let t = Instant::now();
+    let rows = loop {
+        let rows = get(format!("{}/v1/queue", served.url)).await;
+        if rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "done")
+        {
+            break rows;
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(served);
+    for r in rows.as_array().unwrap() {
+        assert_eq!(r["attempts"], 1, "a recovery counts no attempt: {r}");
+    }
+    // One worker per key, one run per session (restored, not restarted).
+    let records: Value =
+        serde_json::from_slice(&std::fs::read(home.join("queue/sessions.state.json")).unwrap())
+            .unwrap();
+    let records = records["sessions"].as_object().unwrap();
+    assert_eq!(
+        records.len(),
+        10,
+        "no retired or second worker: {records:?}"
+    );
+    let workers: std::collections::HashSet<&str> = records
+        .values()
+        .map(|r| r["worker_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(workers.len(), 10);
+    let mut restored = 0;
+    for r in records.values() {
+        let out = super::common::cairn_in(&home, &["export", r["session_id"].as_str().unwrap()]);
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let of = |t: &str| {
+            lines
+                .iter()
+                .filter(|l| l["payload"]["event"]["type"] == t)
+                .count()
+        };
+        assert_eq!(of("started"), 1, "one run per key");
+        assert_eq!(of("finished"), 1);
+        restored += of("resumed_by_replay");
+    }
+    assert!(
+        restored >= 1,
+        "the kill interrupted runs that were restored by replay"
+    );
+    let ledger = std::fs::read_to_string(home.join("queue/ledger.jsonl")).unwrap();
+    assert_eq!(ledger.lines().count(), 10);
+}
+
+#[tokio::test]
+async fn queue_routes_are_workspace_scoped() {
+    const A: &str = "queue-token-of-workspace-a-0123456789";
+    const B: &str = "queue-token-of-workspace-b-9876543210";
+    let (base, _tmp) = super::workspaces::served_with(&format!(
+        "[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.b]\ntokens = [\"{B}\"]\n"
+    ))
+    .await;
+    let http = reqwest::Client::new();
+    let add = http
+        .post(format!("{base}/v1/queue"))
+        .bearer_auth(A)
+        .json(&json!({ "card": "mine", "component": "approval", "prompt": "ok?" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(add.status(), 201);
+    let row: Value = add.json().await.unwrap();
+    assert_eq!(row["worker_key"], "worker:a/mine:r1");
+    let theirs: Value = http
+        .get(format!("{base}/v1/queue"))
+        .bearer_auth(B)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(theirs, json!([]));
+    let answer = http
+        .post(format!("{base}/v1/queue/mine/answer"))
+        .bearer_auth(B)
+        .json(&json!({ "text": "yes" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 404);
+    let bad = http
+        .post(format!("{base}/v1/queue"))
+        .bearer_auth(A)
+        .json(&json!({ "card": "../etc", "component": "echo", "prompt": "x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let doctor = http
+        .get(format!("{base}/v1/doctor"))
+        .bearer_auth(A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(doctor.status(), 200);
+}
