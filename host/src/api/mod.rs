@@ -12,7 +12,7 @@ mod events;
 mod listen;
 mod metrics;
 pub mod openapi;
-mod queue;
+pub mod queue;
 mod runs;
 mod sessions;
 mod streams;

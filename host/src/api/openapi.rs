@@ -404,6 +404,56 @@ pub fn document() -> Value {
         ok: (200, Reply::JsonOrStream(json!({ "type": "object" }))),
         errors: &[404],
     });
+    let b = d.schema::<super::queue::AddCard>();
+    let r = d.schema::<crate::queue::Row>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/queue",
+        summary: "queue a card (or a higher round of one, which supersedes its row)",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (201, Reply::Json(r.clone())),
+        errors: &[400, 404, 409],
+    });
+    let rows = d.schema::<Vec<crate::queue::Row>>();
+    d.add(Op {
+        method: "get",
+        path: "/v1/queue",
+        summary: "the workspace's rows",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(rows)),
+        errors: &[],
+    });
+    let b = d.schema::<super::queue::AnswerCard>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/queue/{id}/answer",
+        summary: "answer an awaiting card: its pending decision, or its question ({id} is the card)",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (200, Reply::Json(r.clone())),
+        errors: &[400, 404, 409],
+    });
+    let b = d.schema::<super::queue::ReworkCard>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/queue/{id}/rework",
+        summary: "send an ended card back to its worker with a reason ({id} is the card)",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (200, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/doctor",
+        summary: "what in the served home needs a human (the `cairn doctor --json` report)",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[],
+    });
     d.add(Op {
         method: "get",
         path: "/v1/models",
