@@ -73,10 +73,7 @@ fn print_rows(rows: &Value, json: bool) {
         println!("no cards");
         return;
     }
-    println!(
-        "{:<24} {:>5} {:<10} {:>8}  {}",
-        "CARD", "ROUND", "STATE", "ATTEMPTS", "LAST REASON"
-    );
+    println!("CARD                     ROUND STATE      ATTEMPTS  LAST REASON");
     for r in rows {
         println!(
             "{:<24} {:>5} {:<10} {:>8}  {}",

@@ -3,8 +3,8 @@
 //!
 //! The report (JSON, `"version": 1`): `workers` (counts by status),
 //! `queue` (rows by state, records by status, the keys `resumed_by_replay`),
-//! `problems` (each `{"kind", "subject", "detail"}`; any problem means exit
-//! 1) and `notes` (worth knowing, nothing to do). Problem kinds:
+//! `problems` (each `{"kind", "subject", "detail"}`; any problem means
+//! exit 1) and `notes` (worth knowing, nothing to do). Problem kinds:
 //! `blocked_record`, `stale_worker`, `missing_worktree`, `corrupt_session`,
 //! `interrupted_run`, `missing_component`, `queue_unreadable`. Note kinds:
 //! `stale_lock`.
