@@ -157,3 +157,22 @@ fn the_management_commands_work_in_process() {
     let (ok, _, err) = cairn(&["inspect", "nothing-here", "--home", home]);
     assert!(!ok && err.contains("no session"), "{err}");
 }
+
+#[test]
+fn a_run_of_a_component_that_cannot_be_read_leaves_no_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let missing = tmp.path().join("missing.wasm");
+    let out = super::common::cairn_in(&home, &["run", missing.to_str().unwrap(), "--prompt", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read component"));
+    let ls = super::common::cairn_in(&home, &["ls", "--json"]);
+    let sessions: serde_json::Value =
+        serde_json::from_slice(&ls.stdout).unwrap_or(serde_json::json!([]));
+    assert_eq!(
+        sessions,
+        serde_json::json!([]),
+        "{}",
+        String::from_utf8_lossy(&ls.stdout)
+    );
+}

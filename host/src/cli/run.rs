@@ -96,6 +96,11 @@ pub async fn run_once(
 ) -> anyhow::Result<Ran> {
     // Claim the session and be present before the run starts, so the claim
     // (and the conversational route for decisions) holds from its first event.
+    // A component that cannot be used leaves nothing behind: it is
+    // resolved before a session is made for it.
+    if let Some(component) = &req.component {
+        rt.add_component(component).await?;
+    }
     let session = match (req.worker, &req.session) {
         (Some(worker), _) => rt.session_of_worker(worker)?,
         (None, Some(session)) => session.clone(),
