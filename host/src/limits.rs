@@ -43,6 +43,11 @@ pub struct Limits {
     /// Bytes of compiled components the host keeps ready (host-wide: only
     /// the `[limits]` value counts; least recently used evicted past it).
     pub component_cache_bytes: u64,
+    /// Children one run may spawn (`workers.spawn`).
+    pub children_per_run: u64,
+    /// How deep delegation may nest: a worker with no parent is at depth 0,
+    /// its children at 1; a spawn that would make a child deeper is refused.
+    pub child_depth: u64,
 }
 
 impl Default for Limits {
@@ -63,6 +68,8 @@ impl Default for Limits {
             prompt_bytes: 1 << 20,
             checkpoint_bytes: 64 << 20,
             component_cache_bytes: crate::component::DEFAULT_CACHE_BYTES,
+            children_per_run: 16,
+            child_depth: 4,
         }
     }
 }
@@ -161,6 +168,8 @@ impl Limits {
             prompt_bytes: self.prompt_bytes.min(other.prompt_bytes),
             checkpoint_bytes: self.checkpoint_bytes.min(other.checkpoint_bytes),
             component_cache_bytes: self.component_cache_bytes.min(other.component_cache_bytes),
+            children_per_run: self.children_per_run.min(other.children_per_run),
+            child_depth: self.child_depth.min(other.child_depth),
         }
     }
 }

@@ -31,6 +31,10 @@ impl RunHost for NullHost {
     async fn wait(&self, _request: DecisionRequest) -> Result<Answer, HostFailure> {
         Ok(Answer::TimedOut)
     }
+    async fn workers(&self, _call: serde_json::Value) -> Result<serde_json::Value, HostFailure> {
+        Ok(serde_json::json!({ "error": "the bench host does not delegate" }))
+    }
+
     async fn history(&self, _limit: u32) -> Result<Vec<Turn>, HostFailure> {
         Ok(vec![])
     }
@@ -67,6 +71,7 @@ async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
     };
     let host = Arc::new(NullHost(AtomicU64::new(1)));
     let sandbox = Sandbox {
+        loan: None,
         artifacts,
         stdout: log()?,
         stderr: log()?,

@@ -23,5 +23,5 @@ pub mod v2 {
         exports: { default: async },
     });
 
-    pub use self::cairn::controller::{decisions, history, journal, types};
+    pub use self::cairn::controller::{decisions, history, journal, types, workers};
 }

@@ -82,6 +82,10 @@ pub trait RunHost: Send + Sync {
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure>;
     /// The session's recent turns.
     async fn history(&self, limit: u32) -> Result<Vec<Turn>, HostFailure>;
+    /// A `workers` call (delegation), as JSON (`{"call": "spawn", …}`);
+    /// the answer is `{"ok": …}` or `{"error": "…"}`, journaled in the
+    /// caller's session before the guest sees it.
+    async fn workers(&self, call: serde_json::Value) -> Result<serde_json::Value, HostFailure>;
     /// Whether the epoch callback should stop the instance now (cancelled
     /// past its grace, or a limit was broken).
     fn should_trap(&self) -> bool;
@@ -313,6 +317,86 @@ mod current {
                     text: t.text,
                 })
                 .collect())
+        }
+    }
+
+    use v2::workers as w2;
+
+    fn answer(v: serde_json::Value) -> Result<serde_json::Value, String> {
+        match v.get("error").and_then(|e| e.as_str()) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(v.get("ok").cloned().unwrap_or_default()),
+        }
+    }
+
+    fn status_of(v: serde_json::Value) -> w2::ChildStatus {
+        let state = match v["state"].as_str().unwrap_or("") {
+            "running" => w2::ChildState::Running,
+            "finished" => w2::ChildState::Finished,
+            "failed" => w2::ChildState::Failed,
+            "cancelled" => w2::ChildState::Cancelled,
+            "pruned" => w2::ChildState::Pruned,
+            _ => w2::ChildState::Stopped,
+        };
+        w2::ChildStatus {
+            state,
+            text: v["text"].as_str().map(str::to_string),
+            error: v["error"].as_str().map(str::to_string),
+        }
+    }
+
+    fn child_of(v: &serde_json::Value) -> w2::Child {
+        w2::Child {
+            worker_id: v["worker_id"].as_str().unwrap_or_default().to_string(),
+            session_id: v["session_id"].as_str().unwrap_or_default().to_string(),
+        }
+    }
+
+    impl w2::Host for HostState {
+        async fn spawn(&mut self, req: w2::SpawnRequest) -> wasmtime::Result<Result<w2::Child, String>> {
+            let liveness = match req.liveness {
+                w2::Liveness::Continue => "continue",
+                w2::Liveness::Cancel => "cancel",
+                w2::Liveness::Park => "park",
+            };
+            let call = serde_json::json!({
+                "call": "spawn",
+                "component": req.component,
+                "prompt": req.prompt,
+                "scope": req.scope,
+                "liveness": liveness,
+            });
+            Ok(answer(host(self)?.workers(call).await?).map(|v| child_of(&v)))
+        }
+
+        async fn status(&mut self, worker_id: String) -> wasmtime::Result<Result<w2::ChildStatus, String>> {
+            let call = serde_json::json!({ "call": "status", "worker_id": worker_id });
+            Ok(answer(host(self)?.workers(call).await?).map(status_of))
+        }
+
+        async fn wait(
+            &mut self,
+            worker_id: String,
+            timeout_ms: u64,
+        ) -> wasmtime::Result<Result<w2::ChildStatus, String>> {
+            let call = serde_json::json!({ "call": "wait", "worker_id": worker_id, "timeout_ms": timeout_ms });
+            Ok(answer(host(self)?.workers(call).await?).map(status_of))
+        }
+
+        async fn cancel(&mut self, worker_id: String) -> wasmtime::Result<Result<(), String>> {
+            let call = serde_json::json!({ "call": "cancel", "worker_id": worker_id });
+            Ok(answer(host(self)?.workers(call).await?).map(|_| ()))
+        }
+
+        async fn register_peer(&mut self, worker_id: String) -> wasmtime::Result<Result<(), String>> {
+            let call = serde_json::json!({ "call": "register_peer", "worker_id": worker_id });
+            Ok(answer(host(self)?.workers(call).await?).map(|_| ()))
+        }
+
+        async fn peers(&mut self) -> wasmtime::Result<Vec<w2::Child>> {
+            let call = serde_json::json!({ "call": "peers" });
+            let peers = answer(host(self)?.workers(call).await?).unwrap_or_default();
+            Ok(peers.as_array().map(|a| a.iter().map(child_of).collect()).unwrap_or_default())
         }
     }
 }

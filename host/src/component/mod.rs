@@ -468,6 +468,10 @@ impl Components {
         let mut wasi = wasmtime_wasi::WasiCtxBuilder::new();
         wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
             .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
+        if let Some(loan) = &sandbox.loan {
+            wasi.preopened_dir(loan, "/loan", wasmtime_wasi::FsPerms::ReadWrite)
+                .map_err(|e| RunTrap::Setup(format!("cannot preopen the loaned scope: {e:#}")))?;
+        }
         let log_bytes = sandbox.limits.log_bytes;
         wasi.stdout(limiter::CappedLog::new(
             sandbox.stdout,
@@ -592,6 +596,8 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<(), Component
 pub struct Sandbox {
     /// `runs/<gen>/artifacts/`: the guest's `/`.
     pub artifacts: std::path::PathBuf,
+    /// A scope of the parent's `artifacts/` loaned to a child: its `/loan`.
+    pub loan: Option<std::path::PathBuf>,
     /// `worker.out.log`.
     pub stdout: std::fs::File,
     /// `worker.err.log`.

@@ -431,6 +431,29 @@ pub enum LifecycleEvent {
         /// The store key of the checkpoint (never a path).
         checkpoint: String,
     },
+    /// A `workers` call (delegation) and the answer the controller got,
+    /// journaled before it saw it: a replay answers the call from here and
+    /// spawns nothing again.
+    WorkerCall {
+        /// The call: `{"call": "spawn" | "status" | "wait" | "cancel" |
+        /// "register_peer" | "peers", …its arguments}`.
+        call: serde_json::Value,
+        /// `{"ok": …}` or `{"error": "…"}`.
+        result: serde_json::Value,
+    },
+    /// A child's run ended: a hint for people in the parent's journal,
+    /// never an input to a replay (`status`/`wait` read the child's own
+    /// journal).
+    ChildNotification {
+        /// The child worker.
+        worker_id: WorkerId,
+        /// Its session.
+        session_id: SessionId,
+        /// Its run that ended.
+        child_run_id: RunId,
+        /// `finished`, `failed`, `cancelled` or `stopped`.
+        status: String,
+    },
 }
 
 impl LifecycleEvent {

@@ -494,9 +494,21 @@ fn claim_of(
             active_segment: active,
             pending_segment: None,
             segments,
-            children: ids("children")?,
+            children: no_links(ids("children")?, "children")?,
             forked_from: None,
-            peers: ids("peers")?,
+            peers: no_links(ids("peers")?, "peers")?,
         },
     })
+}
+
+/// Legacy `children`/`peers` hold bare worker ids; today's links carry the
+/// session, scope and status a bare id does not say. The legacy layout
+/// always wrote them empty: a tree that does not is refused, not guessed.
+fn no_links<T>(ids: Vec<WorkerId>, field: &str) -> Result<Vec<T>, String> {
+    match ids.first() {
+        None => Ok(Vec::new()),
+        Some(id) => Err(format!(
+            "{field} names worker {id}: legacy {field} links cannot be carried (they name no session, scope or status)"
+        )),
+    }
 }

@@ -292,6 +292,7 @@ fn finish_documents(home: &Home, loaded: &Loaded, ours: Option<&Dir>) -> Result<
         created_at_ms: created_at(loaded),
         last_generation: loaded.last_generation,
         status: WorkerStatus::Active,
+        parent: None,
     };
     write("worker.json", to_json(&record))?;
     if !dir.exists("runs") {

@@ -6,6 +6,7 @@
 mod catalog;
 mod config;
 pub mod decisions;
+pub(crate) mod delegation;
 mod error;
 pub mod failure;
 mod history;

@@ -432,6 +432,7 @@ impl Runtime {
                 return Err(RuntimeError::RunLost("cannot open a scratch log".into()));
             };
             let sandbox = Sandbox {
+                loan: None,
                 artifacts,
                 stdout,
                 stderr,

@@ -36,6 +36,74 @@ pub struct WorkerRecord {
     pub last_generation: Generation,
     /// Active or stale.
     pub status: WorkerStatus,
+    /// The worker that spawned this one, when it is a child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
+}
+
+/// A child's link to its parent (`worker.json` `parent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParentRef {
+    /// The parent worker.
+    pub worker_id: WorkerId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The parent's generation that spawned this child.
+    pub generation: Generation,
+    /// The parent's run that spawned it.
+    pub run_id: crate::ids::RunId,
+    /// The loaned scope: a directory of the parent's `artifacts/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The run of this child that holds the loan (its first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loan_run: Option<crate::ids::RunId>,
+    /// The loan ended: no later run or restore of this child gets `/loan`.
+    #[serde(default)]
+    pub loan_reclaimed: bool,
+    /// How deep this child is (the parent's depth + 1).
+    pub depth: u64,
+}
+
+/// How a child stands, as its parent's `metadata.json` records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildStatus {
+    /// Its run is live.
+    Running,
+    /// Its run finished.
+    Finished,
+    /// Its run failed.
+    Failed,
+    /// Its run was cancelled.
+    Cancelled,
+    /// Its run parked or was stopped by its host: it can be resumed.
+    Stopped,
+    /// It was pruned: loan reclaimed, run stopped.
+    Pruned,
+}
+
+/// One child in its parent's `metadata.json` `children`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChildRef {
+    /// The child worker.
+    pub worker_id: WorkerId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its component, `sha256:<hex>`.
+    pub component: String,
+    /// The scope loaned to it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The parent's generation that spawned it.
+    pub generation: Generation,
+    /// Where it stands.
+    pub status: ChildStatus,
+    /// Its loan ended.
+    #[serde(default)]
+    pub loan_reclaimed: bool,
 }
 
 /// One segment in `metadata.json`.
@@ -64,13 +132,13 @@ pub struct WorkerMetadata {
     pub segments: Vec<SegmentRef>,
     /// Child workers delegated by this one.
     #[serde(default)]
-    pub children: Vec<WorkerId>,
+    pub children: Vec<ChildRef>,
     /// The session this one was forked from, and before which message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkParent>,
     /// Registered peers.
     #[serde(default)]
-    pub peers: Vec<WorkerId>,
+    pub peers: Vec<PeerRef>,
 }
 
 /// Where a forked worker came from.
@@ -123,4 +191,14 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(value).expect("documents serialize");
     bytes.push(b'\n');
     bytes
+}
+
+/// A registered peer: status only, no authority.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeerRef {
+    /// The peer worker.
+    pub worker_id: WorkerId,
+    /// Its session.
+    pub session_id: SessionId,
 }

@@ -542,6 +542,7 @@ impl Home {
                 created_at_ms: now,
                 last_generation: Generation(0),
                 status: WorkerStatus::Active,
+                parent: None,
             };
             fsutil::write_document(&dir, "worker.json", &to_json(&record))
                 .map_err(io_err(ctx.clone()))?;

@@ -41,6 +41,14 @@ pub struct Cancel {
     at: Instant,
 }
 
+/// Where a run lives.
+#[derive(Debug, Clone)]
+pub(crate) struct Place {
+    pub worker_id: crate::ids::WorkerId,
+    pub generation: crate::ids::Generation,
+    pub artifacts: std::path::PathBuf,
+}
+
 /// The journaled entries a replay feeds back and checks, in order.
 pub(crate) struct Script {
     entries: VecDeque<SessionEvent>,
@@ -62,6 +70,7 @@ impl Script {
                         | LifecycleEvent::ApprovalRouted { .. }
                         | LifecycleEvent::DecisionRecorded { .. }
                         | LifecycleEvent::DecisionTimedOut { .. }
+                        | LifecycleEvent::WorkerCall { .. }
                 ),
             })
             .cloned()
@@ -108,6 +117,13 @@ pub struct RunCtx {
     /// artifacts only while the guest runs (suspended in a decision wait it
     /// can write nothing), and ends with the run.
     activity: watch::Sender<Activity>,
+    /// The runtime, for delegation (set by the run task; an offline replay
+    /// has none and never goes live).
+    pub(crate) runtime: std::sync::OnceLock<std::sync::Weak<super::Inner>>,
+    /// Where the run lives: its worker, generation and `artifacts/`.
+    pub(crate) place: std::sync::OnceLock<Place>,
+    /// `workers.spawn` calls so far (live or replayed).
+    pub(crate) spawned: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +195,15 @@ impl RunCtx {
             script: Mutex::new(None),
             history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
+            runtime: std::sync::OnceLock::new(),
+            place: std::sync::OnceLock::new(),
+            spawned: AtomicU64::new(0),
         }
+    }
+
+    /// Mark the guest suspended (in a host wait) until the guard drops.
+    pub(crate) fn suspended(&self) -> impl Drop + '_ {
+        Suspended::begin(&self.activity)
     }
 
     pub(crate) fn set_present(&self, present: bool) {
@@ -694,6 +718,54 @@ impl RunHost for RunCtx {
             None => Ok(Answer::Park),
             Some((id, rx)) => self.wait_live(id, rx, &request).await,
         }
+    }
+
+    async fn workers(&self, call: serde_json::Value) -> Result<serde_json::Value, HostFailure> {
+        if call["call"] == "spawn" {
+            self.spawned.fetch_add(1, Ordering::Relaxed);
+        }
+        match self.script_next() {
+            ScriptStep::Entry(expected) => {
+                return match &expected.payload {
+                    Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result }) if *c == call => {
+                        Ok(result.clone())
+                    }
+                    other => Err(self.diverge(
+                        expected.seq,
+                        serde_json::to_value(other).unwrap_or_default(),
+                        serde_json::json!({ "type": "worker_call", "call": call }),
+                    )),
+                };
+            }
+            ScriptStep::PastEnd => {
+                return Err(self.diverge(
+                    Seq(0),
+                    serde_json::json!("the end of the journal"),
+                    serde_json::json!({ "type": "worker_call", "call": call }),
+                ));
+            }
+            ScriptStep::Live => {}
+        }
+        if self.cancelled().is_some() {
+            return Ok(serde_json::json!({ "error": "the run is cancelled" }));
+        }
+        let result = super::delegation::call(self, &call).await;
+        if self.failure().is_some() {
+            // A limit broke (fan-out, depth): the run ends; nothing to record.
+            return Ok(result);
+        }
+        if let Err(what) = self.admit(&[crate::journal::json_len(&call) + crate::journal::json_len(&result) + 128]) {
+            return Err(HostFailure(format!("a workers answer broke a limit: {what}")));
+        }
+        let entry = Payload::Lifecycle(LifecycleEvent::WorkerCall {
+            call,
+            result: result.clone(),
+        });
+        self.journal
+            .append(Some(self.run_id), entry)
+            .await
+            .map_err(|e| self.refused("a workers answer", e))?;
+        Ok(result)
     }
 
     async fn history(&self, limit: u32) -> Result<Vec<Turn>, HostFailure> {

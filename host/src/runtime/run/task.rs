@@ -140,7 +140,15 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
             ctx.journal_bytes.store(bytes, Ordering::Relaxed);
         }
         watch_limits(ctx.clone(), gen_dir.dir.open_dir("artifacts").ok());
+        let _ = ctx.runtime.set(std::sync::Arc::downgrade(&rt.inner));
+        let _ = ctx.place.set(super::Place {
+            worker_id: plan.worker_id,
+            generation,
+            artifacts: gen_dir.artifacts_path.clone(),
+        });
+        let loan = crate::runtime::delegation::loan_for(&rt, plan.worker_id, ctx.run_id);
         let sandbox = Sandbox {
+            loan,
             artifacts: gen_dir.artifacts_path.clone(),
             stdout,
             stderr,
@@ -247,7 +255,19 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
             .finish_then(run_id, terminal.clone(), &facts, stored)
             .await
         {
-            Ok(e) => return Ok(e.facts.expect("a terminal event carries its facts")),
+            Ok(e) => {
+                let facts = e.facts.expect("a terminal event carries its facts");
+                // A child's end reaches its parent (loan, metadata, a hint).
+                let shutdown = matches!(
+                    &terminal,
+                    LifecycleEvent::Cancelled { reason: CancelReason::Shutdown, .. }
+                );
+                let (rt, worker, session, status) = (rt.clone(), plan.worker_id, session.clone(), facts.status);
+                tokio::spawn(async move {
+                    crate::runtime::delegation::child_ended(&rt, worker, &session, run_id, status, shutdown).await;
+                });
+                return Ok(facts);
+            }
             Err(crate::store::StoreError::Io { .. }) if !inner.draining.load(Ordering::SeqCst) => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));

@@ -1,0 +1,495 @@
+//! Delegation (seed 000 "Child, peer, and notification state"): the live
+//! side of the `workers` interface. A child is a worker of its own, in its
+//! parent's workspace, linked both ways (the child's `worker.json` `parent`,
+//! the parent's `metadata.json` `children`, one record per child under the
+//! parent's `runs/<gen>/spawned/`). Its session id derives from the parent's
+//! run and the spawn's ordinal, so a spawn a crash cut short is adopted when
+//! the parent's replay asks again, never made twice. A loaned scope is a
+//! directory of the parent's `artifacts/`, given to the child's first run as
+//! `/loan` and reclaimed when that run ends or the child is pruned. A
+//! child's end writes a `child_notification` into the parent's journal: a
+//! hint; `status` and `wait` read the child's own journal.
+
+use super::run::RunCtx;
+use super::{Runtime, RuntimeError};
+use crate::ids::{RunId, Seq, SessionId, WorkerId};
+use crate::journal::event::{
+    CancelReason, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunStatus,
+};
+use crate::worker::{ChildRef, ChildStatus, ParentRef, PeerRef};
+use serde_json::{Value, json};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+/// Answer one live `workers` call: `{"ok": …}` or `{"error": "…"}`.
+pub(crate) async fn call(ctx: &RunCtx, call: &Value) -> Value {
+    let Some(rt) = ctx.runtime.get().and_then(|w| w.upgrade()).map(|inner| Runtime { inner }) else {
+        return json!({ "error": "this host cannot delegate (an offline replay)" });
+    };
+    let worker = || {
+        call["worker_id"]
+            .as_str()
+            .and_then(|w| w.parse::<WorkerId>().ok())
+            .ok_or_else(|| format!("{} is not a worker id", call["worker_id"]))
+    };
+    let result = match call["call"].as_str().unwrap_or("") {
+        "spawn" => spawn(&rt, ctx, call).await,
+        "status" => match worker() {
+            Ok(w) => status(&rt, ctx, w, false).await,
+            Err(e) => Err(e),
+        },
+        "wait" => match worker() {
+            Ok(w) => wait(&rt, ctx, w, call["timeout_ms"].as_u64().unwrap_or(0)).await,
+            Err(e) => Err(e),
+        },
+        "cancel" => match worker() {
+            Ok(w) => cancel(&rt, ctx, w).await,
+            Err(e) => Err(e),
+        },
+        "register_peer" => match worker() {
+            Ok(w) => register_peer(&rt, ctx, w),
+            Err(e) => Err(e),
+        },
+        "peers" => peers(&rt, ctx),
+        other => Err(format!("no workers call {other:?}")),
+    };
+    match result {
+        Ok(v) => json!({ "ok": v }),
+        Err(e) => json!({ "error": e }),
+    }
+}
+
+fn place(ctx: &RunCtx) -> Result<&super::run::Place, String> {
+    ctx.place
+        .get()
+        .ok_or_else(|| "the run has no generation yet".to_string())
+}
+
+/// A scope as given: a relative path of plain names, normalised (`a/b`).
+pub(crate) fn check_scope(scope: &str) -> Result<String, String> {
+    let path = Path::new(scope);
+    let mut parts = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => parts.push(
+                n.to_str()
+                    .ok_or_else(|| format!("scope {scope:?} is not UTF-8"))?
+                    .to_string(),
+            ),
+            Component::CurDir => {}
+            _ => {
+                return Err(format!(
+                    "scope {scope:?} must be a relative directory inside artifacts/ (no `..`, no absolute path)"
+                ));
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("scope {scope:?} names no directory inside artifacts/"));
+    }
+    Ok(parts.join("/"))
+}
+
+fn overlaps(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('/').collect(), b.split('/').collect());
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+/// Make `scope` under `artifacts` (no link followed) and return its host
+/// path, checked to be a real directory inside `artifacts`.
+fn make_scope(artifacts: &Path, scope: &str) -> Result<PathBuf, String> {
+    let dir = cap_std::fs::Dir::open_ambient_dir(artifacts, cap_std::ambient_authority())
+        .map_err(|e| format!("cannot open the caller's artifacts/: {e}"))?;
+    dir.create_dir_all(scope)
+        .map_err(|e| format!("cannot make scope {scope:?}: {e}"))?;
+    loan_path(artifacts, scope)
+}
+
+/// The host path of a loaned scope, if it is still a real directory inside
+/// `artifacts` (no symbolic link on the way).
+pub(crate) fn loan_path(artifacts: &Path, scope: &str) -> Result<PathBuf, String> {
+    let mut at = artifacts.to_path_buf();
+    for part in scope.split('/') {
+        at.push(part);
+        let meta = std::fs::symlink_metadata(&at)
+            .map_err(|e| format!("scope {scope:?}: {e}"))?;
+        if !meta.is_dir() {
+            return Err(format!(
+                "scope {scope:?} is not a directory of artifacts/ ({} is a link or a file)",
+                at.display()
+            ));
+        }
+    }
+    let (real, root) = (
+        at.canonicalize().map_err(|e| e.to_string())?,
+        artifacts.canonicalize().map_err(|e| e.to_string())?,
+    );
+    if !real.starts_with(&root) {
+        return Err(format!("scope {scope:?} leads outside artifacts/"));
+    }
+    Ok(real)
+}
+
+async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String> {
+    let place = place(ctx)?.clone();
+    let home = rt.home();
+    let n = ctx.spawned.load(std::sync::atomic::Ordering::Relaxed);
+    if n > ctx.limits.children_per_run {
+        return Err(ctx.break_limit("children_per_run", n, ctx.limits.children_per_run));
+    }
+    let parent = home.open_worker(place.worker_id).map_err(|e| e.to_string())?;
+    let record = parent.record().map_err(|e| e.to_string())?;
+    let depth = record.parent.as_ref().map_or(0, |p| p.depth) + 1;
+    if depth > ctx.limits.child_depth {
+        return Err(ctx.break_limit("child_depth", depth, ctx.limits.child_depth));
+    }
+    let workspace = record.workspace.clone();
+    let name = call["component"].as_str().unwrap_or_default();
+    let component = if crate::examples::built_in(name).is_some() {
+        super::ComponentRef::BuiltIn(name.to_string())
+    } else if name.starts_with("sha256:") && home.granted(&workspace).iter().any(|d| d == name) {
+        super::ComponentRef::Digest(name.to_string())
+    } else {
+        return Err(format!(
+            "component {name:?} is not one workspace {workspace:?} may use (a built-in example name, or the digest of an upload)"
+        ));
+    };
+    let (digest, _) = rt.add_component(&component).await.map_err(|e| e.to_string())?;
+    let prompt = call["prompt"].as_str().unwrap_or_default().to_string();
+    let liveness = match call["liveness"].as_str() {
+        Some("cancel") => LivenessPolicy::Cancel,
+        Some("park") => LivenessPolicy::Park,
+        _ => LivenessPolicy::Continue,
+    };
+    // The child's id derives from the spawn: a spawn the parent's replay
+    // asks again finds the child it made.
+    let key = format!("{}/{}", ctx.run_id, n);
+    let session = SessionId::parse(&format!(
+        "s-{}",
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, format!("cairn-child:{}:{key}", ctx.session).as_bytes())
+    ))
+    .map_err(|e| e.to_string())?;
+    let mut meta = parent.metadata().map_err(|e| e.to_string())?;
+    let existing = meta.children.iter().find(|c| c.session_id == session).cloned();
+    let scope = match call["scope"].as_str() {
+        Some(s) => Some(check_scope(s)?),
+        None => None,
+    };
+    if let Some(scope) = &scope
+        && existing.is_none()
+        && let Some(other) = meta.children.iter().find(|c| {
+            c.status == ChildStatus::Running
+                && !c.loan_reclaimed
+                && c.scope.as_deref().is_some_and(|s| overlaps(s, scope))
+        })
+    {
+        return Err(format!(
+            "scope {scope:?} overlaps {:?}, loaned to the live child {}",
+            other.scope.as_deref().unwrap_or_default(),
+            other.worker_id
+        ));
+    }
+    if let Some(scope) = &scope {
+        make_scope(&place.artifacts, scope)?;
+    }
+    let child_worker = match home.lookup(&session).map_err(|e| e.to_string())? {
+        Some(w) => w,
+        None => rt.create_session_in(Some(session.clone()), &workspace).await.map_err(|e| e.to_string())?.1,
+    };
+    let child = home.open_worker(child_worker).map_err(|e| e.to_string())?;
+    let mut child_record = child.record().map_err(|e| e.to_string())?;
+    if child_record.parent.is_none() {
+        child_record.parent = Some(ParentRef {
+            worker_id: place.worker_id,
+            session_id: ctx.session.clone(),
+            generation: place.generation,
+            run_id: ctx.run_id,
+            scope: scope.clone(),
+            loan_run: None,
+            loan_reclaimed: false,
+            depth,
+        });
+        child.write_record(&child_record).map_err(|e| e.to_string())?;
+    }
+    spawned_record(&parent.path(), &place, &key, child_worker, &session, &digest, scope.as_deref())?;
+    if existing.is_none() {
+        meta.children.push(ChildRef {
+            worker_id: child_worker,
+            session_id: session.clone(),
+            component: digest.clone(),
+            scope,
+            generation: place.generation,
+            status: ChildStatus::Running,
+            loan_reclaimed: false,
+        });
+        parent.write_metadata(&meta).map_err(|e| e.to_string())?;
+    }
+    if rt.session_runs(&session).await.map_err(|e| e.to_string())?.is_empty() {
+        rt.start(super::StartRun {
+            session: Some(session.clone()),
+            worker: None,
+            component: Some(super::ComponentRef::Digest(digest)),
+            prompt,
+            liveness: Liveness { policy: liveness, grace_ms: 0 },
+            timeout_ms: None,
+            continues: None,
+            workspace: Some(workspace),
+            limits: Default::default(),
+            tools: None,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(json!({ "worker_id": child_worker, "session_id": session }))
+}
+
+fn spawned_record(
+    parent: &Path,
+    place: &super::run::Place,
+    key: &str,
+    child: WorkerId,
+    session: &SessionId,
+    component: &str,
+    scope: Option<&str>,
+) -> Result<(), String> {
+    let gen_dir = parent.join("runs").join(place.generation.0.to_string());
+    let dir = cap_std::fs::Dir::open_ambient_dir(&gen_dir, cap_std::ambient_authority())
+        .map_err(|e| format!("cannot open {}: {e}", gen_dir.display()))?;
+    let spawned = crate::fsutil::ensure_dir(&dir, "spawned").map_err(|e| format!("cannot make spawned/: {e}"))?;
+    let doc = json!({ "version": 1, "spawn": key, "worker_id": child, "session_id": session, "component": component, "scope": scope });
+    crate::fsutil::write_document(&spawned, &format!("{child}.json"), doc.to_string().as_bytes())
+        .map_err(|e| format!("cannot record the child: {e}"))
+}
+
+/// A related worker: a child (`control`) or a peer of the caller.
+fn related(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, control: bool) -> Result<(SessionId, Option<ChildRef>), String> {
+    let place = place(ctx)?;
+    let meta = rt
+        .home()
+        .open_worker(place.worker_id)
+        .and_then(|w| w.metadata())
+        .map_err(|e| e.to_string())?;
+    if let Some(c) = meta.children.iter().find(|c| c.worker_id == worker) {
+        return Ok((c.session_id.clone(), Some(c.clone())));
+    }
+    if !control && let Some(p) = meta.peers.iter().find(|p| p.worker_id == worker) {
+        return Ok((p.session_id.clone(), None));
+    }
+    Err(match control {
+        true => format!("worker {worker} is not a child of this worker"),
+        false => format!("worker {worker} is neither a child nor a peer of this worker"),
+    })
+}
+
+/// A worker's state from its own journal: its last run's end.
+async fn read_status(rt: &Runtime, session: &SessionId, pruned: bool) -> Result<Value, String> {
+    let items = rt.read(session, Seq(0)).await.map_err(|e| e.to_string())?;
+    let mut last: Option<(RunId, Option<Value>)> = None;
+    for e in items.iter().filter_map(|i| i.event()) {
+        let Payload::Lifecycle(l) = &e.payload else { continue };
+        let Some(run) = e.run_id else { continue };
+        match l {
+            LifecycleEvent::Started { .. } => last = Some((run, None)),
+            LifecycleEvent::Finished { text, .. } => last = Some((run, Some(json!({ "state": "finished", "text": text })))),
+            LifecycleEvent::Failed { error } => {
+                last = Some((run, Some(json!({ "state": "failed", "error": format!("{}: {}", error.code, error.message) }))))
+            }
+            LifecycleEvent::Cancelled { reason, message } => {
+                let state = if *reason == CancelReason::Shutdown { "stopped" } else { "cancelled" };
+                last = Some((run, Some(json!({ "state": state, "error": message }))));
+            }
+            LifecycleEvent::Parked { .. } => last = Some((run, Some(json!({ "state": "stopped" })))),
+            _ => {}
+        }
+    }
+    let status = match last {
+        None => json!({ "state": "running" }),
+        Some((_, Some(end))) => end,
+        Some((run, None)) => match rt.live_runs().iter().any(|(_, r)| *r == run) {
+            true => json!({ "state": "running" }),
+            false => json!({ "state": "stopped" }),
+        },
+    };
+    Ok(match pruned {
+        true => json!({ "state": "pruned", "text": status["text"], "error": status["error"] }),
+        false => status,
+    })
+}
+
+async fn status(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, _: bool) -> Result<Value, String> {
+    let (session, child) = related(rt, ctx, worker, false)?;
+    let pruned = child.is_some_and(|c| c.status == ChildStatus::Pruned);
+    read_status(rt, &session, pruned).await
+}
+
+async fn wait(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, timeout_ms: u64) -> Result<Value, String> {
+    let (session, _) = related(rt, ctx, worker, true)?;
+    let live = rt.live_runs().into_iter().find(|(s, _)| *s == session).map(|(_, r)| r);
+    if let Some(run) = live {
+        let _suspended = ctx.suspended();
+        let mut cancel = ctx.cancel.subscribe();
+        tokio::select! {
+            _ = rt.wait(run) => {}
+            _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {}
+            _ = cancel.wait_for(|c| c.is_some()) => return Err("the run was cancelled while it waited".into()),
+        }
+    }
+    status(rt, ctx, worker, true).await
+}
+
+async fn cancel(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, String> {
+    let (session, _) = related(rt, ctx, worker, true)?;
+    if let Some((_, run)) = rt.live_runs().into_iter().find(|(s, _)| *s == session) {
+        match rt.cancel(run, CancelReason::External, "cancelled by its parent") {
+            Ok(()) | Err(RuntimeError::UnknownRun(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), rt.wait(run)).await;
+    }
+    Ok(Value::Null)
+}
+
+fn register_peer(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, String> {
+    let place = place(ctx)?;
+    if worker == place.worker_id {
+        return Err("a worker is not its own peer".into());
+    }
+    let home = rt.home();
+    let parent = home.open_worker(place.worker_id).map_err(|e| e.to_string())?;
+    let mine = parent.record().map_err(|e| e.to_string())?.workspace;
+    let peer = home
+        .open_worker(worker)
+        .and_then(|w| w.record())
+        .ok()
+        .filter(|r| r.workspace == mine)
+        .ok_or_else(|| format!("no worker {worker} in this workspace"))?;
+    let mut meta = parent.metadata().map_err(|e| e.to_string())?;
+    if !meta.peers.iter().any(|p| p.worker_id == worker) {
+        meta.peers.push(PeerRef {
+            worker_id: worker,
+            session_id: peer.session_id,
+        });
+        parent.write_metadata(&meta).map_err(|e| e.to_string())?;
+    }
+    Ok(Value::Null)
+}
+
+fn peers(rt: &Runtime, ctx: &RunCtx) -> Result<Value, String> {
+    let place = place(ctx)?;
+    let meta = rt
+        .home()
+        .open_worker(place.worker_id)
+        .and_then(|w| w.metadata())
+        .map_err(|e| e.to_string())?;
+    Ok(json!(meta.peers.iter().map(|p| json!({ "worker_id": p.worker_id, "session_id": p.session_id })).collect::<Vec<_>>()))
+}
+
+/// The `/loan` a run of `worker` gets: its parent's scope, when this run
+/// holds the loan (the child's first run, or its restore) and it has not
+/// been reclaimed.
+pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<PathBuf> {
+    let home = rt.home();
+    let child = home.open_worker(worker).ok()?;
+    let mut record = child.record().ok()?;
+    let parent = record.parent.clone()?;
+    let scope = parent.scope.clone()?;
+    if parent.loan_reclaimed || parent.loan_run.is_some_and(|r| r != run) {
+        return None;
+    }
+    if parent.loan_run.is_none() {
+        record.parent = Some(ParentRef { loan_run: Some(run), ..parent.clone() });
+        child.write_record(&record).ok()?;
+    }
+    let artifacts = home
+        .open_worker(parent.worker_id)
+        .ok()?
+        .path()
+        .join("runs")
+        .join(parent.generation.0.to_string())
+        .join("artifacts");
+    loan_path(&artifacts, &scope).ok()
+}
+
+/// After a run of `worker` ended with `status`: when the worker is a child,
+/// end its loan (if this run held it), record the status in the parent's
+/// `metadata.json`, and put a `child_notification` in the parent's journal.
+pub(crate) async fn child_ended(rt: &Runtime, worker: WorkerId, session: &SessionId, run: RunId, status: RunStatus, shutdown: bool) {
+    let home = rt.home();
+    let Ok(child) = home.open_worker(worker) else { return };
+    let Ok(mut record) = child.record() else { return };
+    let Some(parent) = record.parent.clone() else { return };
+    let reclaim = parent.loan_run == Some(run) && !parent.loan_reclaimed && !shutdown;
+    if reclaim {
+        record.parent = Some(ParentRef { loan_reclaimed: true, ..parent.clone() });
+        let _ = child.write_record(&record);
+    }
+    let state = match (status, shutdown) {
+        (_, true) | (RunStatus::Parked, _) => ChildStatus::Stopped,
+        (RunStatus::Finished, _) => ChildStatus::Finished,
+        (RunStatus::Failed, _) => ChildStatus::Failed,
+        (RunStatus::Cancelled, _) => ChildStatus::Cancelled,
+    };
+    if let Ok(p) = home.open_worker(parent.worker_id)
+        && let Ok(mut meta) = p.metadata()
+        && let Some(c) = meta.children.iter_mut().find(|c| c.worker_id == worker)
+        && c.status != ChildStatus::Pruned
+    {
+        c.status = state;
+        c.loan_reclaimed |= reclaim;
+        let _ = p.write_metadata(&meta);
+    }
+    let name = serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    if let Ok(journal) = rt.inner.journals.open(&parent.session_id).await {
+        let _ = journal
+            .append(
+                None,
+                Payload::Lifecycle(LifecycleEvent::ChildNotification {
+                    worker_id: worker,
+                    session_id: session.clone(),
+                    child_run_id: run,
+                    status: name,
+                }),
+            )
+            .await;
+    }
+}
+
+impl Runtime {
+    /// Prune a child: stop its live run, end its loan, mark it `pruned` in
+    /// its parent's `metadata.json`. The worker and its journal stay.
+    pub async fn prune(&self, session: &SessionId) -> Result<(), RuntimeError> {
+        let worker = self
+            .inner
+            .home
+            .lookup(session)?
+            .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
+        let child = self.inner.home.open_worker(worker)?;
+        let mut record = child.record()?;
+        let Some(parent) = record.parent.clone() else {
+            return Err(RuntimeError::InvalidRequest(format!(
+                "session {session} is not a child: only a child can be pruned"
+            )));
+        };
+        if let Some((_, run)) = self.live_runs().into_iter().find(|(s, _)| s == session) {
+            let _ = self.cancel(run, CancelReason::External, "its child was pruned");
+            let _ = tokio::time::timeout(Duration::from_secs(10), self.wait(run)).await;
+        }
+        record.parent = Some(ParentRef { loan_reclaimed: true, ..parent.clone() });
+        child.write_record(&record)?;
+        self.mark_pruned(&parent.worker_id, worker);
+        Ok(())
+    }
+
+    /// A child's parent records it pruned (its loan reclaimed).
+    pub(crate) fn mark_pruned(&self, parent: &WorkerId, child: WorkerId) {
+        if let Ok(p) = self.inner.home.open_worker(*parent)
+            && let Ok(mut meta) = p.metadata()
+            && let Some(c) = meta.children.iter_mut().find(|c| c.worker_id == child)
+        {
+            c.status = ChildStatus::Pruned;
+            c.loan_reclaimed = true;
+            let _ = p.write_metadata(&meta);
+        }
+    }
+}
