@@ -12,6 +12,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("approval", "approval"),
     ("sandbox-probe", "sandbox-probe"),
     ("bench-emit", "bench-emit"),
+    ("delegate", "delegate"),
 ];
 
 fn main() {

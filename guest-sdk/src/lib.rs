@@ -31,6 +31,7 @@ mod decisions;
 mod history;
 mod journal;
 mod types;
+pub mod workers;
 
 pub use decisions::{Answer, Approval, RequestKind, request, request_approval};
 pub use history::{Role, Turn, turns};

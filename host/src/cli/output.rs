@@ -77,6 +77,23 @@ pub fn line(event: &SessionEvent) -> String {
             } => {
                 format!("resumed by replay in generation {generation} through #{through_seq}")
             }
+            LifecycleEvent::WorkerCall { call, result } => {
+                let what = call["call"].as_str().unwrap_or("?");
+                let answer = match result.get("error") {
+                    Some(e) => format!("refused: {}", e.as_str().unwrap_or_default()),
+                    None => result["ok"].to_string(),
+                };
+                let on = call["worker_id"].as_str().or(call["component"].as_str()).unwrap_or("");
+                format!("workers    {what} {on} → {answer}")
+            }
+            LifecycleEvent::ChildNotification {
+                worker_id, status, ..
+            } => format!("child      {worker_id} {status} (a hint)"),
+            LifecycleEvent::HistoryImported { turns, because } => format!(
+                "imported   {} turns of history{}",
+                turns.len(),
+                because.as_deref().map(|b| format!(" ({b})")).unwrap_or_default()
+            ),
             other => crate::runtime::describe_terminal(other),
         },
     };

@@ -21,6 +21,25 @@ use serde_json::{Value, json};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+/// One writer of a parent's `metadata.json` links at a time (spawns,
+/// child ends, peers and prunes race otherwise).
+static LINKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Read, change and write a worker's `metadata.json` under [`LINKS`].
+fn update_meta(
+    rt: &Runtime,
+    worker: WorkerId,
+    change: impl FnOnce(&mut crate::worker::WorkerMetadata) -> Result<bool, String>,
+) -> Result<(), String> {
+    let _guard = LINKS.lock().unwrap_or_else(|p| p.into_inner());
+    let w = rt.home().open_worker(worker).map_err(|e| e.to_string())?;
+    let mut meta = w.metadata().map_err(|e| e.to_string())?;
+    if change(&mut meta)? {
+        w.write_metadata(&meta).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Answer one live `workers` call: `{"ok": …}` or `{"error": "…"}`.
 pub(crate) async fn call(ctx: &RunCtx, call: &Value) -> Value {
     let Some(rt) = ctx.runtime.get().and_then(|w| w.upgrade()).map(|inner| Runtime { inner }) else {
@@ -170,7 +189,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
         uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, format!("cairn-child:{}:{key}", ctx.session).as_bytes())
     ))
     .map_err(|e| e.to_string())?;
-    let mut meta = parent.metadata().map_err(|e| e.to_string())?;
+    let meta = parent.metadata().map_err(|e| e.to_string())?;
     let existing = meta.children.iter().find(|c| c.session_id == session).cloned();
     let scope = match call["scope"].as_str() {
         Some(s) => Some(check_scope(s)?),
@@ -213,18 +232,22 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
         child.write_record(&child_record).map_err(|e| e.to_string())?;
     }
     spawned_record(&parent.path(), &place, &key, child_worker, &session, &digest, scope.as_deref())?;
-    if existing.is_none() {
-        meta.children.push(ChildRef {
-            worker_id: child_worker,
-            session_id: session.clone(),
-            component: digest.clone(),
-            scope,
-            generation: place.generation,
-            status: ChildStatus::Running,
-            loan_reclaimed: false,
-        });
-        parent.write_metadata(&meta).map_err(|e| e.to_string())?;
-    }
+    let link = ChildRef {
+        worker_id: child_worker,
+        session_id: session.clone(),
+        component: digest.clone(),
+        scope,
+        generation: place.generation,
+        status: ChildStatus::Running,
+        loan_reclaimed: false,
+    };
+    update_meta(rt, place.worker_id, |meta| {
+        if meta.children.iter().any(|c| c.worker_id == child_worker) {
+            return Ok(false);
+        }
+        meta.children.push(link);
+        Ok(true)
+    })?;
     if rt.session_runs(&session).await.map_err(|e| e.to_string())?.is_empty() {
         rt.start(super::StartRun {
             session: Some(session.clone()),
@@ -364,14 +387,16 @@ fn register_peer(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, 
         .ok()
         .filter(|r| r.workspace == mine)
         .ok_or_else(|| format!("no worker {worker} in this workspace"))?;
-    let mut meta = parent.metadata().map_err(|e| e.to_string())?;
-    if !meta.peers.iter().any(|p| p.worker_id == worker) {
+    update_meta(rt, place.worker_id, |meta| {
+        if meta.peers.iter().any(|p| p.worker_id == worker) {
+            return Ok(false);
+        }
         meta.peers.push(PeerRef {
             worker_id: worker,
             session_id: peer.session_id,
         });
-        parent.write_metadata(&meta).map_err(|e| e.to_string())?;
-    }
+        Ok(true)
+    })?;
     Ok(Value::Null)
 }
 
@@ -430,15 +455,16 @@ pub(crate) async fn child_ended(rt: &Runtime, worker: WorkerId, session: &Sessio
         (RunStatus::Failed, _) => ChildStatus::Failed,
         (RunStatus::Cancelled, _) => ChildStatus::Cancelled,
     };
-    if let Ok(p) = home.open_worker(parent.worker_id)
-        && let Ok(mut meta) = p.metadata()
-        && let Some(c) = meta.children.iter_mut().find(|c| c.worker_id == worker)
-        && c.status != ChildStatus::Pruned
-    {
-        c.status = state;
-        c.loan_reclaimed |= reclaim;
-        let _ = p.write_metadata(&meta);
-    }
+    let _ = update_meta(rt, parent.worker_id, |meta| {
+        match meta.children.iter_mut().find(|c| c.worker_id == worker) {
+            Some(c) if c.status != ChildStatus::Pruned => {
+                c.status = state;
+                c.loan_reclaimed |= reclaim;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    });
     let name = serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     if let Ok(journal) = rt.inner.journals.open(&parent.session_id).await {
         let _ = journal
@@ -483,13 +509,15 @@ impl Runtime {
 
     /// A child's parent records it pruned (its loan reclaimed).
     pub(crate) fn mark_pruned(&self, parent: &WorkerId, child: WorkerId) {
-        if let Ok(p) = self.inner.home.open_worker(*parent)
-            && let Ok(mut meta) = p.metadata()
-            && let Some(c) = meta.children.iter_mut().find(|c| c.worker_id == child)
-        {
-            c.status = ChildStatus::Pruned;
-            c.loan_reclaimed = true;
-            let _ = p.write_metadata(&meta);
-        }
+        let _ = update_meta(self, *parent, |meta| {
+            match meta.children.iter_mut().find(|c| c.worker_id == child) {
+                Some(c) => {
+                    c.status = ChildStatus::Pruned;
+                    c.loan_reclaimed = true;
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        });
     }
 }

@@ -7,7 +7,8 @@
 //! decision forever · `escape` reads through a planted symlink and `..` ·
 //! `nest` nests directories without end · `sparse` makes a 2 GiB sparse
 //! file · `inodes` creates empty files without end · `files` holds files open without end · `bad-wait` sends decision requests the host must refuse · `count` finishes with
-//! the number of entries its worktree holds.
+//! the number of entries its worktree holds · `loan-escape` (a child) tries
+//! `..`, a planted `..` link and absolute paths out of its `/loan`.
 use cairn_guest::{Controller, Error, Outcome, Start};
 use std::io::Write;
 
@@ -120,6 +121,34 @@ impl Controller for Hostile {
                 cairn_guest::emit_custom("escape", &serde_json::json!({ "reached": reached }))?;
                 if !reached.is_empty() {
                     return Err(Error::new("escaped", reached.join("; ")));
+                }
+            }
+            "loan-escape" => {
+                // A child with a loaned scope tries to reach above it.
+                // Wait, so a test can plant a `..` link in the loaned scope.
+                let _ = cairn_guest::request_approval("plant the links now");
+                let mut reached = Vec::new();
+                for target in [
+                    "/loan/../parent-secret.txt",
+                    "/loan/up/parent-secret.txt",
+                    "/loan/../../parent-secret.txt",
+                    "/parent-secret.txt",
+                    "loan/../parent-secret.txt",
+                ] {
+                    if let Ok(bytes) = std::fs::read(target) {
+                        reached.push(format!("{target}: {}", String::from_utf8_lossy(&bytes)));
+                    }
+                }
+                if std::fs::write("/loan/../pwned.txt", "pwned").is_ok() {
+                    reached.push("wrote /loan/../pwned.txt".into());
+                }
+                let wrote = std::fs::write("/loan/inside.txt", "written through the loan").is_ok();
+                cairn_guest::emit_custom("loan", &serde_json::json!({ "reached": reached, "wrote_inside": wrote }))?;
+                if !reached.is_empty() {
+                    return Err(Error::new("escaped", reached.join("; ")));
+                }
+                if !wrote {
+                    return Err(Error::new("no_loan", "could not write inside /loan"));
                 }
             }
             "nest" => {

@@ -1,0 +1,88 @@
+//! A delegating controller driven by its prompt: a JSON list of steps, run
+//! in order, each result emitted as a `step` custom event and collected
+//! into the final answer (JSON). Steps: `{"spawn": {"component", "prompt",
+//! "scope"?}}`, `{"wait": N, "timeout_ms": T}` (N: the Nth spawned child),
+//! `{"status": N}`, `{"cancel": N}`, `{"write": [path, text]}`,
+//! `{"read": path}`, `{"peer": worker_id}`, `"peers"`, `{"approve": prompt}`.
+use cairn_guest::workers;
+use cairn_guest::{Controller, Error, Outcome, Start};
+use serde_json::{Value, json};
+
+struct Parent;
+
+fn status_json(s: &workers::ChildStatus) -> Value {
+    json!({ "state": format!("{:?}", s.state).to_lowercase(), "text": s.text, "error": s.error })
+}
+
+impl Controller for Parent {
+    const CAN_PARK: bool = false;
+
+    fn run(start: Start) -> Result<Outcome, Error> {
+        let steps: Vec<Value> = serde_json::from_str(&start.prompt)
+            .map_err(|e| Error::new("bad_prompt", e.to_string()))?;
+        let mut children: Vec<workers::Child> = Vec::new();
+        let mut results = Vec::new();
+        let child = |children: &[workers::Child], n: &Value| -> String {
+            children
+                .get(n.as_u64().unwrap_or(0) as usize)
+                .map(|c| c.worker_id.clone())
+                .unwrap_or_else(|| n.as_str().unwrap_or("none").to_string())
+        };
+        for step in &steps {
+            let result = if let Some(s) = step.get("spawn") {
+                match workers::spawn(
+                    s["component"].as_str().unwrap_or("echo"),
+                    s["prompt"].as_str().unwrap_or(""),
+                    s["scope"].as_str(),
+                ) {
+                    Ok(c) => {
+                        let v = json!({ "worker_id": c.worker_id, "session_id": c.session_id });
+                        children.push(c);
+                        v
+                    }
+                    Err(e) => json!({ "error": e }),
+                }
+            } else if let Some(n) = step.get("wait") {
+                let t = step["timeout_ms"].as_u64().unwrap_or(60_000);
+                match workers::wait(&child(&children, n), t) {
+                    Ok(s) => status_json(&s),
+                    Err(e) => json!({ "error": e }),
+                }
+            } else if let Some(n) = step.get("status") {
+                match workers::status(&child(&children, n)) {
+                    Ok(s) => status_json(&s),
+                    Err(e) => json!({ "error": e }),
+                }
+            } else if let Some(n) = step.get("cancel") {
+                match workers::cancel(&child(&children, n)) {
+                    Ok(()) => json!("cancelled"),
+                    Err(e) => json!({ "error": e }),
+                }
+            } else if let Some(w) = step.get("write") {
+                let (path, text) = (w[0].as_str().unwrap_or("x"), w[1].as_str().unwrap_or(""));
+                if let Some(dir) = std::path::Path::new(path).parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                json!(std::fs::write(path, text).is_ok())
+            } else if let Some(p) = step.get("read") {
+                json!(std::fs::read_to_string(p.as_str().unwrap_or("x")).ok())
+            } else if let Some(w) = step.get("peer") {
+                match workers::register_peer(w.as_str().unwrap_or("")) {
+                    Ok(()) => json!("registered"),
+                    Err(e) => json!({ "error": e }),
+                }
+            } else if step == "peers" {
+                json!(workers::peers().iter().map(|p| p.worker_id.clone()).collect::<Vec<_>>())
+            } else if let Some(p) = step.get("approve") {
+                json!(format!("{:?}", cairn_guest::request_approval(p.as_str().unwrap_or(""))))
+            } else {
+                json!({ "error": "unknown step" })
+            };
+            cairn_guest::emit_custom("step", &json!({ "step": step, "result": result }))?;
+            results.push(result);
+        }
+        Ok(Outcome::Finished(Value::Array(results).to_string()))
+    }
+}
+
+cairn_guest::controller!(Parent);
