@@ -9,6 +9,7 @@ mod cli;
 mod clients;
 mod common;
 mod corruption;
+mod delegation;
 mod fuzz;
 mod fuzz_api;
 mod hostile;

@@ -20,7 +20,10 @@ impl Controller for Delegate {
         if let Some(text) = start.prompt.strip_prefix("write: ") {
             return child(text);
         }
-        let (a, b) = start.prompt.split_once('|').unwrap_or((start.prompt.as_str(), ""));
+        let (a, b) = start
+            .prompt
+            .split_once('|')
+            .unwrap_or((start.prompt.as_str(), ""));
         let mut children = Vec::new();
         for (i, part) in [a.trim(), b.trim()].into_iter().enumerate() {
             let scope = format!("part-{}", i + 1);
@@ -31,11 +34,17 @@ impl Controller for Delegate {
         }
         let mut merged = String::new();
         for (scope, c) in &children {
-            let status = workers::wait(&c.worker_id, 60_000).map_err(|e| Error::new("wait_failed", e))?;
+            let status =
+                workers::wait(&c.worker_id, 60_000).map_err(|e| Error::new("wait_failed", e))?;
             if status.state != ChildState::Finished {
                 return Err(Error::new(
                     "child_failed",
-                    format!("child {} ended {:?}: {}", c.worker_id, status.state, status.error.unwrap_or_default()),
+                    format!(
+                        "child {} ended {:?}: {}",
+                        c.worker_id,
+                        status.state,
+                        status.error.unwrap_or_default()
+                    ),
                 ));
             }
             let text = std::fs::read_to_string(format!("{scope}/out.txt"))
@@ -44,7 +53,11 @@ impl Controller for Delegate {
             merged.push('\n');
         }
         std::fs::write("merged.txt", &merged).map_err(|e| Error::new("io", e.to_string()))?;
-        let summary = format!("merged {} parts into merged.txt: {}", children.len(), merged.trim_end().replace('\n', " + "));
+        let summary = format!(
+            "merged {} parts into merged.txt: {}",
+            children.len(),
+            merged.trim_end().replace('\n', " + ")
+        );
         cairn_guest::emit_text(&summary)?;
         Ok(Outcome::Finished(summary))
     }

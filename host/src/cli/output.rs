@@ -83,7 +83,10 @@ pub fn line(event: &SessionEvent) -> String {
                     Some(e) => format!("refused: {}", e.as_str().unwrap_or_default()),
                     None => result["ok"].to_string(),
                 };
-                let on = call["worker_id"].as_str().or(call["component"].as_str()).unwrap_or("");
+                let on = call["worker_id"]
+                    .as_str()
+                    .or(call["component"].as_str())
+                    .unwrap_or("");
                 format!("workers    {what} {on} → {answer}")
             }
             LifecycleEvent::ChildNotification {
@@ -92,7 +95,10 @@ pub fn line(event: &SessionEvent) -> String {
             LifecycleEvent::HistoryImported { turns, because } => format!(
                 "imported   {} turns of history{}",
                 turns.len(),
-                because.as_deref().map(|b| format!(" ({b})")).unwrap_or_default()
+                because
+                    .as_deref()
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default()
             ),
             other => crate::runtime::describe_terminal(other),
         },

@@ -353,7 +353,10 @@ mod current {
     }
 
     impl w2::Host for HostState {
-        async fn spawn(&mut self, req: w2::SpawnRequest) -> wasmtime::Result<Result<w2::Child, String>> {
+        async fn spawn(
+            &mut self,
+            req: w2::SpawnRequest,
+        ) -> wasmtime::Result<Result<w2::Child, String>> {
             let liveness = match req.liveness {
                 w2::Liveness::Continue => "continue",
                 w2::Liveness::Cancel => "cancel",
@@ -369,7 +372,10 @@ mod current {
             Ok(answer(host(self)?.workers(call).await?).map(|v| child_of(&v)))
         }
 
-        async fn status(&mut self, worker_id: String) -> wasmtime::Result<Result<w2::ChildStatus, String>> {
+        async fn status(
+            &mut self,
+            worker_id: String,
+        ) -> wasmtime::Result<Result<w2::ChildStatus, String>> {
             let call = serde_json::json!({ "call": "status", "worker_id": worker_id });
             Ok(answer(host(self)?.workers(call).await?).map(status_of))
         }
@@ -388,7 +394,10 @@ mod current {
             Ok(answer(host(self)?.workers(call).await?).map(|_| ()))
         }
 
-        async fn register_peer(&mut self, worker_id: String) -> wasmtime::Result<Result<(), String>> {
+        async fn register_peer(
+            &mut self,
+            worker_id: String,
+        ) -> wasmtime::Result<Result<(), String>> {
             let call = serde_json::json!({ "call": "register_peer", "worker_id": worker_id });
             Ok(answer(host(self)?.workers(call).await?).map(|_| ()))
         }
@@ -396,7 +405,10 @@ mod current {
         async fn peers(&mut self) -> wasmtime::Result<Vec<w2::Child>> {
             let call = serde_json::json!({ "call": "peers" });
             let peers = answer(host(self)?.workers(call).await?).unwrap_or_default();
-            Ok(peers.as_array().map(|a| a.iter().map(child_of).collect()).unwrap_or_default())
+            Ok(peers
+                .as_array()
+                .map(|a| a.iter().map(child_of).collect())
+                .unwrap_or_default())
         }
     }
 }

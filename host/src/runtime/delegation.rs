@@ -42,7 +42,12 @@ fn update_meta(
 
 /// Answer one live `workers` call: `{"ok": …}` or `{"error": "…"}`.
 pub(crate) async fn call(ctx: &RunCtx, call: &Value) -> Value {
-    let Some(rt) = ctx.runtime.get().and_then(|w| w.upgrade()).map(|inner| Runtime { inner }) else {
+    let Some(rt) = ctx
+        .runtime
+        .get()
+        .and_then(|w| w.upgrade())
+        .map(|inner| Runtime { inner })
+    else {
         return json!({ "error": "this host cannot delegate (an offline replay)" });
     };
     let worker = || {
@@ -104,7 +109,9 @@ pub(crate) fn check_scope(scope: &str) -> Result<String, String> {
         }
     }
     if parts.is_empty() {
-        return Err(format!("scope {scope:?} names no directory inside artifacts/"));
+        return Err(format!(
+            "scope {scope:?} names no directory inside artifacts/"
+        ));
     }
     Ok(parts.join("/"))
 }
@@ -131,8 +138,7 @@ pub(crate) fn loan_path(artifacts: &Path, scope: &str) -> Result<PathBuf, String
     let mut at = artifacts.to_path_buf();
     for part in scope.split('/') {
         at.push(part);
-        let meta = std::fs::symlink_metadata(&at)
-            .map_err(|e| format!("scope {scope:?}: {e}"))?;
+        let meta = std::fs::symlink_metadata(&at).map_err(|e| format!("scope {scope:?}: {e}"))?;
         if !meta.is_dir() {
             return Err(format!(
                 "scope {scope:?} is not a directory of artifacts/ ({} is a link or a file)",
@@ -157,7 +163,9 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     if n > ctx.limits.children_per_run {
         return Err(ctx.break_limit("children_per_run", n, ctx.limits.children_per_run));
     }
-    let parent = home.open_worker(place.worker_id).map_err(|e| e.to_string())?;
+    let parent = home
+        .open_worker(place.worker_id)
+        .map_err(|e| e.to_string())?;
     let record = parent.record().map_err(|e| e.to_string())?;
     let depth = record.parent.as_ref().map_or(0, |p| p.depth) + 1;
     if depth > ctx.limits.child_depth {
@@ -174,7 +182,10 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
             "component {name:?} is not one workspace {workspace:?} may use (a built-in example name, or the digest of an upload)"
         ));
     };
-    let (digest, _) = rt.add_component(&component).await.map_err(|e| e.to_string())?;
+    let (digest, _) = rt
+        .add_component(&component)
+        .await
+        .map_err(|e| e.to_string())?;
     let prompt = call["prompt"].as_str().unwrap_or_default().to_string();
     let liveness = match call["liveness"].as_str() {
         Some("cancel") => LivenessPolicy::Cancel,
@@ -186,11 +197,18 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     let key = format!("{}/{}", ctx.run_id, n);
     let session = SessionId::parse(&format!(
         "s-{}",
-        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, format!("cairn-child:{}:{key}", ctx.session).as_bytes())
+        uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_OID,
+            format!("cairn-child:{}:{key}", ctx.session).as_bytes()
+        )
     ))
     .map_err(|e| e.to_string())?;
     let meta = parent.metadata().map_err(|e| e.to_string())?;
-    let existing = meta.children.iter().find(|c| c.session_id == session).cloned();
+    let existing = meta
+        .children
+        .iter()
+        .find(|c| c.session_id == session)
+        .cloned();
     let scope = match call["scope"].as_str() {
         Some(s) => Some(check_scope(s)?),
         None => None,
@@ -214,8 +232,14 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     }
     let child_worker = match home.lookup(&session).map_err(|e| e.to_string())? {
         Some(w) => w,
-        None => rt.create_session_in(Some(session.clone()), &workspace).await.map_err(|e| e.to_string())?.1,
+        None => {
+            rt.create_session_in(Some(session.clone()), &workspace)
+                .await
+                .map_err(|e| e.to_string())?
+                .1
+        }
     };
+    crate::fsutil::crash_point("spawn-child-made");
     let child = home.open_worker(child_worker).map_err(|e| e.to_string())?;
     let mut child_record = child.record().map_err(|e| e.to_string())?;
     if child_record.parent.is_none() {
@@ -229,9 +253,19 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
             loan_reclaimed: false,
             depth,
         });
-        child.write_record(&child_record).map_err(|e| e.to_string())?;
+        child
+            .write_record(&child_record)
+            .map_err(|e| e.to_string())?;
     }
-    spawned_record(&parent.path(), &place, &key, child_worker, &session, &digest, scope.as_deref())?;
+    spawned_record(
+        &parent.path(),
+        &place,
+        &key,
+        child_worker,
+        &session,
+        &digest,
+        scope.as_deref(),
+    )?;
     let link = ChildRef {
         worker_id: child_worker,
         session_id: session.clone(),
@@ -248,13 +282,22 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
         meta.children.push(link);
         Ok(true)
     })?;
-    if rt.session_runs(&session).await.map_err(|e| e.to_string())?.is_empty() {
+    crate::fsutil::crash_point("spawn-recorded");
+    if rt
+        .session_runs(&session)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_empty()
+    {
         rt.start(super::StartRun {
             session: Some(session.clone()),
             worker: None,
             component: Some(super::ComponentRef::Digest(digest)),
             prompt,
-            liveness: Liveness { policy: liveness, grace_ms: 0 },
+            liveness: Liveness {
+                policy: liveness,
+                grace_ms: 0,
+            },
             timeout_ms: None,
             continues: None,
             workspace: Some(workspace),
@@ -279,14 +322,24 @@ fn spawned_record(
     let gen_dir = parent.join("runs").join(place.generation.0.to_string());
     let dir = cap_std::fs::Dir::open_ambient_dir(&gen_dir, cap_std::ambient_authority())
         .map_err(|e| format!("cannot open {}: {e}", gen_dir.display()))?;
-    let spawned = crate::fsutil::ensure_dir(&dir, "spawned").map_err(|e| format!("cannot make spawned/: {e}"))?;
+    let spawned = crate::fsutil::ensure_dir(&dir, "spawned")
+        .map_err(|e| format!("cannot make spawned/: {e}"))?;
     let doc = json!({ "version": 1, "spawn": key, "worker_id": child, "session_id": session, "component": component, "scope": scope });
-    crate::fsutil::write_document(&spawned, &format!("{child}.json"), doc.to_string().as_bytes())
-        .map_err(|e| format!("cannot record the child: {e}"))
+    crate::fsutil::write_document(
+        &spawned,
+        &format!("{child}.json"),
+        doc.to_string().as_bytes(),
+    )
+    .map_err(|e| format!("cannot record the child: {e}"))
 }
 
 /// A related worker: a child (`control`) or a peer of the caller.
-fn related(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, control: bool) -> Result<(SessionId, Option<ChildRef>), String> {
+fn related(
+    rt: &Runtime,
+    ctx: &RunCtx,
+    worker: WorkerId,
+    control: bool,
+) -> Result<(SessionId, Option<ChildRef>), String> {
     let place = place(ctx)?;
     let meta = rt
         .home()
@@ -310,19 +363,34 @@ async fn read_status(rt: &Runtime, session: &SessionId, pruned: bool) -> Result<
     let items = rt.read(session, Seq(0)).await.map_err(|e| e.to_string())?;
     let mut last: Option<(RunId, Option<Value>)> = None;
     for e in items.iter().filter_map(|i| i.event()) {
-        let Payload::Lifecycle(l) = &e.payload else { continue };
+        let Payload::Lifecycle(l) = &e.payload else {
+            continue;
+        };
         let Some(run) = e.run_id else { continue };
         match l {
             LifecycleEvent::Started { .. } => last = Some((run, None)),
-            LifecycleEvent::Finished { text, .. } => last = Some((run, Some(json!({ "state": "finished", "text": text })))),
+            LifecycleEvent::Finished { text, .. } => {
+                last = Some((run, Some(json!({ "state": "finished", "text": text }))))
+            }
             LifecycleEvent::Failed { error } => {
-                last = Some((run, Some(json!({ "state": "failed", "error": format!("{}: {}", error.code, error.message) }))))
+                last = Some((
+                    run,
+                    Some(
+                        json!({ "state": "failed", "error": format!("{}: {}", error.code, error.message) }),
+                    ),
+                ))
             }
             LifecycleEvent::Cancelled { reason, message } => {
-                let state = if *reason == CancelReason::Shutdown { "stopped" } else { "cancelled" };
+                let state = if *reason == CancelReason::Shutdown {
+                    "stopped"
+                } else {
+                    "cancelled"
+                };
                 last = Some((run, Some(json!({ "state": state, "error": message }))));
             }
-            LifecycleEvent::Parked { .. } => last = Some((run, Some(json!({ "state": "stopped" })))),
+            LifecycleEvent::Parked { .. } => {
+                last = Some((run, Some(json!({ "state": "stopped" }))))
+            }
             _ => {}
         }
     }
@@ -346,9 +414,18 @@ async fn status(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, _: bool) -> Result
     read_status(rt, &session, pruned).await
 }
 
-async fn wait(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, timeout_ms: u64) -> Result<Value, String> {
+async fn wait(
+    rt: &Runtime,
+    ctx: &RunCtx,
+    worker: WorkerId,
+    timeout_ms: u64,
+) -> Result<Value, String> {
     let (session, _) = related(rt, ctx, worker, true)?;
-    let live = rt.live_runs().into_iter().find(|(s, _)| *s == session).map(|(_, r)| r);
+    let live = rt
+        .live_runs()
+        .into_iter()
+        .find(|(s, _)| *s == session)
+        .map(|(_, r)| r);
     if let Some(run) = live {
         let _suspended = ctx.suspended();
         let mut cancel = ctx.cancel.subscribe();
@@ -379,7 +456,9 @@ fn register_peer(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, 
         return Err("a worker is not its own peer".into());
     }
     let home = rt.home();
-    let parent = home.open_worker(place.worker_id).map_err(|e| e.to_string())?;
+    let parent = home
+        .open_worker(place.worker_id)
+        .map_err(|e| e.to_string())?;
     let mine = parent.record().map_err(|e| e.to_string())?.workspace;
     let peer = home
         .open_worker(worker)
@@ -407,7 +486,12 @@ fn peers(rt: &Runtime, ctx: &RunCtx) -> Result<Value, String> {
         .open_worker(place.worker_id)
         .and_then(|w| w.metadata())
         .map_err(|e| e.to_string())?;
-    Ok(json!(meta.peers.iter().map(|p| json!({ "worker_id": p.worker_id, "session_id": p.session_id })).collect::<Vec<_>>()))
+    Ok(json!(
+        meta.peers
+            .iter()
+            .map(|p| json!({ "worker_id": p.worker_id, "session_id": p.session_id }))
+            .collect::<Vec<_>>()
+    ))
 }
 
 /// The `/loan` a run of `worker` gets: its parent's scope, when this run
@@ -423,7 +507,10 @@ pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<Pat
         return None;
     }
     if parent.loan_run.is_none() {
-        record.parent = Some(ParentRef { loan_run: Some(run), ..parent.clone() });
+        record.parent = Some(ParentRef {
+            loan_run: Some(run),
+            ..parent.clone()
+        });
         child.write_record(&record).ok()?;
     }
     let artifacts = home
@@ -439,14 +526,30 @@ pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<Pat
 /// After a run of `worker` ended with `status`: when the worker is a child,
 /// end its loan (if this run held it), record the status in the parent's
 /// `metadata.json`, and put a `child_notification` in the parent's journal.
-pub(crate) async fn child_ended(rt: &Runtime, worker: WorkerId, session: &SessionId, run: RunId, status: RunStatus, shutdown: bool) {
+pub(crate) async fn child_ended(
+    rt: &Runtime,
+    worker: WorkerId,
+    session: &SessionId,
+    run: RunId,
+    status: RunStatus,
+    shutdown: bool,
+) {
     let home = rt.home();
-    let Ok(child) = home.open_worker(worker) else { return };
-    let Ok(mut record) = child.record() else { return };
-    let Some(parent) = record.parent.clone() else { return };
+    let Ok(child) = home.open_worker(worker) else {
+        return;
+    };
+    let Ok(mut record) = child.record() else {
+        return;
+    };
+    let Some(parent) = record.parent.clone() else {
+        return;
+    };
     let reclaim = parent.loan_run == Some(run) && !parent.loan_reclaimed && !shutdown;
     if reclaim {
-        record.parent = Some(ParentRef { loan_reclaimed: true, ..parent.clone() });
+        record.parent = Some(ParentRef {
+            loan_reclaimed: true,
+            ..parent.clone()
+        });
         let _ = child.write_record(&record);
     }
     let state = match (status, shutdown) {
@@ -465,7 +568,10 @@ pub(crate) async fn child_ended(rt: &Runtime, worker: WorkerId, session: &Sessio
             _ => Ok(false),
         }
     });
-    let name = serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let name = serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
     if let Ok(journal) = rt.inner.journals.open(&parent.session_id).await {
         let _ = journal
             .append(
@@ -501,7 +607,10 @@ impl Runtime {
             let _ = self.cancel(run, CancelReason::External, "its child was pruned");
             let _ = tokio::time::timeout(Duration::from_secs(10), self.wait(run)).await;
         }
-        record.parent = Some(ParentRef { loan_reclaimed: true, ..parent.clone() });
+        record.parent = Some(ParentRef {
+            loan_reclaimed: true,
+            ..parent.clone()
+        });
         child.write_record(&record)?;
         self.mark_pruned(&parent.worker_id, worker);
         Ok(())

@@ -151,5 +151,8 @@ fn corrupt_row(entry: WorkerEntry, reason: String) -> SessionSummary {
         segments: vec![],
         forked_from: None,
         corrupt: Some(reason),
+        children: vec![],
+        peers: vec![],
+        parent: None,
     }
 }

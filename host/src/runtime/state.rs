@@ -89,6 +89,15 @@ pub struct SessionSummary {
     /// Why the session cannot be read (`path:line: what`), when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrupt: Option<String>,
+    /// The workers it spawned (delegation), with their scopes and states.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<crate::worker::ChildRef>,
+    /// The peers it registered (status only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<crate::worker::PeerRef>,
+    /// The worker that spawned it, when it is a child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::worker::ParentRef>,
 }
 
 impl Runtime {
@@ -162,6 +171,9 @@ impl Runtime {
             segments: meta.segments.iter().map(|s| s.segment_id).collect(),
             forked_from: meta.forked_from.map(|f| (f.session_id, f.before_seq)),
             corrupt: None,
+            children: meta.children,
+            peers: meta.peers,
+            parent: record.parent,
         })
     }
 }

@@ -42,7 +42,7 @@ pub struct WorkerRecord {
 }
 
 /// A child's link to its parent (`worker.json` `parent`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ParentRef {
     /// The parent worker.

@@ -727,7 +727,9 @@ impl RunHost for RunCtx {
         match self.script_next() {
             ScriptStep::Entry(expected) => {
                 return match &expected.payload {
-                    Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result }) if *c == call => {
+                    Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result })
+                        if *c == call =>
+                    {
                         Ok(result.clone())
                     }
                     other => Err(self.diverge(
@@ -754,8 +756,12 @@ impl RunHost for RunCtx {
             // A limit broke (fan-out, depth): the run ends; nothing to record.
             return Ok(result);
         }
-        if let Err(what) = self.admit(&[crate::journal::json_len(&call) + crate::journal::json_len(&result) + 128]) {
-            return Err(HostFailure(format!("a workers answer broke a limit: {what}")));
+        if let Err(what) =
+            self.admit(&[crate::journal::json_len(&call) + crate::journal::json_len(&result) + 128])
+        {
+            return Err(HostFailure(format!(
+                "a workers answer broke a limit: {what}"
+            )));
         }
         let entry = Payload::Lifecycle(LifecycleEvent::WorkerCall {
             call,

@@ -260,11 +260,18 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                 // A child's end reaches its parent (loan, metadata, a hint).
                 let shutdown = matches!(
                     &terminal,
-                    LifecycleEvent::Cancelled { reason: CancelReason::Shutdown, .. }
+                    LifecycleEvent::Cancelled {
+                        reason: CancelReason::Shutdown,
+                        ..
+                    }
                 );
-                let (rt, worker, session, status) = (rt.clone(), plan.worker_id, session.clone(), facts.status);
+                let (rt, worker, session, status) =
+                    (rt.clone(), plan.worker_id, session.clone(), facts.status);
                 tokio::spawn(async move {
-                    crate::runtime::delegation::child_ended(&rt, worker, &session, run_id, status, shutdown).await;
+                    crate::runtime::delegation::child_ended(
+                        &rt, worker, &session, run_id, status, shutdown,
+                    )
+                    .await;
                 });
                 return Ok(facts);
             }

@@ -143,7 +143,10 @@ impl Controller for Hostile {
                     reached.push("wrote /loan/../pwned.txt".into());
                 }
                 let wrote = std::fs::write("/loan/inside.txt", "written through the loan").is_ok();
-                cairn_guest::emit_custom("loan", &serde_json::json!({ "reached": reached, "wrote_inside": wrote }))?;
+                cairn_guest::emit_custom(
+                    "loan",
+                    &serde_json::json!({ "reached": reached, "wrote_inside": wrote }),
+                )?;
                 if !reached.is_empty() {
                     return Err(Error::new("escaped", reached.join("; ")));
                 }

@@ -23,10 +23,13 @@ impl Controller for Parent {
         let mut children: Vec<workers::Child> = Vec::new();
         let mut results = Vec::new();
         let child = |children: &[workers::Child], n: &Value| -> String {
-            children
-                .get(n.as_u64().unwrap_or(0) as usize)
-                .map(|c| c.worker_id.clone())
-                .unwrap_or_else(|| n.as_str().unwrap_or("none").to_string())
+            match n.as_u64() {
+                Some(i) => children
+                    .get(i as usize)
+                    .map(|c| c.worker_id.clone())
+                    .unwrap_or_else(|| "none".to_string()),
+                None => n.as_str().unwrap_or("none").to_string(),
+            }
         };
         for step in &steps {
             let result = if let Some(s) = step.get("spawn") {
@@ -72,9 +75,17 @@ impl Controller for Parent {
                     Err(e) => json!({ "error": e }),
                 }
             } else if step == "peers" {
-                json!(workers::peers().iter().map(|p| p.worker_id.clone()).collect::<Vec<_>>())
+                json!(
+                    workers::peers()
+                        .iter()
+                        .map(|p| p.worker_id.clone())
+                        .collect::<Vec<_>>()
+                )
             } else if let Some(p) = step.get("approve") {
-                json!(format!("{:?}", cairn_guest::request_approval(p.as_str().unwrap_or(""))))
+                json!(format!(
+                    "{:?}",
+                    cairn_guest::request_approval(p.as_str().unwrap_or(""))
+                ))
             } else {
                 json!({ "error": "unknown step" })
             };
