@@ -519,3 +519,95 @@ async fn a_child_of_one_workspace_is_invisible_to_another() {
         assert_eq!(theirs.status(), 404);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_or_deleting_a_live_child_reclaims_its_loan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = open(&home, None).await;
+    let parent = grant(&rt, "parent").await;
+    let hostile = grant(&rt, "hostile").await;
+    let steps = json!([
+        { "spawn": { "component": hostile, "prompt": "wait", "scope": "one" } },
+        { "spawn": { "component": hostile, "prompt": "wait", "scope": "two" } },
+        { "wait": 0, "timeout_ms": 60000 },
+        { "wait": 1, "timeout_ms": 60000 },
+    ]);
+    let started = rt
+        .start(StartRun::new(
+            ComponentRef::Digest(parent.clone()),
+            steps.to_string(),
+        ))
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let children = loop {
+        let s = serde_json::to_value(rt.summary(&started.session_id).await.unwrap()).unwrap();
+        let c = s["children"].as_array().cloned().unwrap_or_default();
+        if c.len() == 2 && rt.pending_decisions(None).len() == 2 {
+            break c;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let one = SessionId::parse(children[0]["session_id"].as_str().unwrap()).unwrap();
+    let two = SessionId::parse(children[1]["session_id"].as_str().unwrap()).unwrap();
+    rt.prune(&one).await.unwrap();
+    let base_served = rt.clone();
+    base_served.delete_session(&two).await.unwrap();
+    let facts = tokio::time::timeout(Duration::from_secs(30), rt.wait(started.run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(facts.status, RunStatus::Finished);
+    let s = serde_json::to_value(rt.summary(&started.session_id).await.unwrap()).unwrap();
+    for c in s["children"].as_array().unwrap() {
+        assert_eq!(
+            (c["status"].as_str(), c["loan_reclaimed"].as_bool()),
+            (Some("pruned"), Some(true)),
+            "{s}"
+        );
+    }
+    // The pruned child, run again, gets no /loan.
+    let record = json_file(&worker_dir(&home, &one, &rt).join("worker.json"));
+    assert_eq!(record["parent"]["loan_reclaimed"], true);
+    let again = rt
+        .start(StartRun {
+            session: Some(one.clone()),
+            component: None,
+            ..StartRun::new(ComponentRef::BuiltIn("echo".into()), "loan-escape")
+        })
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let asked = loop {
+        if let Some(p) = rt.pending_decisions(Some(&one)).pop() {
+            break p;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    rt.decide(&asked.decision_id, json!({"approved": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        rt.wait(again.run_id).await.unwrap().status,
+        RunStatus::Failed
+    );
+    let e = entries(&rt, &one).await;
+    let failed = e
+        .iter()
+        .rev()
+        .find(|e| e["payload"]["event"]["type"] == "failed")
+        .unwrap();
+    assert_eq!(
+        failed["payload"]["event"]["error"]["details"]["controller_code"], "no_loan",
+        "{failed}"
+    );
+    // `cairn prune` of a session that is no child says so.
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+    let out = super::common::cairn_in(&home, &["prune", started.session_id.as_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a child"));
+}

@@ -66,6 +66,7 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> R
         .route("/v1/sessions/{id}/events", get(events::session_events))
         .route("/v1/sessions/{id}/compact", post(sessions::compact))
         .route("/v1/sessions/{id}/branch", post(sessions::branch))
+        .route("/v1/sessions/{id}/prune", post(sessions::prune))
         .route("/v1/sessions/{id}/fork", post(sessions::fork))
         .route("/v1/runs", post(runs::start).get(runs::list))
         .route("/v1/runs/{id}", get(runs::get))

@@ -455,6 +455,15 @@ pub fn document() -> Value {
         errors: &[],
     });
     d.add(Op {
+        method: "post",
+        path: "/v1/sessions/{id}/prune",
+        summary: "prune a child: stop its run, end its loan, mark it pruned in its parent",
+        query: vec![],
+        body: Body::None,
+        ok: (204, Reply::Empty),
+        errors: &[400, 404],
+    });
+    d.add(Op {
         method: "get",
         path: "/v1/models",
         summary: "OpenAI-compatible: the components the caller may use, as models",

@@ -110,6 +110,19 @@ pub async fn compact(
     Ok((StatusCode::CREATED, Json(s.rt.compact(&session).await?)))
 }
 
+/// `POST /v1/sessions/{id}/prune`: prune a child (stop its run, end its
+/// loan, mark it pruned in its parent's metadata).
+pub async fn prune(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let session = SessionId::parse(&id)?;
+    own_session(&s, &ws, &session)?;
+    s.rt.prune(&session).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 pub async fn branch(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,

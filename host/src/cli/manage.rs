@@ -69,9 +69,9 @@ pub struct RunArg {
 #[derive(Debug, clap::Args)]
 pub struct SessionArg {
     /// The session.
-    session: String,
+    pub(super) session: String,
     #[command(flatten)]
-    target: TargetArgs,
+    pub(super) target: TargetArgs,
 }
 
 /// `cairn branch SESSION --at SEQ`.
@@ -259,6 +259,35 @@ pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
         summary["active_segment"].as_str().unwrap_or("?"),
         summary["segments"].as_array().map_or(0, |a| a.len())
     );
+    if let Some(p) = summary["parent"].as_object() {
+        println!(
+            "parent     worker {} (session {}), scope {}{}",
+            p["worker_id"].as_str().unwrap_or("?"),
+            p["session_id"].as_str().unwrap_or("?"),
+            p["scope"].as_str().unwrap_or("(none)"),
+            if p["loan_reclaimed"] == true {
+                ", loan reclaimed"
+            } else {
+                ""
+            }
+        );
+    }
+    for c in summary["children"].as_array().into_iter().flatten() {
+        println!(
+            "child      {} {} scope {}{}",
+            c["session_id"].as_str().unwrap_or("?"),
+            c["status"].as_str().unwrap_or("?"),
+            c["scope"].as_str().unwrap_or("(none)"),
+            if c["loan_reclaimed"] == true {
+                " (loan reclaimed)"
+            } else {
+                ""
+            }
+        );
+    }
+    for p in summary["peers"].as_array().into_iter().flatten() {
+        println!("peer       {}", p["session_id"].as_str().unwrap_or("?"));
+    }
     if let Some(parent) = summary["forked_from"].as_array() {
         println!(
             "forked     from session {} before seq {}",

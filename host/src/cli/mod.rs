@@ -11,6 +11,7 @@ mod queue;
 mod replay;
 mod run;
 mod serve;
+mod tree;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -46,6 +47,10 @@ enum Command {
     Resume(manage::RunArg),
     /// Delete a session: stop its run, remove its worker.
     Rm(manage::SessionArg),
+    /// Prune a child: stop its run, reclaim its loan, mark it pruned.
+    Prune(manage::SessionArg),
+    /// The delegation tree under a session, with states.
+    Tree(manage::SessionArg),
     /// Compact a session: a new segment whose first entry summarises it.
     Compact(manage::SessionArg),
     /// Branch a session at a seq: a sibling segment in the same session.
@@ -136,6 +141,8 @@ pub fn main() -> ExitCode {
             Command::Cancel(args) => manage::cancel(args).await,
             Command::Resume(args) => manage::resume(args).await,
             Command::Rm(args) => manage::rm(args).await,
+            Command::Prune(args) => tree::prune(args).await,
+            Command::Tree(args) => tree::tree(args).await,
             Command::Export(args) => manage::export(args).await,
             Command::Compact(args) => manage::compact(args).await,
             Command::Branch(args) => manage::branch(args).await,

@@ -216,6 +216,17 @@ impl Runtime {
         for pending in self.pending_decisions(Some(session)) {
             self.inner.broker.withdraw(&pending.decision_id);
         }
+        // A child deleted ends its loan: its parent records it pruned.
+        let parent = self
+            .inner
+            .home
+            .open_worker(worker)
+            .and_then(|w| w.record())
+            .ok()
+            .and_then(|r| r.parent);
+        if let Some(p) = parent {
+            self.mark_pruned(&p.worker_id, worker);
+        }
         super::segments::crash_point("delete-before-remove");
         self.inner.home.delete_worker(worker, session)?;
         self.inner.journals.close(session);
