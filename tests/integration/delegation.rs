@@ -329,7 +329,12 @@ async fn fan_out_and_depth_limits_end_the_offending_run() {
 /// parent's metadata right, and the parent's replay spawns nothing again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_host_restores_the_parent_without_a_second_child() {
-    for crash in [None, Some("spawn-child-made"), Some("spawn-recorded")] {
+    for crash in [
+        None,
+        Some("spawn-child-made"),
+        Some("spawn-linked"),
+        Some("spawn-recorded"),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
         {
@@ -390,6 +395,19 @@ async fn a_killed_host_restores_the_parent_without_a_second_child() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         drop(served.take()); // kill -9 (or it aborted at the crash point)
+        if crash == Some("spawn-linked") {
+            // Linked to its parent, not yet among its children: doctor says so.
+            let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+            let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(
+                report["problems"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["kind"] == "unrecorded_child"),
+                "{report}"
+            );
+        }
         let served = super::common::serve(&home);
         // The restored child asks again; approve it, and the parent finishes.
         let t = Instant::now();
@@ -610,4 +628,140 @@ async fn pruning_or_deleting_a_live_child_reclaims_its_loan() {
     let out = super::common::cairn_in(&home, &["prune", started.session_id.as_str()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a child"));
+}
+
+/// A parent with three children in three states, killed with -9 while it
+/// waits on one: the restore keeps each child as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restoring_a_parent_keeps_three_children_in_their_states() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let (parent, hostile) = {
+        let rt = open(&home, None).await;
+        let d = (grant(&rt, "parent").await, grant(&rt, "hostile").await);
+        rt.shutdown(Duration::from_secs(5)).await;
+        d
+    };
+    let served = super::common::serve(&home);
+    let http = reqwest::Client::new();
+    let steps = json!([
+        { "spawn": { "component": "echo", "prompt": "done early" } },
+        { "wait": 0, "timeout_ms": 60000 },
+        { "spawn": { "component": hostile, "prompt": "wait", "scope": "b" } },
+        { "spawn": { "component": hostile, "prompt": "wait", "scope": "c" } },
+        { "cancel": 2 },
+        { "wait": 1, "timeout_ms": 600000 },
+    ]);
+    let started: Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({ "component": parent, "prompt": steps.to_string() }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = SessionId::parse(started["session_id"].as_str().unwrap()).unwrap();
+    let states = |meta: &Value| -> Vec<(String, bool)> {
+        meta["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["status"].as_str().unwrap().to_string(),
+                    c["loan_reclaimed"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let t = Instant::now();
+    let meta_path = loop {
+        let s: Value = http
+            .get(format!("{}/v1/sessions/{session}", served.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let c = s["children"].as_array().cloned().unwrap_or_default();
+        if c.len() == 3 && c[2]["status"] == "cancelled" {
+            let w = s["worker_id"].as_str().unwrap().to_string();
+            break home.join("workers").join(w).join("metadata.json");
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(served); // kill -9 while the parent waits on child b
+    let before = states(&json_file(&meta_path));
+    assert_eq!(
+        before,
+        [
+            ("finished".into(), false),
+            ("running".into(), false),
+            ("cancelled".into(), true)
+        ]
+    );
+    let served = super::common::serve(&home);
+    // b's run is restored and asks again; the parent waits on it again.
+    let t = Instant::now();
+    let decision = loop {
+        let d: Value = http
+            .get(format!("{}/v1/decisions", served.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(first) = d.as_array().unwrap().first() {
+            break first["decision_id"].as_str().unwrap().to_string();
+        }
+        assert!(t.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        states(&json_file(&meta_path)),
+        before,
+        "the restore changed no child"
+    );
+    http.post(format!("{}/v1/decisions/{decision}", served.url))
+        .json(&json!({ "value": {"approved": true} }))
+        .send()
+        .await
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        let s: Value = http
+            .get(format!("{}/v1/sessions/{session}", served.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if s["live_run"].is_null() && s["last_run"]["status"] == "finished" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "{s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(served);
+    let after = json_file(&meta_path);
+    assert_eq!(
+        states(&after),
+        [
+            ("finished".into(), false),
+            ("finished".into(), true),
+            ("cancelled".into(), true)
+        ],
+        "{after}"
+    );
+    assert_eq!(
+        std::fs::read_dir(home.join("workers")).unwrap().count(),
+        4,
+        "a parent and three children"
+    );
 }

@@ -6,7 +6,8 @@
 //! `problems` (each `{"kind", "subject", "detail"}`; any problem means
 //! exit 1) and `notes` (worth knowing, nothing to do). Problem kinds:
 //! `blocked_record`, `stale_worker`, `missing_worktree`, `corrupt_session`,
-//! `interrupted_run`, `missing_component`, `queue_unreadable`. Note kinds:
+//! `interrupted_run`, `missing_component`, `queue_unreadable`,
+//! `unrecorded_child`. Note kinds:
 //! `stale_lock`.
 
 use super::model::{RecordStatus, RowState};
@@ -74,6 +75,22 @@ pub async fn examine(rt: &Runtime, served: bool) -> Report {
                 continue;
             }
         };
+        if let Some(parent) = &record.parent {
+            let recorded = home
+                .open_worker(parent.worker_id)
+                .and_then(|p| p.metadata())
+                .is_ok_and(|m| m.children.iter().any(|c| c.worker_id == id));
+            if !recorded {
+                problems.push(Finding {
+                    kind: "unrecorded_child".into(),
+                    subject: format!("session {}", record.session_id),
+                    detail: format!(
+                        "worker {id} names parent {} but is not among its children (a spawn cut short and never resumed): the parent's next replay adopts it; else prune or delete it",
+                        parent.worker_id
+                    ),
+                });
+            }
+        }
         let status = match record.status {
             WorkerStatus::Active => "active",
             WorkerStatus::Stale => "stale",

@@ -257,6 +257,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
             .write_record(&child_record)
             .map_err(|e| e.to_string())?;
     }
+    crate::fsutil::crash_point("spawn-linked");
     spawned_record(
         &parent.path(),
         &place,
@@ -399,7 +400,9 @@ async fn read_status(rt: &Runtime, session: &SessionId, pruned: bool) -> Result<
         Some((_, Some(end))) => end,
         Some((run, None)) => match rt.live_runs().iter().any(|(_, r)| *r == run) {
             true => json!({ "state": "running" }),
-            false => json!({ "state": "stopped" }),
+            // Started, not ended, not live: interrupted (a restore may be
+            // about to pick it up).
+            false => json!({ "state": "stopped", "interrupted": true }),
         },
     };
     Ok(match pruned {
@@ -410,8 +413,61 @@ async fn read_status(rt: &Runtime, session: &SessionId, pruned: bool) -> Result<
 
 async fn status(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, _: bool) -> Result<Value, String> {
     let (session, child) = related(rt, ctx, worker, false)?;
-    let pruned = child.is_some_and(|c| c.status == ChildStatus::Pruned);
-    read_status(rt, &session, pruned).await
+    let pruned = child
+        .as_ref()
+        .is_some_and(|c| c.status == ChildStatus::Pruned);
+    let status = read_status(rt, &session, pruned).await?;
+    if child.is_some() {
+        reconcile(rt, ctx, worker, &status);
+    }
+    Ok(status)
+}
+
+/// What the child's journal says, written into the links before the parent
+/// hears it: its status in the parent's `metadata.json`, and its loan ended
+/// once the run that held it ended (the end hook may not have run yet, or
+/// a crash cut it short).
+fn reconcile(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, status: &Value) {
+    if status["interrupted"] == true {
+        return;
+    }
+    let state = match status["state"].as_str() {
+        Some("finished") => ChildStatus::Finished,
+        Some("failed") => ChildStatus::Failed,
+        Some("cancelled") => ChildStatus::Cancelled,
+        Some("stopped") => ChildStatus::Stopped,
+        _ => return,
+    };
+    let Ok(place) = place(ctx) else { return };
+    let mut reclaimed = false;
+    if let Ok(child) = rt.home().open_worker(worker)
+        && let Ok(mut record) = child.record()
+        && let Some(p) = record.parent.clone()
+        && p.loan_run.is_some()
+        && state != ChildStatus::Stopped
+    {
+        reclaimed = true;
+        if !p.loan_reclaimed {
+            record.parent = Some(ParentRef {
+                loan_reclaimed: true,
+                ..p
+            });
+            let _ = child.write_record(&record);
+        }
+    }
+    let _ = update_meta(rt, place.worker_id, |meta| {
+        match meta.children.iter_mut().find(|c| c.worker_id == worker) {
+            Some(c)
+                if c.status != ChildStatus::Pruned
+                    && (c.status != state || (reclaimed && !c.loan_reclaimed)) =>
+            {
+                c.status = state;
+                c.loan_reclaimed |= reclaimed;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    });
 }
 
 async fn wait(
@@ -421,21 +477,33 @@ async fn wait(
     timeout_ms: u64,
 ) -> Result<Value, String> {
     let (session, _) = related(rt, ctx, worker, true)?;
-    let live = rt
-        .live_runs()
-        .into_iter()
-        .find(|(s, _)| *s == session)
-        .map(|(_, r)| r);
-    if let Some(run) = live {
-        let _suspended = ctx.suspended();
-        let mut cancel = ctx.cancel.subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let _suspended = ctx.suspended();
+    let mut cancel = ctx.cancel.subscribe();
+    let cancelled = "the run was cancelled while it waited".to_string();
+    loop {
+        let live = rt
+            .live_runs()
+            .into_iter()
+            .find(|(s, _)| *s == session)
+            .map(|(_, r)| r);
+        if let Some(run) = live {
+            tokio::select! {
+                _ = rt.wait(run) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = cancel.wait_for(|c| c.is_some()) => return Err(cancelled),
+            }
+        }
+        let status = status(rt, ctx, worker, true).await?;
+        // An interrupted child is being restored: wait for it to go live.
+        if status["interrupted"] != true || tokio::time::Instant::now() >= deadline {
+            return Ok(status);
+        }
         tokio::select! {
-            _ = rt.wait(run) => {}
-            _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {}
-            _ = cancel.wait_for(|c| c.is_some()) => return Err("the run was cancelled while it waited".into()),
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = cancel.wait_for(|c| c.is_some()) => return Err(cancelled),
         }
     }
-    status(rt, ctx, worker, true).await
 }
 
 async fn cancel(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, String> {

@@ -265,14 +265,16 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                         ..
                     }
                 );
-                let (rt, worker, session, status) =
-                    (rt.clone(), plan.worker_id, session.clone(), facts.status);
-                tokio::spawn(async move {
-                    crate::runtime::delegation::child_ended(
-                        &rt, worker, &session, run_id, status, shutdown,
-                    )
-                    .await;
-                });
+                // Before anyone waiting on the run hears of its end.
+                crate::runtime::delegation::child_ended(
+                    &rt,
+                    plan.worker_id,
+                    &session,
+                    run_id,
+                    facts.status,
+                    shutdown,
+                )
+                .await;
                 return Ok(facts);
             }
             Err(crate::store::StoreError::Io { .. }) if !inner.draining.load(Ordering::SeqCst) => {
