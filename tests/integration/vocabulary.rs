@@ -149,6 +149,16 @@ fn samples() -> Vec<Payload> {
             ],
             because: Some("resumed_by_replay".into()),
         },
+        LifecycleEvent::WorkerCall {
+            call: serde_json::json!({"call": "spawn", "component": "echo", "prompt": "p", "scope": "a", "liveness": "continue"}),
+            result: serde_json::json!({"ok": {"worker_id": "w", "session_id": "s"}}),
+        },
+        LifecycleEvent::ChildNotification {
+            worker_id: WorkerId::new(),
+            session_id: SessionId::parse("child").unwrap(),
+            child_run_id: RunId::new(),
+            status: "finished".into(),
+        },
         LifecycleEvent::ForkedFrom {
             parent_session_id: SessionId::parse("parent").unwrap(),
             before_seq: Seq(7),
@@ -212,7 +222,7 @@ fn no_variant_field_collides_with_a_tag_name() {
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 6 + 19, "every variant sampled once: {kinds:?}");
+    assert_eq!(kinds.len(), 6 + 21, "every variant sampled once: {kinds:?}");
 }
 
 #[test]
