@@ -251,3 +251,32 @@ fn the_published_schema_matches_the_code() {
         .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), current);
 }
+
+#[test]
+fn the_seed_is_written_as_text_and_a_number_still_reads() {
+    let started = Payload::Lifecycle(LifecycleEvent::Started {
+        component: "sha256:00".into(),
+        prompt: "p".into(),
+        tools: None,
+        timeout_ms: None,
+        liveness: Liveness {
+            policy: LivenessPolicy::Continue,
+            grace_ms: 0,
+        },
+        generation: Generation(1),
+        continues: None,
+        resumes: None,
+        seed: u64::MAX - 1,
+    });
+    let v = serde_json::to_value(&started).unwrap();
+    // A double would round this: 18446744073709551614 → …552000.
+    assert_eq!(v["event"]["seed"], "18446744073709551614");
+    assert_eq!(serde_json::from_value::<Payload>(v.clone()).unwrap(), started);
+    let mut old = v.to_string();
+    old = old.replace("\"18446744073709551614\"", "12345");
+    let read: Payload = serde_json::from_str(&old).unwrap();
+    let Payload::Lifecycle(LifecycleEvent::Started { seed, .. }) = read else { panic!() };
+    assert_eq!(seed, 12345);
+    let bad = v.to_string().replace("\"18446744073709551614\"", "\"twelve\"");
+    assert!(serde_json::from_str::<Payload>(&bad).is_err());
+}

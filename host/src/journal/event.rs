@@ -337,6 +337,11 @@ pub enum LifecycleEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resumes: Option<RunId>,
         /// The seed of the guest's randomness, so replays see the same.
+        /// Written as a decimal string, so a JSON reader that keeps numbers
+        /// as doubles (a browser) keeps it exact; a number (older
+        /// journals) still reads.
+        #[serde(with = "u64_text")]
+        #[schemars(with = "String")]
         seed: u64,
     },
     /// An observer attached.
@@ -522,4 +527,30 @@ pub struct RunFacts {
     /// The parked run it resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumes: Option<RunId>,
+}
+
+/// A u64 as a decimal string on the wire; a JSON number is accepted too.
+pub mod u64_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Write the string.
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    /// Read a string or a number.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Number(u64),
+            Text(String),
+        }
+        match Either::deserialize(d)? {
+            Either::Number(n) => Ok(n),
+            Either::Text(t) => t
+                .parse()
+                .map_err(|_| serde::de::Error::custom(format!("{t:?} is not a u64"))),
+        }
+    }
 }
