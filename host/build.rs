@@ -37,7 +37,11 @@ fn main() {
         .arg("--release")
         .arg("--target=wasm32-wasip2")
         .arg("--quiet")
-        .env("CARGO_TARGET_DIR", &target_dir);
+        .env("CARGO_TARGET_DIR", &target_dir)
+        // Shipped components carry no debug info (std's included): the
+        // code is what a browser downloads and a host compiles.
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
     for p in &packages {
         cmd.arg(format!("--package={p}"));
     }

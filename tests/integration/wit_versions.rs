@@ -56,3 +56,29 @@ async fn a_refused_decision_request_is_a_value_the_controller_handles() {
         Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. })
     )));
 }
+
+/// Shipped components carry code, not debug info: what a browser downloads
+/// and a host compiles.
+#[test]
+fn built_in_and_test_components_carry_no_debug_info() {
+    let mut checked = 0;
+    let fixtures = cairn::examples::FIXTURES
+        .iter()
+        .map(|(n, p)| (*n, std::fs::read(p).unwrap()));
+    let built_in = cairn::examples::BUILT_IN.iter().map(|(n, b)| (*n, b.to_vec()));
+    for (name, bytes) in built_in.chain(fixtures) {
+        for payload in wasmparser::Parser::new(0).parse_all(&bytes) {
+            if let Ok(wasmparser::Payload::CustomSection(c)) = payload {
+                assert!(
+                    !c.name().starts_with(".debug"),
+                    "{name} carries {} ({} bytes)",
+                    c.name(),
+                    c.data().len()
+                );
+            }
+        }
+        assert!(bytes.len() < 1 << 20, "{name} is {} bytes", bytes.len());
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked}");
+}
