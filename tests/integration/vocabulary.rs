@@ -271,12 +271,19 @@ fn the_seed_is_written_as_text_and_a_number_still_reads() {
     let v = serde_json::to_value(&started).unwrap();
     // A double would round this: 18446744073709551614 → …552000.
     assert_eq!(v["event"]["seed"], "18446744073709551614");
-    assert_eq!(serde_json::from_value::<Payload>(v.clone()).unwrap(), started);
+    assert_eq!(
+        serde_json::from_value::<Payload>(v.clone()).unwrap(),
+        started
+    );
     let mut old = v.to_string();
     old = old.replace("\"18446744073709551614\"", "12345");
     let read: Payload = serde_json::from_str(&old).unwrap();
-    let Payload::Lifecycle(LifecycleEvent::Started { seed, .. }) = read else { panic!() };
+    let Payload::Lifecycle(LifecycleEvent::Started { seed, .. }) = read else {
+        panic!()
+    };
     assert_eq!(seed, 12345);
-    let bad = v.to_string().replace("\"18446744073709551614\"", "\"twelve\"");
+    let bad = v
+        .to_string()
+        .replace("\"18446744073709551614\"", "\"twelve\"");
     assert!(serde_json::from_str::<Payload>(&bad).is_err());
 }

@@ -65,7 +65,9 @@ fn built_in_and_test_components_carry_no_debug_info() {
     let fixtures = cairn::examples::FIXTURES
         .iter()
         .map(|(n, p)| (*n, std::fs::read(p).unwrap()));
-    let built_in = cairn::examples::BUILT_IN.iter().map(|(n, b)| (*n, b.to_vec()));
+    let built_in = cairn::examples::BUILT_IN
+        .iter()
+        .map(|(n, b)| (*n, b.to_vec()));
     for (name, bytes) in built_in.chain(fixtures) {
         for payload in wasmparser::Parser::new(0).parse_all(&bytes) {
             if let Ok(wasmparser::Payload::CustomSection(c)) = payload {
@@ -81,4 +83,106 @@ fn built_in_and_test_components_carry_no_debug_info() {
         checked += 1;
     }
     assert!(checked >= 10, "{checked}");
+}
+
+/// Every WASI clock and random function, answered from the journal exactly
+/// as `docs/replay.md` specifies (computed here independently), and the same
+/// again in `cairn replay`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wasi_clock_and_random_source_derives_from_the_journal() {
+    use sha2::{Digest, Sha256};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = super::common::runtime(tmp.path()).await;
+    let bytes = std::fs::read(super::common::fixture("entropy")).unwrap();
+    let req = cairn::StartRun::new(
+        cairn::runtime::ComponentRef::Bytes(std::sync::Arc::new(bytes)),
+        "",
+    );
+    let (started, facts, events) =
+        super::common::run_to_end(&rt, req, Some(serde_json::json!({"approved": true}))).await;
+    assert_eq!(facts.status, cairn::RunStatus::Finished);
+    let v: Vec<serde_json::Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let of = |t: &str| {
+        v.iter()
+            .filter(|e| e["payload"]["event"]["type"] == t)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let start = &of("started")[0];
+    let seed: u64 = start["payload"]["event"]["seed"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let start_ms = start["at_ms"].as_u64().unwrap();
+    let decided_ms = of("decision_recorded")[0]["at_ms"].as_u64().unwrap();
+    // The streams: SHA-256(domain || seed as 8 LE bytes || block counter as
+    // 8 LE bytes), blocks concatenated.
+    let stream = |domain: &[u8], n: usize| -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut counter = 0u64;
+        while out.len() < n {
+            let mut h = Sha256::new();
+            h.update(domain);
+            h.update(seed.to_le_bytes());
+            h.update(counter.to_le_bytes());
+            out.extend_from_slice(&h.finalize());
+            counter += 1;
+        }
+        out
+    };
+    let secure = stream(b"", 256);
+    let insecure = stream(b"insecure", 256);
+    let be = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap());
+    // A u64 is the next 8 bytes, big-endian; each byte of a byte list
+    // takes the next 4 bytes (a big-endian u32) and keeps its lowest byte.
+    let bytes_at = |s: &[u8], at: usize, n: usize| -> Vec<u64> {
+        (0..n).map(|i| s[at + 4 * i + 3] as u64).collect()
+    };
+    let readings = of("custom");
+    for (i, r) in readings.iter().enumerate() {
+        let d = &r["payload"]["event"]["data"];
+        let now_ms = if i == 0 { start_ms } else { decided_ms };
+        assert_eq!(
+            d["wall"],
+            serde_json::json!([(now_ms / 1000).to_string(), (now_ms % 1000) * 1_000_000]),
+            "{d}"
+        );
+        assert_eq!(d["wall_resolution"], serde_json::json!(["0", 1_000_000]));
+        assert_eq!(
+            d["monotonic"],
+            ((now_ms - start_ms) * 1_000_000).to_string()
+        );
+        assert_eq!(d["monotonic_resolution"], "1000000");
+        assert_eq!(
+            d["insecure_seed"],
+            serde_json::json!([seed.to_string(), "0"])
+        );
+        // Each reading draws 8 + 5×4 bytes of the secure stream and 8 + 3×4
+        // of the insecure one.
+        let (s0, i0) = (i * 28, i * 20);
+        assert_eq!(d["random_u64"], be(&secure[s0..s0 + 8]).to_string(), "{d}");
+        assert_eq!(
+            d["random_bytes"],
+            serde_json::json!(bytes_at(&secure, s0 + 8, 5))
+        );
+        assert_eq!(d["insecure_u64"], be(&insecure[i0..i0 + 8]).to_string());
+        assert_eq!(
+            d["insecure_bytes"],
+            serde_json::json!(bytes_at(&insecure, i0 + 8, 3))
+        );
+    }
+    assert_eq!(readings.len(), 2);
+    rt.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(rt);
+    let out = super::common::cairn_in(&home, &["replay", started.session_id.as_str(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

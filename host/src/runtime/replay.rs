@@ -431,12 +431,15 @@ impl Runtime {
             let (Ok(stdout), Ok(stderr)) = (log(), log()) else {
                 return Err(RuntimeError::RunLost("cannot open a scratch log".into()));
             };
+            // The clock the decisions advance: the one the guest reads.
+            let clock = JournalClock::new(started.at_ms);
+            *ctx.clock.lock().unwrap_or_else(|p| p.into_inner()) = Some(clock.clone());
             let sandbox = Sandbox {
                 loan: None,
                 artifacts,
                 stdout,
                 stderr,
-                clock: JournalClock::new(started.at_ms),
+                clock,
                 limits: ctx.limits,
                 host: ctx.clone(),
             };
