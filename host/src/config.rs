@@ -45,6 +45,19 @@ pub struct HostConfig {
     /// The work queue.
     #[serde(default)]
     pub queue: QueueConfig,
+    /// What browsers may do.
+    #[serde(default)]
+    pub http: HttpConfig,
+}
+
+/// `[http]`: browsers. A page served by cairn itself (`/ui/`) is always
+/// allowed; pages of other origins only when listed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Origins (`https://viewer.example`) whose pages may call the API
+    /// (CORS), writes included.
+    pub allowed_origins: Vec<String>,
 }
 
 /// `[queue]`: the work queue's dispatcher.

@@ -21,6 +21,7 @@ mod runtime;
 mod skeleton;
 mod store;
 mod stress;
+mod viewer;
 mod vocabulary;
 mod wit_versions;
 mod workspaces;

@@ -71,13 +71,9 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
         && writes
         && let Some(origin) = header(axum::http::header::ORIGIN)
     {
-        let same = origin
-            .split_once("://")
-            .map(|(_, authority)| authority.trim_end_matches('/'))
-            .is_some_and(|authority| Some(authority) == host);
-        if !same {
+        if !super::viewer::origin_allowed(&s, origin, host) {
             return forbidden(format!(
-                "a write from origin {origin:?} is refused: this server serves without tokens and takes writes only from its own origin"
+                "a write from origin {origin:?} is refused: this server serves without tokens and takes writes only from its own origin and [http] allowed_origins"
             ));
         }
     }

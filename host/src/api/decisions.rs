@@ -19,11 +19,46 @@ pub async fn list(
     if let Some(session) = &session {
         own_session(&s, &ws, session)?;
     }
-    let mine =
+    let mut mine: Vec<PendingDecision> =
         s.rt.pending_decisions(session.as_ref())
             .into_iter()
             .filter(|p| own_session(&s, &ws, &p.session_id).is_ok())
             .collect();
+    // Each request's kind, prompt and details, from its session's journal.
+    let mut read: std::collections::HashMap<SessionId, Vec<crate::store::JournalItem>> =
+        Default::default();
+    for p in &mut mine {
+        if !read.contains_key(&p.session_id) {
+            let items =
+                s.rt.read(&p.session_id, crate::ids::Seq(0))
+                    .await
+                    .unwrap_or_default();
+            read.insert(p.session_id.clone(), items);
+        }
+        let asked =
+            read[&p.session_id]
+                .iter()
+                .rev()
+                .find_map(|i| match i.event().map(|e| &e.payload) {
+                    Some(crate::journal::event::Payload::Lifecycle(
+                        crate::journal::event::LifecycleEvent::DecisionRequested {
+                            decision_id,
+                            request_kind,
+                            prompt,
+                            details,
+                            ..
+                        },
+                    )) if *decision_id == p.decision_id => {
+                        Some((*request_kind, prompt.clone(), details.clone()))
+                    }
+                    _ => None,
+                });
+        if let Some((kind, prompt, details)) = asked {
+            p.request_kind = Some(kind);
+            p.prompt = Some(prompt);
+            p.details = Some(details);
+        }
+    }
     Ok(Json(mine))
 }
 

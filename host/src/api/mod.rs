@@ -16,6 +16,7 @@ pub mod queue;
 mod runs;
 mod sessions;
 mod streams;
+mod viewer;
 pub mod wire;
 
 use crate::runtime::Runtime;
@@ -73,6 +74,9 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> R
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/resume", post(runs::resume))
         .route("/v1/runs/{id}/events", get(events::run_events))
+        .route("/v1/runs/{id}/checkpoint", get(viewer::checkpoint))
+        .route("/v1/sessions/{id}/journal", get(viewer::journal))
+        .route("/v1/components/{digest}", get(viewer::component))
         .route("/v1/decisions", get(decisions::list))
         .route("/v1/decisions/{id}", post(decisions::decide))
         .route("/v1/approvals/{id}", post(decisions::decide))
@@ -107,6 +111,10 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> R
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            viewer::cors,
         ))
         .with_state(state)
 }

@@ -465,6 +465,40 @@ pub fn document() -> Value {
     });
     d.add(Op {
         method: "get",
+        path: "/v1/components/{id}",
+        summary: "a component's bytes (application/wasm): a built-in's name or digest, or an upload of the caller's workspace",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Text),
+        errors: &[404],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/runs/{id}/checkpoint",
+        summary: "a parked run's checkpoint bytes (application/octet-stream)",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Text),
+        errors: &[400, 404],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/sessions/{id}/journal",
+        summary: "a page of the session's journal lines: {entries, last_seq, next_after?}",
+        query: vec![
+            ("after", uint.clone(), "entries after this seq (default 0)"),
+            (
+                "limit",
+                json!({ "type": "integer", "minimum": 1, "maximum": 10000 }),
+                "at most this many (default 1000)",
+            ),
+        ],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[400, 404, 409],
+    });
+    d.add(Op {
+        method: "get",
         path: "/v1/models",
         summary: "OpenAI-compatible: the components the caller may use, as models",
         query: vec![],

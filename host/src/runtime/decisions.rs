@@ -46,7 +46,7 @@ pub enum DecideError {
 }
 
 /// A pending decision, as listed to clients.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct PendingDecision {
     /// The decision.
     pub decision_id: DecisionId,
@@ -54,6 +54,16 @@ pub struct PendingDecision {
     pub session_id: SessionId,
     /// Its run.
     pub run_id: RunId,
+    /// What is asked (`approval`, `tool_result`, `answer`); filled by the
+    /// HTTP listing from the journal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_kind: Option<crate::journal::event::RequestKind>,
+    /// The question, for people.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The request's details (JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 /// Every pending decision of the process.
@@ -109,6 +119,9 @@ impl Broker {
                 decision_id: id.clone(),
                 session_id: p.session.clone(),
                 run_id: p.run,
+                request_kind: None,
+                prompt: None,
+                details: None,
             })
             .collect();
         out.sort_by(|a, b| a.decision_id.cmp(&b.decision_id));

@@ -300,6 +300,15 @@ impl Runtime {
         Ok(journal.append(None, payload).await?.seq)
     }
 
+    /// The park checkpoint of a parked run (`None`: the run has none).
+    pub async fn checkpoint_of(&self, run: RunId) -> Result<Option<Vec<u8>>, RuntimeError> {
+        let (session, facts) = self.find_run(run).await?;
+        match facts.checkpoint {
+            Some(key) => Ok(Some(self.inner.store.checkpoint(&session, &key).await?)),
+            None => Ok(None),
+        }
+    }
+
     /// Whether this runtime only reads its home (no lock, no writes).
     pub fn is_read_only(&self) -> bool {
         self.inner.config.read_only

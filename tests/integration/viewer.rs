@@ -1,0 +1,252 @@
+//! The routes a browser viewer needs (component bytes, park checkpoints,
+//! journal pages, decisions with their requests) and CORS, over a real
+//! server on loopback.
+
+use cairn::runtime::{Runtime, RuntimeConfig};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+async fn served(toml: Option<&str>) -> (tempfile::TempDir, Runtime, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    if let Some(t) = toml {
+        std::fs::write(home.join("cairn.toml"), t).unwrap();
+    }
+    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = rt.clone();
+    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    (tmp, rt, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_gets_components_checkpoints_journal_pages_and_requests() {
+    let (_tmp, rt, base) = served(None).await;
+    let http = reqwest::Client::new();
+    // Component bytes, by name or digest; the digest of the body matches.
+    let digest = cairn::examples::built_in_digest("approval").unwrap();
+    for name in ["approval", digest] {
+        let r = http
+            .get(format!("{base}/v1/components/{name}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "application/wasm");
+        let body = r.bytes().await.unwrap();
+        assert_eq!(cairn::component::digest_of(&body), digest);
+    }
+    let missing = http
+        .get(format!("{base}/v1/components/sha256:{}", "0".repeat(64)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // A run that parks (policy park, nobody present): its checkpoint.
+    let started: Value = http
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({ "component": "approval", "prompt": "park me", "liveness": "park" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap().to_string();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    loop {
+        let r: Value = http
+            .get(format!("{base}/v1/runs/{run}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if r["facts"]["status"] == "parked" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{r}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cp = http
+        .get(format!("{base}/v1/runs/{run}/checkpoint"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cp.status(), 200);
+    assert_eq!(cp.bytes().await.unwrap().as_ref(), b"park me");
+
+    // A run waiting on a decision: the listing carries the request.
+    let waiting: Value = http
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({ "component": "approval", "prompt": "ship it?" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let listed = loop {
+        let d: Value = http
+            .get(format!("{base}/v1/decisions"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(first) = d.as_array().unwrap().first() {
+            break first.clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(listed["session_id"], waiting["session_id"]);
+    assert_eq!(
+        (listed["request_kind"].as_str(), listed["prompt"].as_str()),
+        (Some("approval"), Some("ship it?"))
+    );
+    assert!(listed["details"].is_object());
+    let none = http
+        .get(format!(
+            "{base}/v1/runs/{}/checkpoint",
+            waiting["run_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status(), 404);
+
+    // Journal pages: the whole journal, in order, page by page.
+    let mut after = 0;
+    let mut seqs = Vec::new();
+    loop {
+        let page: Value = http
+            .get(format!(
+                "{base}/v1/sessions/{session}/journal?after={after}&limit=3"
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let entries = page["entries"].as_array().unwrap();
+        assert!(entries.len() <= 3);
+        seqs.extend(entries.iter().map(|e| e["seq"].as_u64().unwrap()));
+        match page["next_after"].as_u64() {
+            Some(n) => after = n,
+            None => {
+                assert_eq!(page["last_seq"].as_u64(), seqs.last().copied());
+                break;
+            }
+        }
+    }
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(seqs.len() > 3);
+    let bad = http
+        .get(format!("{base}/v1/sessions/{session}/journal?limit=0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    rt.begin_shutdown();
+}
+
+#[tokio::test]
+async fn cors_answers_allowed_origins_and_refuses_others() {
+    let (_tmp, _rt, base) = served(Some(
+        "[http]\nallowed_origins = [\"https://viewer.example\"]\n",
+    ))
+    .await;
+    let http = reqwest::Client::new();
+    let preflight = |origin: &'static str| {
+        http.request(reqwest::Method::OPTIONS, format!("{base}/v1/sessions"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "content-type, authorization",
+            )
+            .send()
+    };
+    let ok = preflight("https://viewer.example").await.unwrap();
+    assert_eq!(ok.status(), 204);
+    assert_eq!(
+        ok.headers()["access-control-allow-origin"],
+        "https://viewer.example"
+    );
+    assert!(
+        ok.headers()["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+    let refused = preflight("https://evil.example").await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+    // A read and a write from the allowed origin carry the header.
+    let read = http
+        .get(format!("{base}/v1/sessions"))
+        .header("origin", "https://viewer.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    assert_eq!(
+        read.headers()["access-control-allow-origin"],
+        "https://viewer.example"
+    );
+    assert!(
+        read.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("x-next-cursor")
+    );
+    let write = http
+        .post(format!("{base}/v1/sessions"))
+        .header("origin", "https://viewer.example")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(write.status(), 201, "{:?}", write.text().await);
+    // Another origin: no header on reads, and writes refused.
+    let other = http
+        .get(format!("{base}/v1/sessions"))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    let evil = http
+        .post(format!("{base}/v1/sessions"))
+        .header("origin", "https://evil.example")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(evil.status(), 403);
+    // The server's own origin is always allowed.
+    let own = base.clone();
+    let same = http
+        .get(format!("{base}/v1/sessions"))
+        .header("origin", own.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same.headers()["access-control-allow-origin"], own.as_str());
+}
