@@ -70,12 +70,11 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
     if local
         && writes
         && let Some(origin) = header(axum::http::header::ORIGIN)
+        && !super::viewer::origin_allowed(&s, origin, host)
     {
-        if !super::viewer::origin_allowed(&s, origin, host) {
-            return forbidden(format!(
-                "a write from origin {origin:?} is refused: this server serves without tokens and takes writes only from its own origin and [http] allowed_origins"
-            ));
-        }
+        return forbidden(format!(
+            "a write from origin {origin:?} is refused: this server serves without tokens and takes writes only from its own origin and [http] allowed_origins"
+        ));
     }
     let path = req.uri().path();
     if writes && path != "/v1/components" {
