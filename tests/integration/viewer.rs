@@ -250,3 +250,136 @@ async fn cors_answers_allowed_origins_and_refuses_others() {
         .unwrap();
     assert_eq!(same.headers()["access-control-allow-origin"], own.as_str());
 }
+
+/// A read-only follower does not grow the replay journal: its attach and
+/// detach go to the segment's trace file; presence is counted live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collecting_followers_leave_the_journal_alone() {
+    let (tmp, rt, base) = served(None).await;
+    let http = reqwest::Client::new();
+    let started: Value = http
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({ "component": "echo", "prompt": "watched" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let run: cairn::RunId = started["run_id"].as_str().unwrap().parse().unwrap();
+    rt.wait(run).await.unwrap();
+    let last = |s: Value| s["last_seq"].as_u64().unwrap();
+    let before = last(
+        http.get(format!("{base}/v1/sessions/{session}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap(),
+    );
+    for _ in 0..3 {
+        let stream = http
+            .get(format!("{base}/v1/sessions/{session}/events"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        let s: Value = http
+            .get(format!("{base}/v1/sessions/{session}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(s["observers"]["collecting"], 1, "{s}");
+        drop(stream);
+        let t = Instant::now();
+        loop {
+            let s: Value = http
+                .get(format!("{base}/v1/sessions/{session}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if s["observers"]["collecting"] == 0 {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "{s}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let after = last(
+        http.get(format!("{base}/v1/sessions/{session}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        after, before,
+        "three followers came and went; the journal did not grow"
+    );
+    let trace: Vec<Value> = walk(tmp.path())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".trace.jsonl"))
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<Value>>()
+        })
+        .collect();
+    let kinds: Vec<&str> = trace
+        .iter()
+        .map(|t| t["payload"]["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "observer_attached").count(),
+        3,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "observer_detached").count(),
+        3,
+        "{kinds:?}"
+    );
+    // A claiming follower still goes into the journal.
+    let claim = http
+        .get(format!("{base}/v1/sessions/{session}/events?claim=true"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(claim.status(), 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let claimed = last(
+        http.get(format!("{base}/v1/sessions/{session}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(claimed, before + 1);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

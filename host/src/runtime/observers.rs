@@ -193,10 +193,19 @@ impl Runtime {
                 because: DetachCause::Displaced,
             }));
         }
-        entries.push(Payload::Lifecycle(LifecycleEvent::ObserverAttached {
+        let attached = Payload::Lifecycle(LifecycleEvent::ObserverAttached {
             observer: observer.clone(),
-        }));
-        journal.append_batch(None, entries).await?;
+        });
+        // A read-only follower changes nothing a replay needs: it goes to
+        // the segment's trace file, not the journal (presence is counted
+        // live either way).
+        match spec.role {
+            ObserverRole::Collecting => self.trace(session, &attached),
+            ObserverRole::Claiming => entries.push(attached),
+        }
+        if !entries.is_empty() {
+            journal.append_batch(None, entries).await?;
+        }
         Ok(Observation {
             sub,
             guard: ObserverGuard {
@@ -242,15 +251,17 @@ impl Runtime {
         let Ok(journal) = self.inner.journals.open(session).await else {
             return;
         };
-        let _ = journal
-            .append(
-                None,
-                Payload::Lifecycle(LifecycleEvent::ObserverDetached {
-                    observer,
-                    because: cause,
-                }),
-            )
-            .await;
+        let role = observer.role;
+        let detached = Payload::Lifecycle(LifecycleEvent::ObserverDetached {
+            observer,
+            because: cause,
+        });
+        match role {
+            ObserverRole::Collecting => self.trace(session, &detached),
+            ObserverRole::Claiming => {
+                let _ = journal.append(None, detached).await;
+            }
+        }
         let Some(run) = exhausted else { return };
         if journal
             .append(
@@ -351,5 +362,27 @@ impl Runtime {
 fn refresh_presence(live: &mut SessionLive) {
     if let Some(run) = &live.run {
         run.set_present(live.observers.values().any(|o| o.present));
+    }
+}
+
+impl Runtime {
+    /// Append a diagnostic line to the session's active segment's trace
+    /// file (`<segment>.trace.jsonl`, which `000_…` reserves for
+    /// diagnostics): `{"at_ms", "payload"}`. Best effort, not synced: it is
+    /// never read back as history.
+    fn trace(&self, session: &SessionId, payload: &Payload) {
+        let Ok(worker) = self.open_worker_of(session) else {
+            return;
+        };
+        let Ok(meta) = worker.metadata() else { return };
+        let Ok(segments) = worker.session_dir().open_dir("segments") else {
+            return;
+        };
+        let name = format!("{}.trace.jsonl", meta.active_segment);
+        let line = serde_json::json!({ "at_ms": crate::fsutil::now_ms(), "payload": payload });
+        if let Ok(mut f) = crate::fsutil::open_append(&segments, &name) {
+            use std::io::Write;
+            let _ = writeln!(f, "{line}");
+        }
     }
 }
