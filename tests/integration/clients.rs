@@ -5,20 +5,11 @@
 //! from the pinned environment under `target/py-tools`.
 
 use cairn::SessionId;
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn::runtime::Runtime;
 use serde_json::Value;
 
-/// A real server on loopback, in this process so the journal can be read.
 async fn served() -> (tempfile::TempDir, Runtime, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let rt = Runtime::open(RuntimeConfig::new(tmp.path().join("home")))
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, server, std::future::pending()).await });
-    (tmp, rt, base)
+    super::common::served_here(None).await
 }
 
 /// Run a client script from `tests/clients`; its stdout's last line is JSON.
@@ -56,12 +47,7 @@ fn session(ids: &Value, key: &str) -> SessionId {
 }
 
 async fn entries(rt: &Runtime, s: &SessionId) -> Vec<Value> {
-    rt.read(s, cairn::Seq(0))
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
-        .collect()
+    super::common::entries_json(rt, s).await
 }
 
 fn of_type<'a>(entries: &'a [Value], t: &str) -> Vec<&'a Value> {

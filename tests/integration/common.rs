@@ -227,3 +227,36 @@ pub fn session_of_output(stdout: &[u8]) -> String {
         serde_json::from_str(text.lines().next().expect("a journal line")).unwrap();
     first["session_id"].as_str().unwrap().to_string()
 }
+
+/// A runtime on `home` (made, with `cairn.toml` = `toml` when given).
+pub async fn runtime_with(home: &Path, toml: Option<&str>) -> Runtime {
+    std::fs::create_dir_all(home).unwrap();
+    if let Some(t) = toml {
+        std::fs::write(home.join("cairn.toml"), t).unwrap();
+    }
+    Runtime::open(RuntimeConfig::load(home, None).unwrap())
+        .await
+        .unwrap()
+}
+
+/// A real server on loopback over a fresh home, in this process (so a test
+/// can read the runtime too): (its directory, the runtime, the base URL).
+pub async fn served_here(toml: Option<&str>) -> (tempfile::TempDir, Runtime, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime_with(&tmp.path().join("home"), toml).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = rt.clone();
+    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    (tmp, rt, base)
+}
+
+/// A session's journal entries as JSON.
+pub async fn entries_json(rt: &Runtime, s: &cairn::SessionId) -> Vec<serde_json::Value> {
+    rt.read(s, cairn::Seq(0))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
+        .collect()
+}

@@ -1,7 +1,7 @@
 //! Delegation (seed 000) with real components: a parent test guest driven by
 //! its prompt's steps spawns `delegate`, `echo` and hostile children.
 
-use cairn::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun};
+use cairn::runtime::{ComponentRef, Runtime, StartRun};
 use cairn::{RunStatus, SessionId};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -9,13 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn open(home: &Path, toml: Option<&str>) -> Runtime {
-    std::fs::create_dir_all(home).unwrap();
-    if let Some(t) = toml {
-        std::fs::write(home.join("cairn.toml"), t).unwrap();
-    }
-    Runtime::open(RuntimeConfig::load(home, None).unwrap())
-        .await
-        .unwrap()
+    super::common::runtime_with(home, toml).await
 }
 
 /// A fixture stored and granted to the default workspace; its digest.
@@ -59,12 +53,7 @@ async fn run_parent(
 }
 
 async fn entries(rt: &Runtime, s: &SessionId) -> Vec<Value> {
-    rt.read(s, cairn::Seq(0))
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
-        .collect()
+    super::common::entries_json(rt, s).await
 }
 
 fn worker_dir(home: &Path, session: &SessionId, rt: &Runtime) -> PathBuf {

@@ -4,7 +4,7 @@
 //! killed with ten cards processing.
 
 use cairn::queue::{AnswerValue, NewCard, Queue, RecordStatus, Row, RowState};
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn::runtime::Runtime;
 use cairn::{SessionEvent, SessionId};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -12,13 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn open(home: &Path, toml: Option<&str>) -> (Runtime, Arc<Queue>) {
-    std::fs::create_dir_all(home).unwrap();
-    if let Some(t) = toml {
-        std::fs::write(home.join("cairn.toml"), t).unwrap();
-    }
-    let rt = Runtime::open(RuntimeConfig::load(home, None).unwrap())
-        .await
-        .unwrap();
+    let rt = super::common::runtime_with(home, toml).await;
     let q = Queue::open(rt.clone()).unwrap();
     (rt, q)
 }

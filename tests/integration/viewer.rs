@@ -2,25 +2,12 @@
 //! journal pages, decisions with their requests) and CORS, over a real
 //! server on loopback.
 
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn::runtime::Runtime;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 async fn served(toml: Option<&str>) -> (tempfile::TempDir, Runtime, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    if let Some(t) = toml {
-        std::fs::write(home.join("cairn.toml"), t).unwrap();
-    }
-    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let serving = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
-    (tmp, rt, base)
+    super::common::served_here(toml).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
