@@ -148,7 +148,7 @@ async fn a_child_writes_through_its_loan_and_loses_it_when_its_run_ends() {
     let (replayed, facts, _) = run_parent(
         &rt,
         &parent,
-        json!([{ "spawn": { "component": "echo", "prompt": "again" } }, { "wait": 0 }, { "status": 0 }, "peers"]),
+        json!([{ "spawn": { "component": "echo", "prompt": "again" } }, { "wait": 0, "timeout_ms": u64::MAX }, { "status": 0 }, "peers"]),
     )
     .await;
     assert_eq!(facts.status, RunStatus::Finished);

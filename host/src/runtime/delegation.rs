@@ -477,7 +477,9 @@ async fn wait(
     timeout_ms: u64,
 ) -> Result<Value, String> {
     let (session, _) = related(rt, ctx, worker, true)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    // Any u64 a guest passes: at most a year (no deadline arithmetic overflows).
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(timeout_ms.min(365 * 24 * 3_600_000));
     let _suspended = ctx.suspended();
     let mut cancel = ctx.cancel.subscribe();
     let cancelled = "the run was cancelled while it waited".to_string();
