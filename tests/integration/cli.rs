@@ -176,3 +176,35 @@ fn a_run_of_a_component_that_cannot_be_read_leaves_no_session() {
         String::from_utf8_lossy(&ls.stdout)
     );
 }
+
+/// A reader that goes away (`cairn run … | head -1`) stops the run and its
+/// children cleanly: one line naming the broken pipe, no panic.
+#[test]
+fn a_closed_stdout_ends_a_delegating_run_without_a_panic() {
+    use std::io::{BufRead, Read};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = super::common::cairn_bin()
+        .args(["run", "delegate", "--prompt", "one | two", "--home"])
+        .arg(tmp.path().join("home"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("run "), "{first}");
+    // The reader is dropped here: the next write fails.
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success());
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("Broken pipe"), "{err}");
+}

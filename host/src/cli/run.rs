@@ -58,7 +58,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     req.worker = args.worker;
     req.timeout_ms = args.timeout_ms;
     req.liveness.policy = crate::journal::event::LivenessPolicy::Cancel;
-    let ran = run_once(&rt, req, args.json, args.decide, &mut std::io::stdout()).await?;
+    let ran = match run_once(&rt, req, args.json, args.decide, &mut std::io::stdout()).await {
+        Ok(ran) => ran,
+        Err(e) => {
+            // Stdout closed (`| head`), or the journal failed: stop the
+            // run (and any child it spawned) before the process ends, so
+            // nothing is torn down under a running controller.
+            rt.shutdown(std::time::Duration::from_secs(5)).await;
+            return Err(e);
+        }
+    };
+    // Children this run spawned may still be live: they end with the process.
+    rt.shutdown(std::time::Duration::from_secs(5)).await;
     for note in rt.recovery_notes() {
         eprintln!("cairn: note: {note}");
     }
