@@ -2,7 +2,7 @@
 LangChain's ChatOpenAI, as their users write them. Run by
 tests/integration/clients.rs against a real server:
 
-    python chat_clients.py BASE_URL PANICKER_DIGEST
+    python chat_clients.py BASE_URL PANICKER_DIGEST TOOLCALLER_DIGEST
 
 Each check asserts what a user of that client relies on; the script prints
 one JSON object of ids for the Rust side to check the journal, and exits
@@ -18,7 +18,7 @@ import openai
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-BASE, PANICKER = sys.argv[1], sys.argv[2]
+BASE, PANICKER, TOOLCALLER = sys.argv[1], sys.argv[2], sys.argv[3]
 client = openai.OpenAI(base_url=f"{BASE}/v1", api_key="unused")
 out = {}
 
@@ -237,6 +237,55 @@ def _():
     assert answer.content == "langchain says hi", answer
     streamed = "".join(c.content for c in llm.stream("streaming through langchain"))
     assert streamed == "streaming through langchain", streamed
+
+
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "look a word up",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    },
+}
+
+
+@check("client_tool_call")
+def _():
+    # A controller calling a tool the client offered: OpenAI tool_calls.
+    c = client.chat.completions.create(
+        model=TOOLCALLER, messages=[{"role": "user", "content": "define cairn"}], tools=[LOOKUP]
+    )
+    choice = c.choices[0]
+    assert choice.finish_reason == "tool_calls", c
+    [call] = choice.message.tool_calls
+    assert call.function.name == "lookup" and call.type == "function", call
+    assert json.loads(call.function.arguments) == {"query": "define cairn"}, call
+    stream = client.chat.completions.create(
+        model=TOOLCALLER, messages=[{"role": "user", "content": "streamed"}], tools=[LOOKUP], stream=True
+    )
+    names, args, finish = [], "", None
+    for chunk in stream:
+        choice = chunk.choices[0]
+        for tc in choice.delta.tool_calls or []:
+            if tc.function.name:
+                names.append(tc.function.name)
+            args += tc.function.arguments or ""
+        finish = choice.finish_reason or finish
+    assert names == ["lookup"] and json.loads(args) == {"query": "streamed"}, (names, args)
+    assert finish == "tool_calls", finish
+
+
+@check("langchain_tool_call")
+def _():
+    @tool
+    def lookup(query: str) -> str:
+        """Look a word up."""
+        return query
+
+    llm = ChatOpenAI(model=TOOLCALLER, base_url=f"{BASE}/v1", api_key="unused")
+    answer = llm.bind_tools([lookup]).invoke("find cairns")
+    assert [t["name"] for t in answer.tool_calls] == ["lookup"], answer
+    assert answer.tool_calls[0]["args"] == {"query": "find cairns"}, answer
 
 
 print(json.dumps(out))

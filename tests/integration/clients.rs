@@ -72,7 +72,17 @@ async fn openai_and_langchain_clients_work_unchanged() {
         .await
         .unwrap();
     let digest = uploaded["digest"].as_str().unwrap().to_string();
-    let ids = client_script("chat_clients.py", &[&base, &digest]).await;
+    let caller: Value = reqwest::Client::new()
+        .post(format!("{base}/v1/components"))
+        .body(std::fs::read(super::common::fixture("toolcaller")).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let toolcaller = caller["digest"].as_str().unwrap().to_string();
+    let ids = client_script("chat_clients.py", &[&base, &digest, &toolcaller]).await;
 
     // History import: the new session starts with the earlier messages,
     // and the history a controller reads holds their user and assistant turns.

@@ -11,7 +11,9 @@
 //! SDKs' default loop survives it); a call that is not streamed returns at
 //! once with `finish_reason: "decision_requested"` and `cairn_decision`, and
 //! hands the run over (liveness `continue`) so the decision can be answered
-//! with `POST /v1/decisions/{id}`. Errors carry `x-should-retry: false`
+//! with `POST /v1/decisions/{id}`. A `tool_call` the controller emits for a
+//! tool the client offered (`tools`) is an OpenAI tool call: the client runs
+//! it, and the finish reason is `tool_calls`. Errors carry `x-should-retry: false`
 //! (except 429 and 503): one call is at most one run.
 
 mod request;
@@ -113,6 +115,7 @@ pub async fn completions(
         run,
         model: req.model.clone(),
         include_usage: req.include_usage(),
+        offered: req.offered_tools(),
     };
     // The run's ids go with every answer, a failed run's error included.
     let mut response = match slot {

@@ -255,6 +255,21 @@ impl ChatRequest {
         Some(user..user + 1)
     }
 
+    /// The names of the function tools the client offered: a controller's
+    /// `tool_call` of one of these is the client's to run.
+    pub fn offered_tools(&self) -> Vec<String> {
+        self.tools
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Whether the usage chunk was asked for.
     pub fn include_usage(&self) -> bool {
         self.stream_options

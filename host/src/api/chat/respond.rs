@@ -22,6 +22,29 @@ pub struct Shape {
     pub run: RunId,
     pub model: String,
     pub include_usage: bool,
+    /// The function tools the client offered: a controller's `tool_call`
+    /// of one of them is an OpenAI tool call for the client to run.
+    pub offered: Vec<String>,
+}
+
+/// A controller's tool call as OpenAI's, when it calls a tool the client
+/// offered.
+fn client_tool_call(shape: &Shape, payload: &Payload) -> Option<Value> {
+    let Payload::Agent(AgentEvent::ToolCall {
+        id,
+        name,
+        arguments,
+    }) = payload
+    else {
+        return None;
+    };
+    shape.offered.iter().any(|o| o == name).then(|| {
+        json!({
+            "id": id,
+            "type": "function",
+            "function": { "name": name, "arguments": arguments.to_string() },
+        })
+    })
 }
 
 impl Shape {
@@ -115,6 +138,7 @@ struct Follow {
     shape: Shape,
     head_sent: bool,
     streamed_text: bool,
+    tool_calls: usize,
 }
 
 /// The streamed answer: a role chunk, content chunks, decision chunks, the
@@ -129,6 +153,7 @@ pub fn streamed(
         shape,
         head_sent: false,
         streamed_text: false,
+        tool_calls: 0,
     };
     let frames = stream::unfold(follow, |mut f| async move {
         let data = |v: Value| Event::default().data(v.to_string());
@@ -159,6 +184,15 @@ pub fn streamed(
                     let c = f.shape.chunk(json!({ "reasoning_content": text }), None);
                     return Some((vec![data(c)], f));
                 }
+                p @ Payload::Agent(AgentEvent::ToolCall { .. }) => {
+                    let Some(mut call) = client_tool_call(&f.shape, p) else {
+                        continue;
+                    };
+                    call["index"] = json!(f.tool_calls);
+                    f.tool_calls += 1;
+                    let c = f.shape.chunk(json!({ "tool_calls": [call] }), None);
+                    return Some((vec![data(c)], f));
+                }
                 p @ Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. }) => {
                     let mut c = f.shape.chunk(json!({}), None);
                     c["cairn_decision"] = decision_of(run, p).unwrap_or_default();
@@ -171,6 +205,11 @@ pub fn streamed(
                             if let Some(text) = text.filter(|t| !f.streamed_text && !t.is_empty()) {
                                 out.push(data(f.shape.chunk(json!({ "content": text }), None)));
                             }
+                            let reason = if f.tool_calls > 0 {
+                                "tool_calls"
+                            } else {
+                                reason
+                            };
                             out.push(data(f.shape.chunk(json!({}), Some(reason))));
                             if f.shape.include_usage {
                                 let usage = e.facts.as_ref().map(|x| x.usage).unwrap_or_default();
@@ -201,6 +240,7 @@ pub fn streamed(
 pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, ApiError> {
     let internal = |m: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m);
     let mut text = String::new();
+    let mut calls: Vec<Value> = Vec::new();
     loop {
         let e = match obs.next().await {
             Some(Ok(d)) => match ours(d, shape.run) {
@@ -213,6 +253,10 @@ pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, Api
         let (finish, outcome, decision) = match &e.payload {
             Payload::Agent(AgentEvent::TextDelta { text: t }) => {
                 text.push_str(t);
+                continue;
+            }
+            p @ Payload::Agent(AgentEvent::ToolCall { .. }) => {
+                calls.extend(client_tool_call(&shape, p));
                 continue;
             }
             p @ Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. }) => {
@@ -257,6 +301,15 @@ pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, Api
         });
         if let Some(outcome) = outcome {
             body["choices"][0]["cairn_outcome"] = json!(outcome);
+        }
+        if !calls.is_empty() {
+            body["choices"][0]["message"]["tool_calls"] = json!(calls);
+            if finish == "stop" {
+                body["choices"][0]["finish_reason"] = json!("tool_calls");
+            }
+            if text.is_empty() {
+                body["choices"][0]["message"]["content"] = Value::Null;
+            }
         }
         if let Some(decision) = decision {
             body["cairn_decision"] = decision;
