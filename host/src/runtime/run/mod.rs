@@ -19,13 +19,15 @@ use crate::journal::event::{
 use crate::limits::Limits;
 use crate::worker::WorkerDir;
 use async_trait::async_trait;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod script;
 mod task;
+pub(crate) use script::Script;
+use script::ScriptStep;
 pub(crate) use task::*;
 
 /// How long a cancelled guest may go on before the epoch deadline traps it.
@@ -47,41 +49,6 @@ pub(crate) struct Place {
     pub worker_id: crate::ids::WorkerId,
     pub generation: crate::ids::Generation,
     pub artifacts: std::path::PathBuf,
-}
-
-/// The journaled entries a replay feeds back and checks, in order.
-pub(crate) struct Script {
-    entries: VecDeque<SessionEvent>,
-    /// Offline replays never write: going past the journal is a divergence.
-    offline: bool,
-}
-
-impl Script {
-    /// The guest-visible entries of `run` after its `Started`.
-    pub(crate) fn of_run(events: &[SessionEvent], run: RunId, offline: bool) -> Script {
-        let entries = events
-            .iter()
-            .filter(|e| e.run_id == Some(run))
-            .filter(|e| match &e.payload {
-                Payload::Agent(_) => true,
-                Payload::Lifecycle(l) => matches!(
-                    l,
-                    LifecycleEvent::DecisionRequested { .. }
-                        | LifecycleEvent::ApprovalRouted { .. }
-                        | LifecycleEvent::DecisionRecorded { .. }
-                        | LifecycleEvent::DecisionTimedOut { .. }
-                        | LifecycleEvent::WorkerCall { .. }
-                ),
-            })
-            .cloned()
-            .collect();
-        Script { entries, offline }
-    }
-
-    /// Take the next entry (for counting).
-    pub(crate) fn pop(&mut self) -> Option<SessionEvent> {
-        self.entries.pop_front()
-    }
 }
 
 /// The live side of one run. Never serialized.
@@ -327,40 +294,6 @@ impl RunCtx {
         }
     }
 
-    /// The next scripted entry, if replaying and the script is not done.
-    fn script_next(&self) -> ScriptStep {
-        let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
-        match script.as_mut() {
-            None => ScriptStep::Live,
-            Some(s) => match s.entries.pop_front() {
-                Some(e) => ScriptStep::Entry(Box::new(e)),
-                None if s.offline => ScriptStep::PastEnd,
-                None => {
-                    *script = None;
-                    ScriptStep::Live
-                }
-            },
-        }
-    }
-
-    fn script_peek(&self) -> Option<SessionEvent> {
-        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
-        script.as_ref().and_then(|s| s.entries.front().cloned())
-    }
-
-    fn script_done_offline(&self) -> bool {
-        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
-        script
-            .as_ref()
-            .is_some_and(|s| s.offline && s.entries.is_empty())
-    }
-
-    /// Whether an offline replay consumed its whole script.
-    pub(crate) fn script_remaining(&self) -> usize {
-        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
-        script.as_ref().map_or(0, |s| s.entries.len())
-    }
-
     fn count(&self, size: u64) {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.event_bytes.fetch_add(size, Ordering::Relaxed);
@@ -464,116 +397,6 @@ impl RunCtx {
             Err(_) => Err(HostFailure("the decision broker went away".into())),
         }
     }
-
-    /// Replay a decision wait from the script; `None` when the script ends
-    /// before the request, so the caller goes live.
-    async fn wait_replayed(
-        &self,
-        request: &DecisionRequest,
-    ) -> Result<Option<Answer>, HostFailure> {
-        let entry = match self.script_next() {
-            ScriptStep::Live => return Ok(None),
-            ScriptStep::PastEnd => {
-                return Err(self.diverge(
-                    Seq(0),
-                    serde_json::json!("the end of the journal"),
-                    request_json(request),
-                ));
-            }
-            ScriptStep::Entry(e) => e,
-        };
-        let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
-            decision_id,
-            request_kind,
-            prompt,
-            details,
-            timeout_ms,
-            default_value,
-        }) = &entry.payload
-        else {
-            return Err(self.diverge(
-                entry.seq,
-                serde_json::to_value(&entry.payload).unwrap_or_default(),
-                request_json(request),
-            ));
-        };
-        if *request_kind != request.kind
-            || *prompt != request.prompt
-            || *details != request.details
-            || *timeout_ms != request.timeout_ms
-            || *default_value != request.default_value
-        {
-            return Err(self.diverge(
-                entry.seq,
-                serde_json::to_value(&entry.payload).unwrap_or_default(),
-                request_json(request),
-            ));
-        }
-        let id = decision_id.clone();
-        // What answered it, if the journal says.
-        while let Some(next) = self.script_peek() {
-            match &next.payload {
-                Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
-                    decision_id, route, ..
-                }) if *decision_id == id => {
-                    self.script_next();
-                    if *route == ApprovalRoute::Parked {
-                        return Ok(Some(Answer::Park));
-                    }
-                }
-                Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
-                    decision_id, value, ..
-                }) if *decision_id == id => {
-                    self.script_next();
-                    self.advance_clock(next.at_ms);
-                    return Ok(Some(Answer::Decided(value.clone())));
-                }
-                Payload::Lifecycle(LifecycleEvent::DecisionTimedOut { decision_id })
-                    if *decision_id == id =>
-                {
-                    self.script_next();
-                    self.advance_clock(next.at_ms);
-                    return Ok(Some(Answer::TimedOut));
-                }
-                _ => break,
-            }
-        }
-        if self.script_done_offline() || self.script_peek().is_some() {
-            // Offline, or the journal goes on without an answer: it diverged.
-            return Err(self.diverge(
-                entry.seq,
-                serde_json::json!("an answer to this request"),
-                serde_json::json!("none in the journal"),
-            ));
-        }
-        // The journal ends while it waits: re-register the same request and
-        // wait live (nothing new is journaled for the request itself).
-        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        let rx = self.broker.register(
-            id.clone(),
-            self.session.clone(),
-            self.run_id,
-            self.journal.clone(),
-        );
-        Ok(Some(self.wait_live(id, rx, request).await?))
-    }
-}
-
-enum ScriptStep {
-    Live,
-    Entry(Box<SessionEvent>),
-    PastEnd,
-}
-
-fn request_json(r: &DecisionRequest) -> serde_json::Value {
-    serde_json::json!({
-        "type": "decision_requested",
-        "request_kind": r.kind,
-        "prompt": r.prompt,
-        "details": r.details,
-        "timeout_ms": r.timeout_ms,
-        "default_value": r.default_value,
-    })
 }
 
 #[async_trait]
@@ -724,29 +547,8 @@ impl RunHost for RunCtx {
         if call["call"] == "spawn" {
             self.spawned.fetch_add(1, Ordering::Relaxed);
         }
-        match self.script_next() {
-            ScriptStep::Entry(expected) => {
-                return match &expected.payload {
-                    Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result })
-                        if *c == call =>
-                    {
-                        Ok(result.clone())
-                    }
-                    other => Err(self.diverge(
-                        expected.seq,
-                        serde_json::to_value(other).unwrap_or_default(),
-                        serde_json::json!({ "type": "worker_call", "call": call }),
-                    )),
-                };
-            }
-            ScriptStep::PastEnd => {
-                return Err(self.diverge(
-                    Seq(0),
-                    serde_json::json!("the end of the journal"),
-                    serde_json::json!({ "type": "worker_call", "call": call }),
-                ));
-            }
-            ScriptStep::Live => {}
+        if let Some(answer) = self.worker_call_replayed(&call)? {
+            return Ok(answer);
         }
         if self.cancelled().is_some() {
             return Ok(serde_json::json!({ "error": "the run is cancelled" }));

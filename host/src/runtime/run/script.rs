@@ -1,0 +1,216 @@
+//! The journaled script a replay feeds back: a run's guest-visible entries
+//! after its `Started`, taken in order by the imports and checked against
+//! what the controller does (a mismatch is a divergence).
+
+use super::RunCtx;
+use crate::SessionEvent;
+use crate::component::{Answer, DecisionRequest, HostFailure};
+use crate::ids::{RunId, Seq};
+use crate::journal::event::{ApprovalRoute, LifecycleEvent, Payload};
+use std::collections::VecDeque;
+
+/// The journaled entries a replay feeds back and checks, in order.
+pub(crate) struct Script {
+    entries: VecDeque<SessionEvent>,
+    /// Offline replays never write: going past the journal is a divergence.
+    offline: bool,
+}
+
+impl Script {
+    /// The guest-visible entries of `run` after its `Started`.
+    pub(crate) fn of_run(events: &[SessionEvent], run: RunId, offline: bool) -> Script {
+        let entries = events
+            .iter()
+            .filter(|e| e.run_id == Some(run))
+            .filter(|e| match &e.payload {
+                Payload::Agent(_) => true,
+                Payload::Lifecycle(l) => matches!(
+                    l,
+                    LifecycleEvent::DecisionRequested { .. }
+                        | LifecycleEvent::ApprovalRouted { .. }
+                        | LifecycleEvent::DecisionRecorded { .. }
+                        | LifecycleEvent::DecisionTimedOut { .. }
+                        | LifecycleEvent::WorkerCall { .. }
+                ),
+            })
+            .cloned()
+            .collect();
+        Script { entries, offline }
+    }
+
+    /// Take the next entry (for counting).
+    pub(crate) fn pop(&mut self) -> Option<SessionEvent> {
+        self.entries.pop_front()
+    }
+}
+
+impl RunCtx {
+    /// The next scripted entry, if replaying and the script is not done.
+    pub(super) fn script_next(&self) -> ScriptStep {
+        let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        match script.as_mut() {
+            None => ScriptStep::Live,
+            Some(s) => match s.entries.pop_front() {
+                Some(e) => ScriptStep::Entry(Box::new(e)),
+                None if s.offline => ScriptStep::PastEnd,
+                None => {
+                    *script = None;
+                    ScriptStep::Live
+                }
+            },
+        }
+    }
+
+    pub(super) fn script_peek(&self) -> Option<SessionEvent> {
+        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script.as_ref().and_then(|s| s.entries.front().cloned())
+    }
+
+    pub(super) fn script_done_offline(&self) -> bool {
+        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script
+            .as_ref()
+            .is_some_and(|s| s.offline && s.entries.is_empty())
+    }
+
+    /// Whether an offline replay consumed its whole script.
+    pub(crate) fn script_remaining(&self) -> usize {
+        let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script.as_ref().map_or(0, |s| s.entries.len())
+    }
+
+    /// Replay a decision wait from the script; `None` when the script ends
+    /// before the request, so the caller goes live.
+    pub(super) async fn wait_replayed(
+        &self,
+        request: &DecisionRequest,
+    ) -> Result<Option<Answer>, HostFailure> {
+        let entry = match self.script_next() {
+            ScriptStep::Live => return Ok(None),
+            ScriptStep::PastEnd => {
+                return Err(self.diverge(
+                    Seq(0),
+                    serde_json::json!("the end of the journal"),
+                    request_json(request),
+                ));
+            }
+            ScriptStep::Entry(e) => e,
+        };
+        let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+            decision_id,
+            request_kind,
+            prompt,
+            details,
+            timeout_ms,
+            default_value,
+        }) = &entry.payload
+        else {
+            return Err(self.diverge(
+                entry.seq,
+                serde_json::to_value(&entry.payload).unwrap_or_default(),
+                request_json(request),
+            ));
+        };
+        if *request_kind != request.kind
+            || *prompt != request.prompt
+            || *details != request.details
+            || *timeout_ms != request.timeout_ms
+            || *default_value != request.default_value
+        {
+            return Err(self.diverge(
+                entry.seq,
+                serde_json::to_value(&entry.payload).unwrap_or_default(),
+                request_json(request),
+            ));
+        }
+        let id = decision_id.clone();
+        // What answered it, if the journal says.
+        while let Some(next) = self.script_peek() {
+            match &next.payload {
+                Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
+                    decision_id, route, ..
+                }) if *decision_id == id => {
+                    self.script_next();
+                    if *route == ApprovalRoute::Parked {
+                        return Ok(Some(Answer::Park));
+                    }
+                }
+                Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
+                    decision_id, value, ..
+                }) if *decision_id == id => {
+                    self.script_next();
+                    self.advance_clock(next.at_ms);
+                    return Ok(Some(Answer::Decided(value.clone())));
+                }
+                Payload::Lifecycle(LifecycleEvent::DecisionTimedOut { decision_id })
+                    if *decision_id == id =>
+                {
+                    self.script_next();
+                    self.advance_clock(next.at_ms);
+                    return Ok(Some(Answer::TimedOut));
+                }
+                _ => break,
+            }
+        }
+        if self.script_done_offline() || self.script_peek().is_some() {
+            // Offline, or the journal goes on without an answer: it diverged.
+            return Err(self.diverge(
+                entry.seq,
+                serde_json::json!("an answer to this request"),
+                serde_json::json!("none in the journal"),
+            ));
+        }
+        // The journal ends while it waits: re-register the same request and
+        // wait live (nothing new is journaled for the request itself).
+        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let rx = self.broker.register(
+            id.clone(),
+            self.session.clone(),
+            self.run_id,
+            self.journal.clone(),
+        );
+        Ok(Some(self.wait_live(id, rx, request).await?))
+    }
+
+    /// Answer a `workers` call from the script: `Some` its journaled
+    /// result, `None` when live (past a live host's script).
+    pub(super) fn worker_call_replayed(
+        &self,
+        call: &serde_json::Value,
+    ) -> Result<Option<serde_json::Value>, HostFailure> {
+        match self.script_next() {
+            ScriptStep::Entry(expected) => match &expected.payload {
+                Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result }) if c == call => {
+                    Ok(Some(result.clone()))
+                }
+                other => Err(self.diverge(
+                    expected.seq,
+                    serde_json::to_value(other).unwrap_or_default(),
+                    serde_json::json!({ "type": "worker_call", "call": call }),
+                )),
+            },
+            ScriptStep::PastEnd => Err(self.diverge(
+                Seq(0),
+                serde_json::json!("the end of the journal"),
+                serde_json::json!({ "type": "worker_call", "call": call }),
+            )),
+            ScriptStep::Live => Ok(None),
+        }
+    }
+}
+pub(super) enum ScriptStep {
+    Live,
+    Entry(Box<SessionEvent>),
+    PastEnd,
+}
+
+fn request_json(r: &DecisionRequest) -> serde_json::Value {
+    serde_json::json!({
+        "type": "decision_requested",
+        "request_kind": r.kind,
+        "prompt": r.prompt,
+        "details": r.details,
+        "timeout_ms": r.timeout_ms,
+        "default_value": r.default_value,
+    })
+}
