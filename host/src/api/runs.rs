@@ -16,8 +16,8 @@ use axum::{Extension, Json};
 /// A component named on the wire: a built-in example or an uploaded digest
 /// of the caller's workspace, never a path on the server.
 pub fn component_ref(s: &AppState, ws: &Workspace, name: &str) -> Result<ComponentRef, ApiError> {
-    if crate::examples::built_in(name).is_some() {
-        Ok(ComponentRef::BuiltIn(name.to_string()))
+    if let Some(c @ ComponentRef::BuiltIn(_)) = ComponentRef::named(name) {
+        Ok(c)
     } else if name.starts_with("sha256:") {
         own_component(s, ws, name)?;
         Ok(ComponentRef::Digest(name.to_string()))

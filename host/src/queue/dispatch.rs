@@ -45,15 +45,9 @@ struct Dispatched {
 }
 
 fn component_of(name: &str) -> Result<ComponentRef, String> {
-    if crate::examples::built_in(name).is_some() {
-        Ok(ComponentRef::BuiltIn(name.to_string()))
-    } else if name.starts_with("sha256:") {
-        Ok(ComponentRef::Digest(name.to_string()))
-    } else {
-        Err(format!(
-            "component {name:?} is neither a built-in example nor a sha256: digest"
-        ))
-    }
+    ComponentRef::named(name).ok_or_else(|| {
+        format!("component {name:?} is neither a built-in example nor a sha256: digest")
+    })
 }
 
 impl Queue {

@@ -96,12 +96,18 @@ pub enum ComponentRef {
 impl ComponentRef {
     /// A built-in example name, a `sha256:` digest, else a path.
     pub fn parse(text: &str) -> Self {
+        Self::named(text).unwrap_or_else(|| ComponentRef::Path(PathBuf::from(text)))
+    }
+
+    /// A built-in example name or a `sha256:` digest; never a path (what a
+    /// name from the wire, a queue card or a guest may be).
+    pub fn named(text: &str) -> Option<Self> {
         if crate::examples::built_in(text).is_some() {
-            ComponentRef::BuiltIn(text.to_string())
+            Some(ComponentRef::BuiltIn(text.to_string()))
         } else if text.starts_with("sha256:") {
-            ComponentRef::Digest(text.to_string())
+            Some(ComponentRef::Digest(text.to_string()))
         } else {
-            ComponentRef::Path(PathBuf::from(text))
+            None
         }
     }
 }

@@ -59,7 +59,7 @@ pub(crate) async fn call(ctx: &RunCtx, call: &Value) -> Value {
     let result = match call["call"].as_str().unwrap_or("") {
         "spawn" => spawn(&rt, ctx, call).await,
         "status" => match worker() {
-            Ok(w) => status(&rt, ctx, w, false).await,
+            Ok(w) => status(&rt, ctx, w).await,
             Err(e) => Err(e),
         },
         "wait" => match worker() {
@@ -173,14 +173,14 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     }
     let workspace = record.workspace.clone();
     let name = call["component"].as_str().unwrap_or_default();
-    let component = if crate::examples::built_in(name).is_some() {
-        super::ComponentRef::BuiltIn(name.to_string())
-    } else if name.starts_with("sha256:") && home.granted(&workspace).iter().any(|d| d == name) {
-        super::ComponentRef::Digest(name.to_string())
-    } else {
-        return Err(format!(
-            "component {name:?} is not one workspace {workspace:?} may use (a built-in example name, or the digest of an upload)"
-        ));
+    let component = match super::ComponentRef::named(name) {
+        Some(c @ super::ComponentRef::BuiltIn(_)) => c,
+        Some(c) if home.granted(&workspace).iter().any(|d| d == name) => c,
+        _ => {
+            return Err(format!(
+                "component {name:?} is not one workspace {workspace:?} may use (a built-in example name, or the digest of an upload)"
+            ));
+        }
     };
     let (digest, _) = rt
         .add_component(&component)
@@ -411,7 +411,7 @@ async fn read_status(rt: &Runtime, session: &SessionId, pruned: bool) -> Result<
     })
 }
 
-async fn status(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, _: bool) -> Result<Value, String> {
+async fn status(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, String> {
     let (session, child) = related(rt, ctx, worker, false)?;
     let pruned = child
         .as_ref()
@@ -496,7 +496,7 @@ async fn wait(
                 _ = cancel.wait_for(|c| c.is_some()) => return Err(cancelled),
             }
         }
-        let status = status(rt, ctx, worker, true).await?;
+        let status = status(rt, ctx, worker).await?;
         // An interrupted child is being restored: wait for it to go live.
         if status["interrupted"] != true || tokio::time::Instant::now() >= deadline {
             return Ok(status);

@@ -163,14 +163,14 @@ impl Call {
             let run = task
                 .parse::<RunId>()
                 .map_err(|_| RpcError::new(code::TASK_NOT_FOUND, format!("no task {task:?}")))?;
-            let (session, view) = self.task_of(run).await?;
+            let (session, _) = self.task_of(run).await?;
             if context.is_some_and(|c| c != session.as_str()) {
                 return Err(RpcError::params(format!(
                     "task {run} belongs to context {session}, not {}",
                     context.unwrap_or_default()
                 )));
             }
-            return self.reply(run, session, view, text, data).await;
+            return self.reply(run, session, text, data).await;
         }
         let rt = self.rt();
         let session = match context {
@@ -199,7 +199,6 @@ impl Call {
         &self,
         run: RunId,
         session: SessionId,
-        _stale: TaskView,
         text: String,
         data: Option<Value>,
     ) -> Result<Begun, RpcError> {
