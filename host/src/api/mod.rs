@@ -16,6 +16,7 @@ pub mod queue;
 mod runs;
 mod sessions;
 mod streams;
+mod ui;
 mod viewer;
 pub mod wire;
 
@@ -57,6 +58,9 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> R
     };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/ui", get(ui::root_redirect))
+        .route("/ui/", get(ui::index))
+        .route("/ui/{file}", get(ui::file))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::serve))
         .route("/v1/sessions", post(sessions::create).get(sessions::list))

@@ -1,0 +1,277 @@
+// Replay of one run in the page: the run's component, transpiled here by
+// jco, runs again with `cairn:controller` answered from the journal and WASI
+// from ./wasi.ts, exactly as docs/replay.md specifies; every emit is
+// compared with its journal entry. The result is "matches" or the first
+// divergence (seq, expected, got).
+import { canon, canonText, big, parseExact } from './json';
+import { ReplayClock, wasiImports } from './wasi';
+
+/** What a replay found. */
+export interface ReplayResult {
+  matches: boolean;
+  /** Journal entries the replay checked (emits, requests, answers). */
+  checked: number;
+  /** How the run ended in the replay: its outcome's tag and text. */
+  outcome?: string;
+  divergence?: { seq: number | null; expected: string; got: string };
+  /** A note when the journal ends before the run did (it is still live). */
+  note?: string;
+}
+
+const SCRIPT = new Set([
+  'text_delta', 'reasoning_delta', 'tool_call', 'progress', 'retrying', 'custom',
+  'decision_requested', 'approval_routed', 'decision_recorded', 'decision_timed_out', 'worker_call',
+]);
+const TERMINAL = new Set(['finished', 'failed', 'cancelled', 'parked']);
+
+const ev = (e: any) => e?.payload?.event ?? {};
+const typeOf = (e: any) => ev(e).type as string;
+const seqOf = (e: any) => Number(big(e.seq));
+
+let transpiler: Promise<any> | null = null;
+function loadTranspiler(): Promise<any> {
+  transpiler ??= import('@bytecodealliance/jco-transpile/component').then(async (m) => {
+    await m.$init;
+    return m;
+  });
+  return transpiler;
+}
+
+/** Transpiles a component and returns its `instantiate(getCoreModule, imports)`. */
+export async function transpile(bytes: Uint8Array): Promise<{ instantiate: any; js: number; wasm: number }> {
+  const jco = await loadTranspiler();
+  const out = jco.generate(bytes, {
+    name: 'guest',
+    instantiation: { tag: 'async' },
+    noTypescript: true,
+    noNodejsCompat: true,
+    base64Cutoff: 0,
+  });
+  const files = new Map<string, Uint8Array>(out.files);
+  const js = files.get('guest.js');
+  if (!js) throw new Error('jco produced no guest.js');
+  const url = URL.createObjectURL(new Blob([js as BlobPart], { type: 'text/javascript' }));
+  try {
+    const mod = await import(/* @vite-ignore */ url);
+    const instantiate = (imports: any) =>
+      mod.instantiate((name: string) => {
+        const b = files.get(name);
+        if (!b) throw new Error(`jco output has no ${name}`);
+        return WebAssembly.compile(b as BufferSource);
+      }, imports);
+    let wasm = 0;
+    for (const [n, b] of files) if (n.endsWith('.wasm')) wasm += b.length;
+    return { instantiate, js: js.length, wasm };
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+}
+
+/** The journal form of an emitted `agent-event` (jco's JS shape). */
+function emittedEntry(e: any): { text: string; parsedOk: boolean } {
+  const v = e.val;
+  let doc: any;
+  let parsedOk = true;
+  const json = (t: string) => {
+    const c = canonText(t);
+    if (c === null) parsedOk = false;
+    return c === null ? JSON.stringify(t) : c;
+  };
+  switch (e.tag) {
+    case 'text-delta': doc = `{"text":${JSON.stringify(v)},"type":"text_delta"}`; break;
+    case 'reasoning-delta': doc = `{"text":${JSON.stringify(v)},"type":"reasoning_delta"}`; break;
+    case 'tool-call':
+      doc = `{"arguments":${json(v.arguments)},"id":${JSON.stringify(v.id)},"name":${JSON.stringify(v.name)},"type":"tool_call"}`;
+      break;
+    case 'progress':
+      doc = canon({ type: 'progress', message: v.message, done: v.done, total: v.total });
+      break;
+    case 'retrying':
+      doc = canon({ type: 'retrying', attempt: BigInt(v.attempt), after_ms: v.afterMs, reason: v.reason });
+      break;
+    case 'custom':
+      doc = `{"data":${json(v.data)},"name":${JSON.stringify(v.name)},"type":"custom"}`;
+      break;
+    default: doc = JSON.stringify({ unknown: e.tag });
+  }
+  return { text: doc, parsedOk };
+}
+
+/** Keys of a journaled decision request a replayed `wait` must match. */
+function requestCanon(r: { kind: string; prompt: string; details: string; timeoutMs?: bigint; defaultValue?: string }) {
+  return canon({
+    request_kind: r.kind.replace('-', '_'),
+    prompt: r.prompt,
+    details: parseExact(r.details || '{}'),
+    timeout_ms: r.timeoutMs,
+    default_value: r.defaultValue === undefined ? undefined : parseExact(r.defaultValue),
+  });
+}
+
+/** The turns `history.turns` answers: the session's turns before the run. */
+function historyTurns(entries: any[], startedSeq: number, limit: number) {
+  const turns: any[] = [];
+  for (const e of entries) {
+    if (seqOf(e) >= startedSeq) break;
+    const x = ev(e);
+    const run = e.run_id ?? '';
+    if (x.type === 'started' && !x.resumes) turns.push({ seq: big(e.seq), runId: run, role: 'user', text: x.prompt });
+    if (x.type === 'finished') turns.push({ seq: big(e.seq), runId: run, role: 'assistant', text: x.text });
+    if (x.type === 'history_imported') {
+      for (const t of x.turns ?? []) turns.push({ seq: big(e.seq), runId: run, role: t.role === 'assistant' ? 'assistant' : 'user', text: t.text });
+    }
+    if (x.type === 'compaction_summary') turns.push({ seq: big(e.seq), runId: run, role: 'assistant', text: x.text });
+  }
+  return turns.slice(-Math.min(limit, 256));
+}
+
+/**
+ * Replays run `runId` of a session's journal (`entries`, parsed with
+ * `parseExact`) with `component`'s bytes; `checkpoint` is the parked run's
+ * checkpoint when the run `resumes` one.
+ */
+export async function replayRun(
+  component: Uint8Array,
+  entries: any[],
+  runId: string,
+  checkpoint: Uint8Array | null,
+): Promise<ReplayResult> {
+  const startedAt = entries.findIndex((e) => e.run_id === runId && typeOf(e) === 'started');
+  if (startedAt < 0) throw new Error(`the journal has no started entry for run ${runId}`);
+  const started = entries[startedAt];
+  const s = ev(started);
+  if (s.resumes && !checkpoint) {
+    throw new Error(`run ${runId} resumes run ${s.resumes}: its park checkpoint is needed`);
+  }
+  const reserved = [...entries.slice(0, startedAt)].reverse().find((e) => typeOf(e) === 'generation_reserved');
+  const script = entries.slice(startedAt + 1).filter((e) => e.run_id === runId && SCRIPT.has(typeOf(e)));
+  const terminal = entries.slice(startedAt + 1).find((e) => e.run_id === runId && TERMINAL.has(typeOf(e)));
+  const clock = new ReplayClock(big(started.at_ms));
+  const seed = big(s.seed);
+
+  let cursor = 0;
+  let checked = 0;
+  let divergence: ReplayResult['divergence'];
+  let note: string | undefined;
+  const diverge = (seq: number | null, expected: string, got: string) => {
+    divergence ??= { seq, expected, got };
+  };
+  const endedCancelled = () => terminal && typeOf(terminal) === 'cancelled';
+  const pastEnd = (got: string) => {
+    if (!terminal) note ??= 'the journal ends here: the run is still live';
+    else if (!endedCancelled()) diverge(null, 'the run to end (the journal has no more inputs)', got);
+  };
+
+  const imports: any = {
+    ...wasiImports(seed, clock),
+    'cairn:controller/journal': {
+      emit(e: any) {
+        const got = emittedEntry(e).text;
+        if (divergence || note) return { tag: 'err', val: { tag: 'cancelled' } };
+        const entry = script[cursor];
+        if (!entry) {
+          pastEnd(`emit ${got}`);
+          return { tag: 'err', val: { tag: 'cancelled' } };
+        }
+        const expected = canon(ev(entry));
+        if (expected !== got) {
+          diverge(seqOf(entry), expected, got);
+          return { tag: 'err', val: { tag: 'cancelled' } };
+        }
+        cursor++;
+        checked++;
+        return { tag: 'ok', val: big(entry.seq) };
+      },
+    },
+    'cairn:controller/decisions': {
+      wait(req: any) {
+        const cancelled = { tag: 'ok', val: { tag: 'cancelled' } };
+        const got = requestCanon(req);
+        if (divergence || note) return cancelled;
+        const entry = script[cursor];
+        if (!entry) {
+          pastEnd(`a decision request ${got}`);
+          return cancelled;
+        }
+        const x = ev(entry);
+        const expected = x.type === 'decision_requested'
+          ? canon({ request_kind: x.request_kind, prompt: x.prompt, details: x.details, timeout_ms: x.timeout_ms, default_value: x.default_value })
+          : canon(x);
+        if (x.type !== 'decision_requested' || expected !== got) {
+          diverge(seqOf(entry), expected, got);
+          return cancelled;
+        }
+        cursor++;
+        checked++;
+        while (cursor < script.length) {
+          const a = script[cursor];
+          const y = ev(a);
+          if (y.decision_id !== x.decision_id) break;
+          cursor++;
+          checked++;
+          if (y.type === 'approval_routed' && y.route === 'parked') return { tag: 'ok', val: { tag: 'park' } };
+          if (y.type === 'decision_recorded') {
+            clock.advanceTo(big(a.at_ms));
+            return { tag: 'ok', val: { tag: 'decided', val: canon(y.value) } };
+          }
+          if (y.type === 'decision_timed_out') {
+            clock.advanceTo(big(a.at_ms));
+            return { tag: 'ok', val: { tag: 'timed-out' } };
+          }
+        }
+        if (terminal && typeOf(terminal) === 'parked') return { tag: 'ok', val: { tag: 'park' } };
+        if (!terminal) note ??= `the run waits on decision ${x.decision_id}: replayed up to the wait`;
+        return cancelled;
+      },
+    },
+    'cairn:controller/history': {
+      turns: (limit: number) => historyTurns(entries, seqOf(started), limit),
+    },
+    'cairn:controller/workers': new Proxy({}, {
+      get: (_t, name) => () => {
+        diverge(script[cursor] ? seqOf(script[cursor]) : null, 'a run without workers calls', `workers.${String(name)}: the browser replayer does not answer workers calls`);
+        return { tag: 'err', val: 'not replayed in the browser' };
+      },
+    }),
+  };
+
+  const { instantiate } = await transpile(component);
+  const instance = await instantiate(imports);
+  const run = instance.run ?? instance['cairn:controller/run'];
+  const start = {
+    runId,
+    sessionId: started.session_id,
+    workerId: ev(reserved)?.worker_id ?? '',
+    generation: big(s.generation),
+    prompt: s.prompt,
+    continues: s.continues ?? undefined,
+    checkpoint: checkpoint ?? undefined,
+    tools: s.tools ?? undefined,
+  };
+  let outcome: any;
+  try {
+    outcome = run(start);
+  } catch (e) {
+    outcome = { tag: 'trap', val: String(e) };
+  }
+  const shown = outcome.tag === 'parked' ? `parked (${outcome.val.length} bytes)` : `${outcome.tag}${typeof outcome.val === 'string' ? `: ${outcome.val}` : outcome.tag === 'failed' ? `: ${outcome.val.code}` : ''}`;
+  if (!divergence && !note) {
+    if (cursor < script.length) {
+      const e = script[cursor];
+      diverge(seqOf(e), canon(ev(e)), `the run ended (${shown})`);
+    } else if (terminal) {
+      const t = ev(terminal);
+      const want =
+        t.type === 'finished' ? `${t.outcome === 'question' ? 'question' : 'finished'}: ${t.text}` :
+        t.type === 'parked' ? 'parked' :
+        t.type === 'failed' ? `failed: ${t.error?.code}` : 'cancelled';
+      const got = outcome.tag === 'parked' ? 'parked' : outcome.tag === 'failed' ? `failed: ${outcome.val.code}` : shown;
+      // A cancelled run ends however the guest winds down; a failure the host
+      // imposed (a limit, a trap) is not the guest's outcome either.
+      const hostEnded = t.type === 'cancelled' || (t.type === 'failed' && outcome.tag !== 'failed');
+      if (!hostEnded && want !== got) diverge(seqOf(terminal), want, got);
+      checked++;
+    }
+  }
+  return { matches: !divergence, checked, outcome: shown, divergence, note };
+}
