@@ -1,0 +1,238 @@
+// The viewer in a real browser (Debian's Chromium, driven by playwright-core)
+// against a real `cairn serve`. Run by tests/integration/browser.rs:
+//   node browser.mjs <json config>
+// config: { base, tokenBase, token, counter (a .wasm path), shots (a dir),
+//           chromium (the executable), cairn (the binary, for `cairn export`) }.
+// Every step asserts; a failure exits non-zero naming the step. The last
+// line printed is a JSON report: { steps: [...], replays: {...} }.
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const cfg = JSON.parse(process.argv[2]);
+const { base } = cfg;
+fs.mkdirSync(cfg.shots, { recursive: true });
+const report = { steps: [], replays: {}, screenshots: [] };
+const TIMEOUT = 60_000;
+
+async function api(method, p, body, headers = {}) {
+  const r = await fetch(base + p, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  assert.ok(r.ok, `${method} ${p}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(what, f) {
+  const t = Date.now();
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    assert.ok(Date.now() - t < TIMEOUT, `timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+const runFacts = (id) => api('GET', `/v1/runs/${id}`).then((r) => r.facts ?? r);
+const ended = (id, status) => until(`run ${id} ${status}`, async () => (await runFacts(id)).status === status);
+/** The session as `cairn export` writes it: one exact JSON line per entry. */
+function journalLines(session) {
+  const out = execFileSync(cfg.cairn, ['export', session, '--server', base], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.trim());
+}
+
+const browser = await chromium.launch({
+  executablePath: cfg.chromium,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+const page = await context.newPage();
+const errors = [];
+page.on('pageerror', (e) => errors.push(e.message));
+async function shot(name) {
+  const file = path.join(cfg.shots, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  report.screenshots.push(file);
+}
+async function step(name, f) {
+  const t = Date.now();
+  try {
+    await f();
+  } catch (e) {
+    await shot(`FAILED-${name}`).catch(() => {});
+    console.error(`step "${name}" failed: ${e.stack ?? e}`);
+    console.log(JSON.stringify(report));
+    process.exit(1);
+  }
+  report.steps.push({ name, ms: Date.now() - t });
+}
+async function replayIn(runId, key) {
+  const result = page.locator(`article[data-run="${runId}"] .replay-result`);
+  await page.locator(`article[data-run="${runId}"] button.replay`).click();
+  await result.and(page.locator('[data-state=matches], [data-state=diverges], [data-state=error]')).waitFor({ timeout: TIMEOUT });
+  const text = await result.textContent();
+  report.replays[key] = text;
+  return { state: await result.getAttribute('data-state'), text, seq: await result.getAttribute('data-seq') };
+}
+
+const counter = fs.readFileSync(cfg.counter);
+const uploaded = await api('POST', '/v1/components', counter, { 'content-type': 'application/wasm' });
+
+let echo;
+await step('the sessions list', async () => {
+  echo = await api('POST', '/v1/runs', { component: 'echo', prompt: 'hello from the browser test' });
+  await ended(echo.run_id, 'finished');
+  await page.goto(`${base}/ui/`);
+  const row = page.locator(`tr[data-session="${echo.session_id}"]`);
+  await row.waitFor({ timeout: TIMEOUT });
+  assert.match(await row.textContent(), /done/);
+  await page.fill('#filter', 'no-such-session-anywhere');
+  await row.waitFor({ state: 'detached' });
+  await page.fill('#filter', echo.session_id.slice(2, 14));
+  await row.waitFor();
+  await shot('sessions');
+  await page.fill('#filter', '');
+});
+
+let live;
+await step('a session followed live, approved with the button', async () => {
+  // The counter emits 1..6, asks after 3, and goes on when approved.
+  live = await api('POST', '/v1/runs', { component: uploaded.digest, prompt: '6 3' });
+  await page.goto(`${base}/ui/#/s/${live.session_id}`);
+  const run = page.locator(`article[data-run="${live.run_id}"]`);
+  await page.locator('[data-testid=stream-state][data-state=live]').waitFor({ timeout: TIMEOUT });
+  const approve = run.locator('.decision.pending button.approve');
+  await approve.waitFor({ timeout: TIMEOUT });
+  assert.equal(await run.locator('[data-testid=run-text]').textContent(), '123');
+  await shot('session-pending-decision');
+  await approve.click();
+  await page.locator(`article[data-run="${live.run_id}"][data-status=finished]`).waitFor({ timeout: TIMEOUT });
+  assert.equal(await run.locator('[data-testid=run-text]').textContent(), '123456');
+  assert.match(await run.locator('.decision').textContent(), /answered \{"approved":true\} by client/);
+  const facts = await runFacts(live.run_id);
+  assert.equal(facts.status, 'finished');
+  await shot('session-finished');
+});
+
+await step('in-browser replay: counter (random, clocks, files, an approval)', async () => {
+  const r = await replayIn(live.run_id, 'counter');
+  assert.equal(r.state, 'matches', r.text);
+});
+
+await step('in-browser replay: echo', async () => {
+  await page.goto(`${base}/ui/#/s/${echo.session_id}`);
+  const r = await replayIn(echo.run_id, 'echo');
+  assert.equal(r.state, 'matches', r.text);
+  await shot('replay-echo');
+});
+
+await step('approval: approved and denied with the buttons, both replay', async () => {
+  for (const [label, button] of [['approved', 'approve'], ['denied', 'deny']]) {
+    const run = await api('POST', '/v1/runs', { component: 'approval', prompt: `deploy (${label})` });
+    await page.goto(`${base}/ui/#/s/${run.session_id}`);
+    await page.locator(`article[data-run="${run.run_id}"] .decision.pending button.${button}`).click({ timeout: TIMEOUT });
+    await page.locator(`article[data-run="${run.run_id}"][data-status=finished]`).waitFor({ timeout: TIMEOUT });
+    const r = await replayIn(run.run_id, `approval-${label}`);
+    assert.equal(r.state, 'matches', r.text);
+  }
+  await shot('replay-approval-denied');
+});
+
+await step('approval parked and resumed: both runs replay', async () => {
+  const parked = await api('POST', '/v1/runs', { component: 'approval', prompt: 'park then resume', liveness: 'park' });
+  await ended(parked.run_id, 'parked');
+  const resumed = await api('POST', `/v1/runs/${parked.run_id}/resume`, {});
+  const pending = await until('the resumed run asks', async () =>
+    (await api('GET', '/v1/decisions')).find((d) => d.run_id === resumed.run_id));
+  await api('POST', `/v1/decisions/${pending.decision_id}`, { value: { approved: true } });
+  await ended(resumed.run_id, 'finished');
+  await page.goto(`${base}/ui/#/s/${parked.session_id}`);
+  let r = await replayIn(parked.run_id, 'approval-parked');
+  assert.equal(r.state, 'matches', r.text);
+  r = await replayIn(resumed.run_id, 'approval-resumed');
+  assert.equal(r.state, 'matches', r.text);
+  await page.locator('[data-testid=lineage] svg').waitFor();
+  await shot('replay-park-resume');
+});
+
+await step('a forced gap is filled from the journal route', async () => {
+  const lines = journalLines(live.session_id);
+  const entries = lines.map((l) => JSON.parse(l));
+  const n = entries.length;
+  assert.ok(n >= 10, `${n} entries`);
+  // The first journal page comes back empty, so the page follows from seq
+  // 0; the stream then delivers seq 1, a gap, and seqs n-2.. : seqs 2..n-3
+  // must come from the journal route.
+  await page.route((u) => u.pathname.endsWith('/journal') && u.searchParams.get('after') === '0', (route) =>
+    route.fulfill({ contentType: 'application/json', body: JSON.stringify({ entries: [], last_seq: n }) }), { times: 1 });
+  let sse = '';
+  sse += `id: 1\ndata: ${lines[0]}\n\n`;
+  sse += `event: gap\ndata: {"resumed_at":${n - 2}}\n\n`;
+  for (const l of lines.slice(n - 3)) sse += `id: ${JSON.parse(l).seq}\ndata: ${l}\n\n`;
+  await page.route((u) => u.pathname.endsWith('/events') && u.searchParams.get('after') === '0', (route) => route.fulfill({ contentType: 'text/event-stream', body: sse }), { times: 1 });
+  const journalCalls = [];
+  page.on('request', (r) => r.url().includes('/journal?') && journalCalls.push(r.url()));
+  await page.goto(`${base}/ui/#/s/${live.session_id}`);
+  await until('all entries shown', async () => (await page.locator('[data-testid=event-count]').textContent()) === String(n));
+  const seqs = await page.evaluate(() => window.cairnViewer.page.model.rows.map((r) => r.seq));
+  assert.deepEqual(seqs, entries.map((e) => e.seq));
+  assert.ok(journalCalls.some((u) => u.includes('after=1&')), `the gap was read from the journal: ${journalCalls}`);
+  await shot('gap-filled');
+  await page.unrouteAll();
+});
+
+await step('an exported JSONL opened with no server, replayed, and a tampered one diverges', async () => {
+  const lines = journalLines(live.session_id);
+  const dir = fs.mkdtempSync(path.join(cfg.shots, 'files-'));
+  const good = path.join(dir, 'counter.jsonl');
+  fs.writeFileSync(good, lines.join('\n') + '\n');
+  const entries = lines.map((l) => JSON.parse(l));
+  const victim = entries.find((e) => e.payload?.event?.type === 'text_delta' && e.payload.event.text === '5');
+  assert.ok(victim);
+  const tampered = path.join(dir, 'tampered.jsonl');
+  fs.writeFileSync(tampered, lines.map((l) => (JSON.parse(l).seq === victim.seq ? l.replace('"text":"5"', '"text":"five"') : l)).join('\n') + '\n');
+  const wasm = path.join(dir, 'counter.wasm');
+  fs.copyFileSync(cfg.counter, wasm);
+  // No API call may leave the page from here on.
+  let apiCalls = 0;
+  await page.route('**/v1/**', (route) => {
+    apiCalls++;
+    return route.abort();
+  });
+  await page.goto(`${base}/ui/#/open`);
+  await page.setInputFiles('#files', [good, wasm]);
+  await page.locator(`article[data-run="${live.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  let r = await replayIn(live.run_id, 'counter-offline');
+  assert.equal(r.state, 'matches', r.text);
+  await shot('offline-file');
+  await page.setInputFiles('#files', [tampered]);
+  await until('the tampered file shown', async () => (await page.locator('[data-testid=run-text]').first().textContent()).includes('five'));
+  r = await replayIn(live.run_id, 'counter-tampered');
+  assert.equal(r.state, 'diverges', r.text);
+  assert.equal(Number(r.seq), victim.seq, r.text);
+  assert.match(r.text, /expected \{"text":"five","type":"text_delta"\}, got \{"text":"5","type":"text_delta"\}/);
+  await shot('offline-tampered-diverges');
+  assert.equal(apiCalls, 0, 'the offline page called the API');
+  await page.unrouteAll();
+});
+
+await step('a bearer-token prompt when workspaces are configured', async () => {
+  const page2 = await context.newPage();
+  await page2.goto(`${cfg.tokenBase}/ui/`);
+  await page2.locator('#token').waitFor({ timeout: TIMEOUT });
+  await page2.screenshot({ path: path.join(cfg.shots, 'token-prompt.png'), fullPage: true });
+  report.screenshots.push(path.join(cfg.shots, 'token-prompt.png'));
+  await page2.fill('#token', cfg.token);
+  await page2.click('form.token-form button');
+  await page2.locator('[data-testid=sessions]').waitFor({ timeout: TIMEOUT });
+  await page2.close();
+});
+
+assert.deepEqual(errors, [], 'no uncaught errors in the page');
+await browser.close();
+console.log(JSON.stringify(report));
