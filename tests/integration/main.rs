@@ -4,6 +4,7 @@
 mod a2a;
 mod api;
 mod authority;
+mod browser;
 mod budgets;
 mod cli;
 mod clients;
