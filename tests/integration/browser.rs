@@ -169,7 +169,11 @@ fn the_committed_viewer_bundle_is_what_its_sources_build() {
         v.sort();
         v
     };
-    assert_eq!(names(&out), names(&committed), "viewer/dist has other files than a build makes");
+    assert_eq!(
+        names(&out),
+        names(&committed),
+        "viewer/dist has other files than a build makes"
+    );
     for name in names(&out) {
         let built = std::fs::read(out.join(&name)).unwrap();
         let shipped = std::fs::read(committed.join(&name)).unwrap();

@@ -51,7 +51,10 @@ fn asset(name: &str) -> Response {
                      style-src 'self'; img-src 'self' data:; connect-src 'self'",
                 ),
             );
-            h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+            h.insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            );
             r
         }
         None => super::error::ApiError::not_found(format!("the viewer has no asset {name:?}"))
