@@ -111,7 +111,8 @@ async function livePage(session: string): Promise<void> {
       return replayRun(component, entries, run.id, checkpoint);
     },
   });
-  page.setInfo(await api.getJson(`/v1/sessions/${encodeURIComponent(session)}`));
+  // The header's facts come when they come; the journal paints first.
+  const facts = api.getJson(`/v1/sessions/${encodeURIComponent(session)}`).then((i) => page.setInfo(i));
   show(h('main', {}, page.el));
   let stopped = false;
   // Fill from the journal route: the first pages (the first paints at once),
@@ -128,9 +129,14 @@ async function livePage(session: string): Promise<void> {
       }
       page.add(p.entries);
       if (p.next_after === undefined && upTo === Infinity) break;
-      await new Promise((r) => setTimeout(r, 0));
+      // Let a frame paint between pages.
+      await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
     }
   };
+  await facts.catch((e) => {
+    if (e instanceof api.Unauthorized) throw e;
+    page.setStreamState(`cannot read the session: ${e.message}`);
+  });
   await fill(Infinity);
   const stream = api.follow(session, () => page.model.lastSeq, {
     onEvent: (data) => {

@@ -62,6 +62,9 @@ for (const { n, session } of sessions) {
   await page.goto(`${base}/ui/#/s/${session}`);
   await page.waitForSelector('.vlist .row');
   const firstRow = await page.evaluate(() => performance.now());
+  const resources = await page.evaluate(() => performance.getEntriesByType('resource')
+    .filter((r) => r.name.includes('/v1/')).slice(0, 3)
+    .map((r) => ({ url: r.name.replace(/^https?:\/\/[^/]+/, '').replace(/s-[0-9a-f-]+/, '{id}'), start_ms: Math.round(r.startTime), ms: Math.round(r.duration) })));
   const fcp = await page.evaluate(() => performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null);
   const total = (await get(`/v1/sessions/${session}`)).last_seq;
   await page.waitForFunction((t) => document.querySelector('[data-testid=event-count]')?.textContent === String(t), total, { timeout: 600_000, polling: 200 });
@@ -89,6 +92,7 @@ for (const { n, session } of sessions) {
     events: total,
     first_row_ms: Math.round(firstRow),
     fcp_ms: fcp === null ? null : Math.round(fcp),
+    first_requests: resources,
     all_loaded_ms: Math.round(allLoaded),
     scroll,
     heap_mb: heap === null ? null : Math.round(heap / 1048576),
