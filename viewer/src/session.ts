@@ -4,7 +4,7 @@
 // every entry in a virtualised list. The same page shows a live session
 // (journal pages, then SSE with reconnects, gaps filled from the journal
 // route) and an exported file (no server at all).
-import { h, svg, shortId, when } from './dom';
+import { h, svg, shortId } from './dom';
 import { VirtualList } from './list';
 import { Row, RunView, SessionModel } from './model';
 
@@ -210,4 +210,3 @@ export class SessionPage {
   }
 }
 
-export { when };

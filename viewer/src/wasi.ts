@@ -77,7 +77,7 @@ function metadataHash(stat: { type: string; size: bigint; linkCount: bigint }) {
   input.set(te.encode('cairn metadata hash v1'));
   input.set(name, 22);
   input.set(le64(BigInt(stat.size)), 22 + name.length);
-  input.set(le64(BigInt(stat.linkCount || 1n)), 30 + name.length);
+  input.set(le64(BigInt(stat.linkCount)), 30 + name.length);
   const h = new DataView(sha256(input).buffer);
   return { lower: h.getBigUint64(0, true), upper: h.getBigUint64(8, true) };
 }

@@ -104,8 +104,9 @@ pub async fn journal(
     if !(1..=10_000).contains(&limit) {
         return Err(ApiError::invalid("limit is 1 to 10000"));
     }
+    // One more than the page, to know whether another follows.
     let items =
-        s.rt.read(&session, Seq(q.after.unwrap_or(0)))
+        s.rt.read_page(&session, Seq(q.after.unwrap_or(0)), limit + 1)
             .await
             .map_err(|e| e.for_session(&session))?;
     let more = items.len() > limit;

@@ -334,7 +334,18 @@ impl Runtime {
         session: &SessionId,
         after: Seq,
     ) -> Result<Vec<JournalItem>, RuntimeError> {
-        match self.inner.store.read(session, after, usize::MAX).await {
+        self.read_page(session, after, usize::MAX).await
+    }
+
+    /// Read at most `limit` of a session's stored entries after `after`
+    /// (the store reads only those).
+    pub async fn read_page(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, RuntimeError> {
+        match self.inner.store.read(session, after, limit).await {
             Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
             Err(e) => Err(RuntimeError::from(e).for_session(session)),
             Ok(items) => Ok(items),
