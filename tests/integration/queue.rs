@@ -398,13 +398,99 @@ async fn fifty_cards_never_exceed_max_concurrency_in_the_store() {
         samples > 20 && most >= 2,
         "sampled {samples} times, at most {most} processing"
     );
-    // The ledger line of the last card is written just after its row is
-    // marked done: give it a moment under load.
+    assert_eq!(q.ledger().unwrap().len(), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_the_ledger_row_writes_it_once_and_a_torn_row_is_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let http = reqwest::Client::new();
+    let add = |url: String, card: &'static str| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .post(format!("{url}/v1/queue"))
+                .json(&json!({ "card": card, "component": "echo", "prompt": card }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+        }
+    };
+    let rows = |url: String| {
+        let http = http.clone();
+        async move {
+            let v: Value = http
+                .get(format!("{url}/v1/queue"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v.as_array().unwrap().clone()
+        }
+    };
+    // The server aborts right after the ledger row of the first ending.
+    let mut served = super::common::serve_with(&home, &[("CAIRN_CRASH_AT", "queue-ledgered")])
+        .expect("the server starts");
+    add(served.url.clone(), "first").await;
     let t = Instant::now();
-    while q.ledger().unwrap().len() < 50 && t.elapsed() < Duration::from_secs(10) {
+    while served.child.try_wait().unwrap().is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the crash point was never reached"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(q.ledger().unwrap().len(), 50);
+    let ledger_path = home.join("queue/ledger.jsonl");
+    let before = std::fs::read_to_string(&ledger_path).unwrap();
+    assert_eq!(before.lines().count(), 1, "{before}");
+    // And a second crash cut an append short.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&ledger_path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, br#"{"type":"worker-session","key":"wor"#).unwrap();
+    drop(f);
+    drop(served);
+
+    let served = super::common::serve(&home);
+    let t = Instant::now();
+    while !rows(served.url.clone())
+        .await
+        .iter()
+        .all(|r| r["state"] == "done")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the recovered row never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    add(served.url.clone(), "second").await;
+    let t = Instant::now();
+    loop {
+        let rows = rows(served.url.clone()).await;
+        if rows.len() == 2 && rows.iter().all(|r| r["state"] == "done") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "{rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(served);
+    // One row per ending, every line whole JSON: the recovered ending was
+    // not written again, the torn tail was cut before the next row.
+    let ledger = std::fs::read_to_string(&ledger_path).unwrap();
+    let rows: Vec<Value> = ledger
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let cards: Vec<&str> = rows.iter().map(|r| r["card"].as_str().unwrap()).collect();
+    assert_eq!(cards, ["first", "second"], "{ledger}");
+    assert!(ledger.ends_with('\n'));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

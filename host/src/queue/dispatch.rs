@@ -648,8 +648,6 @@ impl Queue {
         if let Some(old) = retire {
             retire_in(&mut records, &old, "superseded by a new round");
         }
-        self.store.put_records(&records)?;
-        self.store.put_cards(&cards)?;
         let ledger = serde_json::json!({
             "type": "worker-session",
             "key": row.worker_key,
@@ -665,7 +663,31 @@ impl Queue {
             "resumed_by_replay": record.as_ref().is_some_and(|r| r.resumed_by_replay),
             "at_ms": now,
         });
-        self.store.append_ledger(&ledger)?;
+        // The ledger row first: a crash after it leaves the row processing,
+        // and the recovery that ends it again finds the row written.
+        self.ledger_once(&ledger)?;
+        crate::fsutil::crash_point("queue-ledgered");
+        self.store.put_records(&records)?;
+        self.store.put_cards(&cards)?;
+        Ok(())
+    }
+
+    /// Append a ledger row unless the ledger holds this ending (key, run,
+    /// outcome, reason) already.
+    fn ledger_once(&self, row: &serde_json::Value) -> Result<(), QueueError> {
+        let id = |r: &serde_json::Value| {
+            let part = |k: &str| r[k].to_string();
+            [part("key"), part("run_id"), part("outcome"), part("reason")].join("\u{0}")
+        };
+        let mut seen = self.ledgered.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.is_none() {
+            *seen = Some(self.store.ledger()?.iter().map(id).collect());
+        }
+        let seen = seen.as_mut().expect("loaded above");
+        if !seen.contains(&id(row)) {
+            self.store.append_ledger(row)?;
+            seen.insert(id(row));
+        }
         Ok(())
     }
 }

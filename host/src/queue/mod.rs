@@ -76,6 +76,10 @@ pub struct Queue {
     max: usize,
     /// Cards with a dispatch in flight in this process.
     inflight: Mutex<HashSet<String>>,
+    /// Which dispatch endings (key, run, outcome, reason) the ledger holds: read
+    /// from the ledger on first use, so an ending written again after a
+    /// crash is not written twice.
+    ledgered: Mutex<Option<HashSet<String>>>,
 }
 
 /// Check a card id: `[a-z0-9][a-z0-9-]{0,63}`.
@@ -111,6 +115,7 @@ impl Queue {
             wake: Default::default(),
             max,
             inflight: Default::default(),
+            ledgered: Default::default(),
         })
     }
 

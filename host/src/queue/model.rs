@@ -3,7 +3,8 @@
 //! worker records by key, version 3, keys in the `worker:` namespace) and
 //! `ledger.jsonl` (one terminal `worker-session` row per dispatch that
 //! ended). Both documents are written atomically (temp file, fsync,
-//! rename, directory fsync); the ledger is appended and fsynced.
+//! rename, directory fsync); the ledger is appended and fsynced, before the
+//! documents, once per ending (see `Queue::ledger_once`).
 
 use crate::fsutil;
 use crate::ids::{DecisionId, RunId, SessionId, WorkerId};
@@ -234,6 +235,28 @@ pub struct FileQueue {
     writable: bool,
 }
 
+/// An append a crash cut short leaves a last line without its newline;
+/// the next row must not be glued to it. Cut the file back to its last
+/// whole line (the reader already ignores such a tail).
+fn cut_torn_tail(file: &mut cap_std::fs::File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    let mut text = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut text)?;
+    let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    file.set_len(keep as u64)
+}
+
 impl FileQueue {
     /// The queue of the home whose root is `root`; `writable` when this
     /// process owns the home.
@@ -305,6 +328,7 @@ impl QueueStore for FileQueue {
         let fail =
             |e: std::io::Error| StoreFailure(format!("cannot append to {DIR}/{LEDGER}: {e}"));
         let mut file = fsutil::open_append(&self.dir()?, LEDGER).map_err(fail)?;
+        cut_torn_tail(&mut file).map_err(fail)?;
         let mut line = row.to_string();
         line.push('\n');
         file.write_all(line.as_bytes()).map_err(fail)?;
