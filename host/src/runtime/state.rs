@@ -108,16 +108,39 @@ impl Runtime {
             .map_err(|e| self.home_relative(e.for_session(session)))
     }
 
+    /// The facts of the session's last ended run: its journal read from the
+    /// end, a page at a time, until a terminal entry (a summary must not
+    /// read a million entries to find one near the end).
+    async fn last_facts(
+        &self,
+        session: &SessionId,
+        last_seq: Seq,
+    ) -> Result<Option<crate::journal::event::RunFacts>, RuntimeError> {
+        const PAGE: u64 = 1024;
+        let mut end = last_seq.0;
+        while end > 0 {
+            let from = end.saturating_sub(PAGE);
+            let items = self
+                .read_page(session, Seq(from), (end - from) as usize)
+                .await?;
+            let found = items.iter().rev().find_map(|i| match i {
+                JournalItem::Event(e) => e.facts.clone(),
+                JournalItem::Unknown { .. } => None,
+            });
+            if found.is_some() {
+                return Ok(found);
+            }
+            end = from;
+        }
+        Ok(None)
+    }
+
     async fn summary_inner(&self, session: &SessionId) -> Result<SessionSummary, RuntimeError> {
         let worker = self.open_worker_of(session)?;
         let record = worker.record()?;
         let meta = worker.metadata()?;
-        let items = self.read(session, Seq(0)).await?;
-        let last_seq = items.last().map(|i| i.seq()).unwrap_or(Seq(0));
-        let last_run = items.iter().rev().find_map(|i| match i {
-            JournalItem::Event(e) => e.facts.clone(),
-            JournalItem::Unknown { .. } => None,
-        });
+        let last_seq = self.last_seq(session).await?;
+        let last_run = self.last_facts(session, last_seq).await?;
         let live = {
             let sessions = self
                 .inner
