@@ -112,7 +112,10 @@ async function livePage(session: string): Promise<void> {
     },
   });
   // The header's facts come when they come; the journal paints first.
-  const facts = api.getJson(`/v1/sessions/${encodeURIComponent(session)}`).then((i) => page.setInfo(i));
+  api.getJson(`/v1/sessions/${encodeURIComponent(session)}`).then(
+    (i) => page.setInfo(i),
+    (e) => (e instanceof api.Unauthorized ? failed(e) : page.setStreamState(`cannot read the session: ${e.message}`)),
+  );
   show(h('main', {}, page.el));
   let stopped = false;
   // Fill from the journal route: the first pages (the first paints at once),
@@ -133,10 +136,6 @@ async function livePage(session: string): Promise<void> {
       await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
     }
   };
-  await facts.catch((e) => {
-    if (e instanceof api.Unauthorized) throw e;
-    page.setStreamState(`cannot read the session: ${e.message}`);
-  });
   await fill(Infinity);
   const stream = api.follow(session, () => page.model.lastSeq, {
     onEvent: (data) => {

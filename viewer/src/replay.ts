@@ -37,8 +37,8 @@ function loadTranspiler(): Promise<any> {
   return transpiler;
 }
 
-/** Transpiles a component and returns its `instantiate(getCoreModule, imports)`. */
-export async function transpile(bytes: Uint8Array): Promise<{ instantiate: any; js: number; wasm: number }> {
+/** Transpiles a component and returns its `instantiate(imports)`. */
+export async function transpile(bytes: Uint8Array): Promise<(imports: any) => Promise<any>> {
   const jco = await loadTranspiler();
   const out = jco.generate(bytes, {
     name: 'guest',
@@ -59,42 +59,30 @@ export async function transpile(bytes: Uint8Array): Promise<{ instantiate: any; 
         if (!b) throw new Error(`jco output has no ${name}`);
         return WebAssembly.compile(b as BufferSource);
       }, imports);
-    let wasm = 0;
-    for (const [n, b] of files) if (n.endsWith('.wasm')) wasm += b.length;
-    return { instantiate, js: js.length, wasm };
+    return instantiate;
   } finally {
     URL.revokeObjectURL(url);
   }
 }
 
-/** The journal form of an emitted `agent-event` (jco's JS shape). */
-function emittedEntry(e: any): { text: string; parsedOk: boolean } {
+/** The journal form of an emitted `agent-event` (jco's JS shape), canonical. */
+function emittedEntry(e: any): string {
   const v = e.val;
-  let doc: any;
-  let parsedOk = true;
-  const json = (t: string) => {
-    const c = canonText(t);
-    if (c === null) parsedOk = false;
-    return c === null ? JSON.stringify(t) : c;
-  };
+  // A field that must hold JSON and does not is compared as the string.
+  const json = (t: string) => canonText(t) ?? JSON.stringify(t);
   switch (e.tag) {
-    case 'text-delta': doc = `{"text":${JSON.stringify(v)},"type":"text_delta"}`; break;
-    case 'reasoning-delta': doc = `{"text":${JSON.stringify(v)},"type":"reasoning_delta"}`; break;
+    case 'text-delta': return `{"text":${JSON.stringify(v)},"type":"text_delta"}`;
+    case 'reasoning-delta': return `{"text":${JSON.stringify(v)},"type":"reasoning_delta"}`;
     case 'tool-call':
-      doc = `{"arguments":${json(v.arguments)},"id":${JSON.stringify(v.id)},"name":${JSON.stringify(v.name)},"type":"tool_call"}`;
-      break;
+      return `{"arguments":${json(v.arguments)},"id":${JSON.stringify(v.id)},"name":${JSON.stringify(v.name)},"type":"tool_call"}`;
     case 'progress':
-      doc = canon({ type: 'progress', message: v.message, done: v.done, total: v.total });
-      break;
+      return canon({ type: 'progress', message: v.message, done: v.done, total: v.total });
     case 'retrying':
-      doc = canon({ type: 'retrying', attempt: BigInt(v.attempt), after_ms: v.afterMs, reason: v.reason });
-      break;
+      return canon({ type: 'retrying', attempt: BigInt(v.attempt), after_ms: v.afterMs, reason: v.reason });
     case 'custom':
-      doc = `{"data":${json(v.data)},"name":${JSON.stringify(v.name)},"type":"custom"}`;
-      break;
-    default: doc = JSON.stringify({ unknown: e.tag });
+      return `{"data":${json(v.data)},"name":${JSON.stringify(v.name)},"type":"custom"}`;
+    default: return JSON.stringify({ unknown: e.tag });
   }
-  return { text: doc, parsedOk };
 }
 
 /** Keys of a journaled decision request a replayed `wait` must match. */
@@ -166,7 +154,7 @@ export async function replayRun(
     ...wasiImports(seed, clock),
     'cairn:controller/journal': {
       emit(e: any) {
-        const got = emittedEntry(e).text;
+        const got = emittedEntry(e);
         if (divergence || note) return { tag: 'err', val: { tag: 'cancelled' } };
         const entry = script[cursor];
         if (!entry) {
@@ -235,7 +223,7 @@ export async function replayRun(
     }),
   };
 
-  const { instantiate } = await transpile(component);
+  const instantiate = await transpile(component);
   const instance = await instantiate(imports);
   const run = instance.run ?? instance['cairn:controller/run'];
   const start = {

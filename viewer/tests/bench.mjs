@@ -1,6 +1,7 @@
 // The viewer's bench: a 1,000-event and a 1,000,000-event session opened
 // side by side in Debian's Chromium; figures from the page's own timing.
 //   node tests/bench.mjs <cairn binary> [chromium] [events...]
+// (CAIRN_BENCH_HOME=<dir> keeps the filled home for the next run)
 // It serves a fresh home (limits raised for the big run), fills the
 // sessions with the built-in `bench-emit` controller, then for each:
 //   first_row_ms   navigation → the first event row painted
@@ -18,7 +19,10 @@ import path from 'node:path';
 
 const [cairn, exe = '/usr/bin/chromium', ...sizes] = process.argv.slice(2);
 const counts = (sizes.length ? sizes : ['1000', '1000000']).map(Number);
-const home = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-viewer-bench-'));
+// CAIRN_BENCH_HOME keeps the home (and reuses its sessions) between runs.
+const kept = process.env.CAIRN_BENCH_HOME;
+const home = kept ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-viewer-bench-'));
+fs.mkdirSync(home, { recursive: true });
 fs.writeFileSync(path.join(home, 'cairn.toml'),
   '[limits]\nevents_per_run = 2000000\njournal_bytes = 4000000000\nwall_ms = 3600000\n');
 const server = spawn(cairn, ['serve', '--home', home, '--listen', '127.0.0.1:0', '--insecure-local'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -37,7 +41,13 @@ const post = async (p, body) => (await fetch(base + p, { method: 'POST', headers
 const get = async (p) => (await fetch(base + p)).json();
 
 const sessions = [];
+const existing = await get('/v1/sessions?limit=1000');
 for (const n of counts) {
+  const reuse = existing.find((s) => s.last_run?.status === 'finished' && s.last_run?.usage?.events === n);
+  if (reuse) {
+    sessions.push({ n, session: reuse.session_id });
+    continue;
+  }
   const t = Date.now();
   const run = await post('/v1/runs', { component: 'bench-emit', prompt: String(n) });
   for (;;) {
@@ -102,4 +112,4 @@ for (const { n, session } of sessions) {
 await browser.close();
 server.kill('SIGTERM');
 console.log(JSON.stringify({ bench: 'viewer', chromium: execFileSync(exe, ['--version'], { encoding: 'utf8' }).trim(), results }, null, 2));
-fs.rmSync(home, { recursive: true, force: true });
+if (!kept) fs.rmSync(home, { recursive: true, force: true });
