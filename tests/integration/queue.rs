@@ -527,7 +527,7 @@ async fn a_killed_server_recovers_every_processing_row_without_counting_an_attem
     for i in 0..10 {
         let resp = http
             .post(format!("{}/v1/queue", served.url))
-            .json(&json!({ "card": format!("k{i}"), "component": digest, "prompt": "1500 0" }))
+            .json(&json!({ "card": format!("k{i}"), "component": digest, "prompt": "20000 0" }))
             .send()
             .await
             .unwrap();

@@ -183,6 +183,56 @@ async fn a_run_killed_at_random_moments_completes_by_replay() {
     );
 }
 
+/// A run that only emits (its events go to the disk in group commits, off
+/// the guest's path), killed at random moments: every entry its follower
+/// saw is in the journal once and unchanged, and the restored run replays
+/// what was committed and regenerates the rest — each number once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emitting_run_killed_at_random_moments_keeps_every_entry_seen_once() {
+    const N: usize = 20_000;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut restored_rounds = 0;
+    for round in 0..8 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let after = Duration::from_millis(rng % 150);
+        let printed = run_and_kill(&home, &format!("{N} 0"), "text_delta", after);
+        let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+        let session = rt.list_sessions().await.unwrap().remove(0);
+        let restored = rt.restored();
+        let facts = match restored.first() {
+            Some(&run) => {
+                restored_rounds += 1;
+                rt.wait(run).await.unwrap()
+            }
+            None => {
+                let all = events(rt.read(&session, Seq(0)).await.unwrap());
+                all.iter().rev().find_map(|e| e.facts.clone()).unwrap()
+            }
+        };
+        assert_eq!(facts.status, RunStatus::Finished, "round {round}");
+        let all = events(rt.read(&session, Seq(0)).await.unwrap());
+        for line in &printed {
+            let seq = line["seq"].as_u64().unwrap();
+            let stored = serde_json::to_value(&all[(seq - 1) as usize]).unwrap();
+            assert_eq!(&stored, line, "round {round}: seq {seq}");
+        }
+        let expected: Vec<String> = (1..=N).map(|i| i.to_string()).collect();
+        assert_eq!(texts_of(&all, facts.run_id), expected, "round {round}");
+        let seqs: Vec<u64> = all.iter().map(|e| e.seq.0).collect();
+        assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());
+        rt.shutdown(Duration::from_secs(5)).await;
+    }
+    eprintln!("{restored_rounds} of 8 rounds were restored by replay");
+    assert!(
+        restored_rounds >= 4,
+        "most rounds must kill the run mid-way"
+    );
+}
+
 #[tokio::test]
 async fn a_replay_with_another_component_diverges_and_marks_the_worker_stale() {
     let tmp = tempfile::tempdir().unwrap();

@@ -199,6 +199,11 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
     }
 
+    // The run's last events are durable before its end is decided: a
+    // commit that failed (here or since its last append) ends it failed.
+    if let Err(e) = ctx.journal.commit().await {
+        ctx.refused("its events", e);
+    }
     let (terminal, status, outcome, checkpoint) = terminal_of(&rt, &ctx, started, result).await;
     let usage = ctx.usage(started);
     let pending: Vec<DecisionId> = inner

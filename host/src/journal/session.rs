@@ -1,0 +1,548 @@
+//! One session's writer: seqs are minted under one lock, so they are dense;
+//! the store sees one writer, and subscribers see only what it has made
+//! durable.
+//!
+//! **Group commit.** A guest's emit ([`SessionJournal::append_seq`]) gets
+//! its seq at once and joins the session's pending batch; it does not wait
+//! for the disk. The batch is committed — one store append: one write, one
+//! sync on the file store — when it fills ([`BATCH`] entries start a commit
+//! at once), within [`COMMIT_DELAY`] of its first entry, and always before
+//! anything that depends on it: every other append (a decision request, a
+//! recorded answer, a workers answer, an observer's entry, a segment
+//! switch) carries the pending entries in front of its own, and a run's
+//! terminal entry is written only after its last events are. Subscribers
+//! and clients see only committed entries, so after a crash nobody has seen
+//! an entry that the replay of the run must regenerate — and replay
+//! regenerates an uncommitted tail deterministically.
+//!
+//! A commit that fails (a full disk, another writer) drops the pending
+//! entries and marks the journal failed for runs: the run's next emit,
+//! request or its end ([`SessionJournal::commit`]) gets the error, so the
+//! run ends with it instead of going on past entries that were never kept.
+
+use super::event::{LifecycleEvent, Payload, RunFacts, SessionEvent};
+use super::live::Live;
+use super::subscription::Subscription;
+use crate::fsutil::now_ms;
+use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
+use crate::store::{Store, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Pending emits that start a commit at once.
+pub const BATCH: usize = 256;
+/// The longest an emit waits before its commit starts (with the tokio
+/// timer's millisecond grain, it starts within 2 ms).
+pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
+/// Pending emits past which the emitting guest waits for the disk
+/// (backpressure: memory stays bounded when the disk is slower than the
+/// guest).
+pub const MAX_PENDING: usize = 16 * BATCH;
+
+static APPENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Entries made durable by this process, across sessions.
+pub fn appended_total() -> u64 {
+    APPENDED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// What only the committer touches: the durable head.
+struct Durable {
+    last_seq: Seq,
+    last_generation: Generation,
+}
+
+/// What the minting lock guards.
+struct Minting {
+    /// The last seq handed out (durable or pending).
+    last_seq: Seq,
+    segment: SegmentId,
+    /// Minted, not yet committed, in seq order.
+    pending: Vec<Arc<SessionEvent>>,
+    /// A delayed commit is scheduled.
+    timer: bool,
+    /// An immediate commit is scheduled (the batch filled).
+    kicked: bool,
+    /// A commit failed; runs get this until one ends.
+    failed: Option<Failure>,
+}
+
+/// A failed commit, kept to tell the run (a `StoreError` is not `Clone`).
+#[derive(Clone)]
+enum Failure {
+    Conflict { expected: Seq, head: Seq },
+    Other(String),
+}
+
+impl Failure {
+    fn of(e: &StoreError) -> Self {
+        match e {
+            StoreError::Conflict { expected, head, .. } => Failure::Conflict {
+                expected: *expected,
+                head: *head,
+            },
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    fn error(&self, session: &SessionId) -> StoreError {
+        match self {
+            Failure::Conflict { expected, head } => StoreError::Conflict {
+                session: session.clone(),
+                expected: *expected,
+                head: *head,
+            },
+            Failure::Other(why) => StoreError::Io {
+                context: format!("session {session}: events of this run could not be written"),
+                source: std::io::Error::other(why.clone()),
+            },
+        }
+    }
+}
+
+struct Core {
+    session: SessionId,
+    store: Arc<dyn Store>,
+    /// Held across a store write: writes go out one at a time, in order.
+    /// Lock order: `commit`, then `minting`.
+    commit: tokio::sync::Mutex<Durable>,
+    minting: tokio::sync::Mutex<Minting>,
+    live: Arc<Live>,
+}
+
+/// One session's journal: the serialized writer and the live broadcast.
+pub struct SessionJournal {
+    core: Arc<Core>,
+}
+
+impl Drop for SessionJournal {
+    fn drop(&mut self) {
+        self.core.live.close();
+    }
+}
+
+impl std::fmt::Debug for SessionJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionJournal")
+            .field("session", &self.core.session)
+            .finish()
+    }
+}
+
+impl Core {
+    fn event(
+        &self,
+        seq: Seq,
+        segment: SegmentId,
+        run_id: Option<RunId>,
+        at_ms: u64,
+        payload: Payload,
+    ) -> Arc<SessionEvent> {
+        Arc::new(SessionEvent {
+            session_id: self.session.clone(),
+            segment_id: segment,
+            run_id,
+            seq,
+            at_ms,
+            payload,
+            facts: None,
+        })
+    }
+
+    /// Write `batch` (dense, continuing the durable head) with the commit
+    /// lock held, then hand it to the live tail. On failure the pending
+    /// entries minted past it are dropped with it and runs are told.
+    async fn write(
+        &self,
+        durable: &mut Durable,
+        batch: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        match self
+            .store
+            .append(&self.session, durable.last_seq.next(), batch)
+            .await
+        {
+            Ok(()) => {
+                self.published(durable, batch, last.seq);
+                Ok(())
+            }
+            Err(e) => {
+                let mut minting = self.minting.lock().await;
+                minting.pending.clear();
+                minting.last_seq = durable.last_seq;
+                minting.failed = Some(Failure::of(&e));
+                Err(e)
+            }
+        }
+    }
+
+    /// After the store took `events` (through `last`): count, advance, and
+    /// hand them to the live tail.
+    fn published(&self, durable: &mut Durable, events: &[Arc<SessionEvent>], last: Seq) {
+        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        durable.last_seq = last;
+        for g in events
+            .iter()
+            .filter_map(|e| crate::store::reserved_generation(e))
+        {
+            durable.last_generation = durable.last_generation.max(g);
+        }
+        self.live.publish(events);
+    }
+
+    /// Commit whatever is pending.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let mut durable = self.commit.lock().await;
+        let batch = {
+            let mut minting = self.minting.lock().await;
+            minting.timer = false;
+            minting.kicked = false;
+            std::mem::take(&mut minting.pending)
+        };
+        self.write(&mut durable, &batch).await
+    }
+
+    /// Mint `payloads` after whatever is pending and commit them all as one
+    /// batch (the commit lock held by the caller). `build` runs under the
+    /// minting lock with the first new seq; a run's append is refused while
+    /// the journal is failed.
+    async fn append_now(
+        &self,
+        durable: &mut Durable,
+        run_id: Option<RunId>,
+        build: impl FnOnce(Seq) -> Vec<Payload>,
+    ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
+        let (batch, new) = {
+            let mut minting = self.minting.lock().await;
+            if run_id.is_some()
+                && let Some(failed) = &minting.failed
+            {
+                return Err(failed.error(&self.session));
+            }
+            let at_ms = now_ms();
+            let mut seq = minting.last_seq;
+            let segment = minting.segment;
+            let payloads = build(seq.next());
+            let new = payloads.len();
+            let mut batch = std::mem::take(&mut minting.pending);
+            minting.timer = false;
+            minting.kicked = false;
+            batch.extend(payloads.into_iter().map(|payload| {
+                seq = seq.next();
+                self.event(seq, segment, run_id, at_ms, payload)
+            }));
+            minting.last_seq = seq;
+            (batch, new)
+        };
+        self.write(durable, &batch).await?;
+        Ok(batch[batch.len() - new..].to_vec())
+    }
+}
+
+impl SessionJournal {
+    /// A journal whose store head is `last_seq`.
+    pub(super) fn new(
+        session: SessionId,
+        store: Arc<dyn Store>,
+        head: crate::store::Head,
+        live: Arc<Live>,
+    ) -> Self {
+        SessionJournal {
+            core: Arc::new(Core {
+                session,
+                store,
+                commit: tokio::sync::Mutex::new(Durable {
+                    last_seq: head.last_seq,
+                    last_generation: head.last_generation,
+                }),
+                minting: tokio::sync::Mutex::new(Minting {
+                    last_seq: head.last_seq,
+                    segment: head.active_segment,
+                    pending: Vec::new(),
+                    timer: false,
+                    kicked: false,
+                    failed: None,
+                }),
+                live,
+            }),
+        }
+    }
+
+    /// The session.
+    pub fn session(&self) -> &SessionId {
+        &self.core.session
+    }
+
+    /// Append one entry; returns it, with its seq, once it is durable.
+    pub async fn append(
+        &self,
+        run_id: Option<RunId>,
+        payload: Payload,
+    ) -> Result<SessionEvent, StoreError> {
+        let mut events = self.append_batch(run_id, vec![payload]).await?;
+        Ok(events.pop().expect("one event in, one out"))
+    }
+
+    /// Append a batch whose entries are built from the first one's seq (for
+    /// ids derived from it). `build` runs under the append lock, before the
+    /// store write, so nothing built there is observable before it is
+    /// durable. Durable when it returns, with every emit before it.
+    pub async fn append_with(
+        &self,
+        run_id: Option<RunId>,
+        build: impl FnOnce(Seq) -> Vec<Payload>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let mut durable = self.core.commit.lock().await;
+        let events = self.core.append_now(&mut durable, run_id, build).await?;
+        Ok(owned(events))
+    }
+
+    /// Append several entries of one run (or none) as one batch: one store
+    /// write, one sync (with whatever emits are pending).
+    pub async fn append_batch(
+        &self,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        self.append_with(run_id, |_| payloads).await
+    }
+
+    /// A guest's emit: the entry gets its seq now and is committed with its
+    /// batch (see the module's notes); returns the seq without waiting for
+    /// the disk, unless [`MAX_PENDING`] entries already wait for it.
+    pub async fn append_seq(
+        &self,
+        run_id: Option<RunId>,
+        payload: Payload,
+    ) -> Result<Seq, StoreError> {
+        let core = &self.core;
+        let mut minting = core.minting.lock().await;
+        if let Some(failed) = &minting.failed {
+            return Err(failed.error(&core.session));
+        }
+        let seq = minting.last_seq.next();
+        let event = core.event(seq, minting.segment, run_id, now_ms(), payload);
+        minting.last_seq = seq;
+        minting.pending.push(event);
+        let pending = minting.pending.len();
+        if pending >= MAX_PENDING {
+            drop(minting);
+            core.flush().await?;
+        } else if pending >= BATCH {
+            if !minting.kicked {
+                minting.kicked = true;
+                let core = core.clone();
+                tokio::spawn(async move {
+                    let _ = core.flush().await;
+                });
+            }
+        } else if !minting.timer {
+            minting.timer = true;
+            let core = core.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(COMMIT_DELAY).await;
+                let _ = core.flush().await;
+            });
+        }
+        Ok(seq)
+    }
+
+    /// Make every pending entry durable now. A run calls it before its end:
+    /// the error of a commit that failed since the run's last append comes
+    /// back here (and stays until the run's terminal entry is written).
+    pub async fn commit(&self) -> Result<(), StoreError> {
+        self.core.flush().await?;
+        let minting = self.core.minting.lock().await;
+        match &minting.failed {
+            Some(failed) => Err(failed.error(&self.core.session)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether entries are minted and not yet durable.
+    pub fn has_pending(&self) -> bool {
+        self.core
+            .minting
+            .try_lock()
+            .map_or(true, |m| !m.pending.is_empty())
+    }
+
+    /// Start a new segment after the active one (compaction or branch):
+    /// its first entries — `SegmentCreated { lineage }` and, for a
+    /// compaction, its summary — go to the store with the switch, so a
+    /// crash leaves either the old segment active or the new one complete.
+    /// Pending entries are committed to the old segment first. Returns them.
+    pub async fn start_segment(
+        &self,
+        compacted: Option<(String, Seq)>,
+        branched_at: Option<Seq>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let core = &self.core;
+        let mut durable = core.commit.lock().await;
+        let mut minting = core.minting.lock().await;
+        let pending = std::mem::take(&mut minting.pending);
+        drop(minting);
+        core.write(&mut durable, &pending).await?;
+        let mut minting = core.minting.lock().await;
+        let parent = minting.segment;
+        let segment = SegmentId::new();
+        let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
+            segment_id: segment,
+            compacted_from: compacted
+                .as_ref()
+                .map(|(_, through)| super::event::SegmentLineage {
+                    segment: parent,
+                    through_seq: *through,
+                }),
+            forked_from: branched_at.map(|at| super::event::SegmentLineage {
+                segment: parent,
+                through_seq: at,
+            }),
+        })];
+        if let Some((text, through_seq)) = compacted {
+            entries.push(Payload::Lifecycle(LifecycleEvent::CompactionSummary {
+                text,
+                through_seq,
+            }));
+        }
+        let at_ms = now_ms();
+        let mut seq = minting.last_seq;
+        let events: Vec<Arc<SessionEvent>> = entries
+            .into_iter()
+            .map(|payload| {
+                seq = seq.next();
+                core.event(seq, segment, None, at_ms, payload)
+            })
+            .collect();
+        core.store
+            .start_segment(&core.session, segment, parent, &events)
+            .await?;
+        minting.segment = segment;
+        minting.last_seq = seq;
+        core.published(&mut durable, &events, seq);
+        Ok(owned(events))
+    }
+
+    /// The last generation the journal names as reserved (0: none).
+    pub async fn last_generation(&self) -> Generation {
+        self.core.commit.lock().await.last_generation
+    }
+
+    /// Append prebuilt entries (an import, such as a fork's copied
+    /// history): `build` gets the first seq and the active segment and must
+    /// return entries numbered densely from it.
+    pub async fn import(
+        &self,
+        build: impl FnOnce(Seq, SegmentId) -> Vec<SessionEvent>,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let core = &self.core;
+        let mut durable = core.commit.lock().await;
+        let mut minting = core.minting.lock().await;
+        let mut batch = std::mem::take(&mut minting.pending);
+        let events = build(minting.last_seq.next(), minting.segment);
+        if let Some(last) = events.last() {
+            minting.last_seq = last.seq;
+        }
+        drop(minting);
+        batch.extend(events.iter().cloned().map(Arc::new));
+        core.write(&mut durable, &batch).await?;
+        Ok(events)
+    }
+
+    /// The active segment.
+    pub async fn active_segment(&self) -> SegmentId {
+        self.core.minting.lock().await.segment
+    }
+
+    /// The terminal write of a run: `payload` and the facts `facts(seq)`
+    /// builds for it go to the store in one call.
+    pub async fn finish(
+        &self,
+        run_id: RunId,
+        payload: LifecycleEvent,
+        facts: impl FnOnce(Seq, u64) -> RunFacts,
+    ) -> Result<SessionEvent, StoreError> {
+        self.finish_then(run_id, payload, facts, || {}).await
+    }
+
+    /// [`SessionJournal::finish`], calling `stored` once the terminal entry
+    /// is durable and before anyone can see it (so whoever sees the end of
+    /// a run finds the run already let go of). Pending entries are
+    /// committed first; the terminal entry is its own write, as the store's
+    /// `finish` records it with the run's facts.
+    pub async fn finish_then(
+        &self,
+        run_id: RunId,
+        payload: LifecycleEvent,
+        facts: impl FnOnce(Seq, u64) -> RunFacts,
+        stored: impl FnOnce(),
+    ) -> Result<SessionEvent, StoreError> {
+        debug_assert!(payload.is_terminal());
+        let core = &self.core;
+        let mut durable = core.commit.lock().await;
+        let mut minting = core.minting.lock().await;
+        let pending = std::mem::take(&mut minting.pending);
+        drop(minting);
+        core.write(&mut durable, &pending).await?;
+        let mut minting = core.minting.lock().await;
+        let seq = minting.last_seq.next();
+        let at_ms = now_ms();
+        let facts = facts(seq, at_ms);
+        crate::fsutil::crash_point("before-terminal");
+        let event = Arc::new(SessionEvent {
+            session_id: core.session.clone(),
+            segment_id: minting.segment,
+            run_id: Some(run_id),
+            seq,
+            at_ms,
+            payload: Payload::Lifecycle(payload),
+            facts: Some(facts.clone()),
+        });
+        core.store.finish(&event, &facts).await?;
+        minting.last_seq = seq;
+        // The run that saw a failed commit has ended: later runs start clean.
+        minting.failed = None;
+        drop(minting);
+        stored();
+        core.published(&mut durable, std::slice::from_ref(&event), seq);
+        Ok(SessionEvent::clone(&event))
+    }
+
+    /// The last seq, once every pending entry is durable.
+    pub async fn last_seq(&self) -> Seq {
+        let _ = self.core.flush().await;
+        self.core.commit.lock().await.last_seq
+    }
+
+    /// Follow the session from after `after` (0: from the start).
+    pub fn subscribe(&self, after: Seq) -> Subscription {
+        // Join the live tail before reading anything from the store.
+        self.core.live.join();
+        Subscription::new(
+            self.core.session.clone(),
+            self.core.store.clone(),
+            self.core.live.clone(),
+            after,
+        )
+    }
+
+    /// Bytes (as journaled) the live window holds now.
+    pub fn window_bytes(&self) -> u64 {
+        self.core.live.bytes()
+    }
+
+    /// How many subscribers follow this session now.
+    pub fn subscriber_count(&self) -> usize {
+        self.core.live.receivers()
+    }
+}
+
+fn owned(events: Vec<Arc<SessionEvent>>) -> Vec<SessionEvent> {
+    events
+        .into_iter()
+        .map(|e| Arc::try_unwrap(e).unwrap_or_else(|e| SessionEvent::clone(&e)))
+        .collect()
+}
