@@ -19,6 +19,7 @@ fn line(seq: u64, text: &str) -> Vec<u8> {
             text: text.to_string(),
         }),
         facts: None,
+        line: Default::default(),
     };
     let mut v = serde_json::to_vec(&e).unwrap();
     v.push(b'\n');

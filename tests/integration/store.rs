@@ -629,6 +629,7 @@ fn entry(session: &SessionId, segment: cairn::SegmentId, seq: u64) -> Arc<cairn:
         at_ms: 1,
         payload: text(seq),
         facts: None,
+        line: Default::default(),
     })
 }
 

@@ -193,6 +193,7 @@ fn every_event_round_trips_through_a_journal_line() {
             at_ms: 1_700_000_000_000,
             payload,
             facts: None,
+            line: Default::default(),
         };
         let line = serde_json::to_string(&event).unwrap();
         assert!(!line.contains('\n'));

@@ -37,9 +37,7 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
 /// One delivery as an SSE event.
 pub fn sse_event(d: &Delivery) -> Event {
     match d {
-        Delivery::Event(e) => Event::default()
-            .id(e.seq.to_string())
-            .data(serde_json::to_string(&**e).expect("events serialize")),
+        Delivery::Event(e) => Event::default().id(e.seq.to_string()).data(e.line()),
         Delivery::Unknown { seq, raw } => Event::default().id(seq.to_string()).data(raw.clone()),
         Delivery::Gap { resumed_at } => Event::default()
             .event("gap")

@@ -33,6 +33,7 @@ fn sample(session: &SessionId, seq: u64) -> SessionEvent {
             text: format!("a typical text delta of a streaming answer, number {seq}"),
         }),
         facts: None,
+        line: Default::default(),
     }
 }
 

@@ -45,6 +45,7 @@ pub fn write_tree(root: &Path, workers: usize, events: usize) -> anyhow::Result<
                 at_ms: 1_700_000_000_000 + seq,
                 payload,
                 facts: None,
+                line: Default::default(),
             };
             serde_json::to_writer(&mut buf, &event)?;
             buf.push(b'\n');

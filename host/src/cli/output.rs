@@ -118,7 +118,7 @@ pub fn delivery(d: &Delivery) -> String {
 /// A delivery as one JSON line (the journal line itself).
 pub fn json(d: &Delivery) -> String {
     match d {
-        Delivery::Event(e) => serde_json::to_string(&**e).expect("events serialize"),
+        Delivery::Event(e) => e.line().to_string(),
         Delivery::Unknown { raw, .. } => raw.clone(),
         Delivery::Gap { resumed_at } => {
             serde_json::json!({ "gap": { "resumed_at": resumed_at } }).to_string()

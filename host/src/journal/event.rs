@@ -28,6 +28,42 @@ pub struct SessionEvent {
     /// same line so no crash can leave one without the other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<RunFacts>,
+    /// The entry's journal line, once serialized (not part of the entry:
+    /// a cache, so an entry is serialized once on its whole path — store,
+    /// live window, every subscriber). Set it with `Default::default()`.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub line: LineCache,
+}
+
+impl SessionEvent {
+    /// The entry's journal line (JSON, no newline): serialized on first
+    /// use and kept. An entry is not changed once journaled; one changed
+    /// after this was called keeps its first line.
+    pub fn line(&self) -> &str {
+        self.line.0.get_or_init(|| {
+            serde_json::to_string(self)
+                .expect("events serialize")
+                .into()
+        })
+    }
+}
+
+/// A serialized line kept beside an entry (see [`SessionEvent::line`]).
+/// Equal to every other (it is a cache), shown as `…`.
+#[derive(Clone, Default)]
+pub struct LineCache(std::sync::OnceLock<std::sync::Arc<str>>);
+
+impl PartialEq for LineCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for LineCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("…")
+    }
 }
 
 /// What the controller did, or what happened to a run or the session.

@@ -102,7 +102,7 @@ impl Live {
             let mut st = self.lock();
             for event in events {
                 // Its journal line with the newline (an entry always serializes).
-                let size = super::json_len(&**event).saturating_add(1);
+                let size = event.line().len() as u64 + 1;
                 st.bytes += size;
                 st.ring.push_back((event.clone(), size));
             }

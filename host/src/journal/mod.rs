@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The default number of live events buffered per session for subscribers.
-pub const DEFAULT_LIVE_WINDOW: usize = 4096;
+pub const DEFAULT_LIVE_WINDOW: usize = 16384;
 /// The bytes (as journaled) a session's live window holds at most, beside
 /// its entry count: a few huge entries cannot pin gigabytes of memory. The
 /// newest entry is always held.

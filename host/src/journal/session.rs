@@ -36,7 +36,8 @@ pub const BATCH: usize = 256;
 pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
 /// Pending emits past which the emitting guest waits for the disk
 /// (backpressure: memory stays bounded when the disk is slower than the
-/// guest).
+/// guest). A quarter of the default live window, so one commit never
+/// pushes a keeping-up subscriber out of it.
 pub const MAX_PENDING: usize = 16 * BATCH;
 
 static APPENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -146,6 +147,7 @@ impl Core {
             at_ms,
             payload,
             facts: None,
+            line: Default::default(),
         })
     }
 
@@ -500,6 +502,7 @@ impl SessionJournal {
             at_ms,
             payload: Payload::Lifecycle(payload),
             facts: Some(facts.clone()),
+            line: Default::default(),
         });
         core.store.finish(&event, &facts).await?;
         minting.last_seq = seq;

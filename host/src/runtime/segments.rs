@@ -246,6 +246,7 @@ impl Runtime {
                         prompt: prompt_copy,
                     }),
                     facts: None,
+                    line: Default::default(),
                 });
                 for e in &carried {
                     next = next.next();
@@ -278,6 +279,7 @@ impl Runtime {
                         at_ms: e.at_ms,
                         payload,
                         facts,
+                        line: Default::default(),
                     });
                 }
                 out

@@ -142,7 +142,7 @@ async fn follow(
     while let Some(Ok(delivery)) = sub.next().await {
         let (line, end) = match &delivery {
             Delivery::Event(e) => (
-                serde_json::to_string(&**e).expect("events serialize"),
+                e.line().to_string(),
                 e.run_id == Some(ctx.run_id) && e.facts.is_some(),
             ),
             Delivery::Unknown { raw, .. } => (raw.clone(), false),

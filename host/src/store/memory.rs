@@ -68,9 +68,7 @@ impl MemoryStore {
             s.last_generation = s.last_generation.max(g);
         }
         s.last_seq = event.seq;
-        s.bytes = s
-            .bytes
-            .saturating_add(crate::journal::json_len(event.as_ref()).saturating_add(1));
+        s.bytes = s.bytes.saturating_add(event.line().len() as u64 + 1);
         s.events.push_back(event.clone());
         while s.events.len() > self.window {
             s.events.pop_front();

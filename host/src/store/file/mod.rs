@@ -389,7 +389,7 @@ fn encode(events: &[Arc<SessionEvent>]) -> (Vec<u8>, Spans) {
     let mut spans = Vec::with_capacity(events.len());
     for event in events {
         let start = buf.len();
-        serde_json::to_writer(&mut buf, event.as_ref()).expect("events serialize");
+        buf.extend_from_slice(event.line().as_bytes());
         spans.push((start as u64, (buf.len() - start) as u32));
         buf.push(b'\n');
     }
