@@ -7,6 +7,8 @@ use crate::ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, Worke
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod agent_wire;
+
 /// One entry in a session's stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -76,8 +78,10 @@ pub enum Payload {
     Lifecycle(LifecycleEvent),
 }
 
+// Deserialized by `agent_wire`, which reads the tag first instead of
+// buffering the object: this is the entry a replay reads most often.
 /// What a controller can emit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AgentEvent {
     /// A piece of the answer.

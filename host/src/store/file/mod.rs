@@ -26,8 +26,8 @@ pub struct FileStore {
     /// A reader of a home another process owns: it repairs nothing (a torn
     /// tail may be a line the owner is still writing) and writes nothing.
     read_only: bool,
-    sessions: Mutex<HashMap<SessionId, Arc<SessionFiles>>>,
-    notes: Mutex<Vec<String>>,
+    sessions: Arc<Mutex<HashMap<SessionId, Arc<SessionFiles>>>>,
+    notes: Arc<Mutex<Vec<String>>>,
 }
 
 /// How many sessions keep their files open; past it the least recently
@@ -81,8 +81,8 @@ impl FileStore {
         FileStore {
             home,
             read_only: false,
-            sessions: Mutex::new(HashMap::new()),
-            notes: Mutex::new(Vec::new()),
+            sessions: Arc::new(Mutex::new(HashMap::new())),
+            notes: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -92,6 +92,16 @@ impl FileStore {
         FileStore {
             read_only: true,
             ..FileStore::new(home)
+        }
+    }
+
+    /// Another handle on the same store (shared caches), for a blocking task.
+    fn clone_handle(&self) -> FileStore {
+        FileStore {
+            home: self.home.clone(),
+            read_only: self.read_only,
+            sessions: self.sessions.clone(),
+            notes: self.notes.clone(),
         }
     }
 
@@ -114,6 +124,17 @@ impl FileStore {
     }
 
     fn open(&self, session: &SessionId) -> Result<Arc<SessionFiles>, StoreError> {
+        self.open_scanning(session, false).map(|(files, _)| files)
+    }
+
+    /// Open a session's files; with `scan`, a session not open yet is
+    /// parsed whole while it is indexed (one pass, for a read from seq 0)
+    /// and its entries come back too.
+    fn open_scanning(
+        &self,
+        session: &SessionId,
+        scan: bool,
+    ) -> Result<(Arc<SessionFiles>, Option<Vec<JournalItem>>), StoreError> {
         if let Some(files) = self
             .sessions
             .lock()
@@ -123,7 +144,7 @@ impl FileStore {
             files
                 .last_used
                 .store(use_tick(), std::sync::atomic::Ordering::Relaxed);
-            return Ok(files.clone());
+            return Ok((files.clone(), None));
         }
         let worker_id = self
             .home
@@ -142,14 +163,25 @@ impl FileStore {
         let mut lines = Vec::new();
         let mut readers = Vec::new();
         let mut last_generation = Generation(0);
+        let mut scanned = scan.then(Vec::new);
         for (index, segment) in order.iter().enumerate() {
             let name = format!("{segment}.jsonl");
             let path = segments_path.join(&name);
-            let bytes = segments
-                .read(&name)
+            let bytes = read_whole(&segments, &name)
                 .map_err(io(format!("cannot read {}", path.display())))?;
-            let (spans, good_len, truncated_line) =
-                index_segment(&bytes, &path, prev, &mut last_generation)?;
+            let (spans, good_len, truncated_line) = match &mut scanned {
+                None => index_segment(&bytes, &path, prev, &mut last_generation)?,
+                Some(items) => {
+                    let scan = scan_segment(&bytes, &path, prev)?;
+                    for item in &scan.items {
+                        if let Some(g) = item.event().and_then(super::reserved_generation) {
+                            last_generation = last_generation.max(g);
+                        }
+                    }
+                    items.extend(scan.items);
+                    (scan.spans, scan.good_len, scan.truncated_line)
+                }
+            };
             if let Some(line) = truncated_line
                 && *segment != meta.active_segment
             {
@@ -242,7 +274,7 @@ impl FileStore {
             }
         }
         let files = sessions.entry(session.clone()).or_insert(files).clone();
-        Ok(files)
+        Ok((files, scanned))
     }
 
     fn write_batch(
@@ -383,6 +415,17 @@ impl FileStore {
 
 type Spans = Vec<(u64, u32)>;
 
+/// A whole file, read into a buffer sized from its length (one allocation,
+/// one copy).
+fn read_whole(dir: &cap_std::fs::Dir, name: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = dir.open(name)?.into_std();
+    let len = file.metadata()?.len() as usize;
+    let mut bytes = Vec::with_capacity(len + 1);
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// The batch's lines (each ending in a newline) and each one's span.
 fn encode(events: &[Arc<SessionEvent>]) -> (Vec<u8>, Spans) {
     let mut buf = Vec::with_capacity(events.len() * 256);
@@ -450,6 +493,28 @@ impl JournalStore for FileStore {
         after: Seq,
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError> {
+        // The first access of a session, reading from its start (a replay,
+        // an export): indexed and parsed in one pass, on a blocking thread.
+        let cold = after == Seq(0)
+            && !self
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(session);
+        if cold {
+            let (this, session) = (self.clone_handle(), session.clone());
+            return blocking(move || {
+                let (files, scanned) = this.open_scanning(&session, true)?;
+                match scanned {
+                    Some(mut items) => {
+                        items.truncate(limit);
+                        Ok(items)
+                    }
+                    None => Self::read_all(&files, after, limit),
+                }
+            })
+            .await;
+        }
         let files = self.open(session)?;
         blocking(move || Self::read_all(&files, after, limit)).await
     }

@@ -26,12 +26,9 @@ pub fn scan_segment(
     path: &std::path::Path,
     prev: Option<Seq>,
 ) -> Result<Scan, StoreError> {
-    let mut items = Vec::new();
-    let (spans, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
+    let (spans, items, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
         let item = parse_line(line)?;
-        let seq = item.seq();
-        items.push(item);
-        Ok(seq)
+        Ok((item.seq(), item))
     })?;
     Ok(Scan {
         items,
@@ -72,66 +69,74 @@ pub fn index_segment(
         #[serde(default)]
         generation: Option<serde_json::Value>,
     }
-    walk_segment(bytes, path, prev, |line| {
+    let (spans, generations, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
         match serde_json::from_slice::<Head>(line) {
             Ok(Head { seq, payload }) if seq > 0 => {
-                if let Some(EventHead {
-                    ty: Some("generation_reserved" | "started" | "resumed_by_replay"),
-                    generation: Some(g),
-                }) = payload
+                let reserved = match payload
                     .filter(|p| p.kind == Some("lifecycle"))
                     .and_then(|p| p.event)
-                    && let Some(g) = g.as_u64()
                 {
-                    *last_generation = (*last_generation).max(Generation(g));
-                }
-                Ok(Seq(seq))
+                    Some(EventHead {
+                        ty: Some("generation_reserved" | "started" | "resumed_by_replay"),
+                        generation: Some(g),
+                    }) => g.as_u64().map(Generation),
+                    _ => None,
+                };
+                Ok((Seq(seq), reserved))
             }
             // The slow path names what is wrong.
             _ => parse_line(line).map(|item| {
-                if let JournalItem::Event(e) = &item
-                    && let Some(g) = crate::store::reserved_generation(e)
-                {
-                    *last_generation = (*last_generation).max(g);
-                }
-                item.seq()
+                let reserved = match &item {
+                    JournalItem::Event(e) => crate::store::reserved_generation(e),
+                    JournalItem::Unknown { .. } => None,
+                };
+                (item.seq(), reserved)
             }),
         }
-    })
+    })?;
+    for g in generations.into_iter().flatten() {
+        *last_generation = (*last_generation).max(g);
+    }
+    Ok((spans, good_len, truncated_line))
 }
 
 /// A segment's line spans (offset, length), the byte length of its complete
 /// lines, and the line number of a crash-truncated final line.
 pub type Walked = (Vec<(u64, u32)>, u64, Option<usize>);
 
-fn walk_segment(
+/// Line spans, what `classify` made of each line, the byte length of the
+/// complete lines, and the line number of a crash-truncated final line.
+type Classified<T> = (Vec<(u64, u32)>, Vec<T>, u64, Option<usize>);
+
+/// Walk a segment in two passes: its complete lines (a final line without
+/// its newline is a write a crash cut short), then each line classified —
+/// on every core for long segments — then the seqs checked dense in order,
+/// failing closed with the first bad line's number.
+fn walk_segment<T: Send>(
     bytes: &[u8],
     path: &std::path::Path,
     mut prev: Option<Seq>,
-    mut seq_of: impl FnMut(&[u8]) -> Result<Seq, String>,
-) -> Result<Walked, StoreError> {
+    classify: impl Fn(&[u8]) -> Result<(Seq, T), String> + Sync,
+) -> Result<Classified<T>, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_path_buf(),
         line,
         reason,
     };
-    let mut spans = Vec::new();
+    let mut spans: Vec<(u64, u32)> = Vec::with_capacity(bytes.len() / 128);
     let mut offset = 0usize;
-    let mut line_no = 0usize;
-    let mut truncated_line = None;
-    while offset < bytes.len() {
-        line_no += 1;
-        let rest = &bytes[offset..];
-        let (line, complete) = match rest.iter().position(|&b| b == b'\n') {
-            Some(i) => (&rest[..i], true),
-            None => (rest, false),
-        };
-        if !complete {
-            // A final line without its newline: a write the crash cut short.
-            truncated_line = Some(line_no);
-            break;
-        }
-        let seq = seq_of(line).map_err(|reason| corrupt(line_no, reason))?;
+    for end in memchr::memchr_iter(b'\n', bytes) {
+        spans.push((offset as u64, (end - offset) as u32));
+        offset = end + 1;
+    }
+    let truncated_line = (offset < bytes.len()).then_some(spans.len() + 1);
+    let classified = par_map(&spans, |&(at, len)| {
+        classify(&bytes[at as usize..at as usize + len as usize])
+    });
+    let mut values = Vec::with_capacity(classified.len());
+    for (i, result) in classified.into_iter().enumerate() {
+        let line_no = i + 1;
+        let (seq, value) = result.map_err(|reason| corrupt(line_no, reason))?;
         if let Some(p) = prev {
             if seq <= p {
                 return Err(corrupt(
@@ -144,10 +149,35 @@ fn walk_segment(
             }
         }
         prev = Some(seq);
-        spans.push((offset as u64, line.len() as u32));
-        offset += line.len() + 1;
+        values.push(value);
     }
-    Ok((spans, offset as u64, truncated_line))
+    Ok((spans, values, offset as u64, truncated_line))
+}
+
+/// `f` over `items` in order, split across the machine's cores when there
+/// are enough of them to pay for the threads.
+fn par_map<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
+    const PER_THREAD: usize = 16 * 1024;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items.len() / PER_THREAD)
+        .max(1);
+    if threads == 1 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<T>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// Parse the lines `refs` locates in `buf` (which starts at byte `base`),
@@ -157,36 +187,9 @@ pub(super) fn parse_lines(
     base: u64,
     refs: &[LineRef],
 ) -> Vec<Result<JournalItem, String>> {
-    let parse = |refs: &[LineRef]| -> Vec<Result<JournalItem, String>> {
-        refs.iter()
-            .map(|r| {
-                let at = (r.offset - base) as usize;
-                parse_line(&buf[at..at + r.len as usize])
-            })
-            .collect()
-    };
-    const PER_THREAD: usize = 16 * 1024;
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(refs.len() / PER_THREAD)
-        .max(1);
-    if threads == 1 {
-        return parse(refs);
-    }
-    let chunk = refs.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = refs
-            .chunks(chunk)
-            .map(|part| (part.len(), scope.spawn(move || parse(part))))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(n, h)| {
-                h.join()
-                    .unwrap_or_else(|_| vec![Err("the parser thread failed".to_string()); n])
-            })
-            .collect()
+    par_map(refs, |r| {
+        let at = (r.offset - base) as usize;
+        parse_line(&buf[at..at + r.len as usize])
     })
 }
 

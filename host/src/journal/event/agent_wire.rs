@@ -1,0 +1,241 @@
+//! [`AgentEvent`]'s reading: internally tagged (`{"type": "text_delta", …}`),
+//! which serde's derive reads by buffering the whole object first. Every
+//! writer puts `type` first, so this reads the tag and then the variant's
+//! fields straight from the input; an object whose tag comes later is
+//! buffered as before. Same wire, same errors for unknown tags and fields.
+
+use super::AgentEvent;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IntoDeserializer, MapAccess, Visitor};
+
+const VARIANTS: &[&str] = &[
+    "text_delta",
+    "reasoning_delta",
+    "tool_call",
+    "progress",
+    "retrying",
+    "custom",
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCall {
+    id: String,
+    name: String,
+    arguments: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Progress {
+    message: String,
+    done: u64,
+    #[serde(default)]
+    total: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Retrying {
+    attempt: u32,
+    after_ms: u64,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Custom {
+    name: String,
+    data: serde_json::Value,
+}
+
+/// The variant `tag` names, its fields read by `fields`.
+fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<AgentEvent, D::Error> {
+    Ok(match tag {
+        "text_delta" => AgentEvent::TextDelta {
+            text: Text::deserialize(fields)?.text,
+        },
+        "reasoning_delta" => AgentEvent::ReasoningDelta {
+            text: Text::deserialize(fields)?.text,
+        },
+        "tool_call" => {
+            let ToolCall {
+                id,
+                name,
+                arguments,
+            } = ToolCall::deserialize(fields)?;
+            AgentEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            }
+        }
+        "progress" => {
+            let Progress {
+                message,
+                done,
+                total,
+            } = Progress::deserialize(fields)?;
+            AgentEvent::Progress {
+                message,
+                done,
+                total,
+            }
+        }
+        "retrying" => {
+            let Retrying {
+                attempt,
+                after_ms,
+                reason,
+            } = Retrying::deserialize(fields)?;
+            AgentEvent::Retrying {
+                attempt,
+                after_ms,
+                reason,
+            }
+        }
+        "custom" => {
+            let Custom { name, data } = Custom::deserialize(fields)?;
+            AgentEvent::Custom { name, data }
+        }
+        other => return Err(de::Error::unknown_variant(other, VARIANTS)),
+    })
+}
+
+struct AgentVisitor;
+
+impl<'de> Visitor<'de> for AgentVisitor {
+    type Value = AgentEvent;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an agent event: an object with a \"type\"")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AgentEvent, A::Error> {
+        let Some(first) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
+            return Err(de::Error::missing_field("type"));
+        };
+        if first == "type" {
+            // The common case: the tag, then the fields as they come.
+            let tag = map.next_value::<std::borrow::Cow<'de, str>>()?;
+            return variant(&tag, de::value::MapAccessDeserializer::new(map));
+        }
+        // The tag comes later: buffer the object, take the tag out of it.
+        let mut object = serde_json::Map::new();
+        object.insert(first.into_owned(), map.next_value()?);
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value()?;
+            if object.insert(key.clone(), value).is_some() {
+                return Err(de::Error::custom(format!("duplicate field `{key}`")));
+            }
+        }
+        let tag = match object.remove("type") {
+            Some(serde_json::Value::String(tag)) => tag,
+            Some(_) => return Err(de::Error::custom("\"type\" is not a string")),
+            None => return Err(de::Error::missing_field("type")),
+        };
+        variant(&tag, serde_json::Value::Object(object).into_deserializer())
+            .map_err(de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(AgentVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AgentEvent;
+    use serde_json::json;
+
+    fn samples() -> Vec<AgentEvent> {
+        vec![
+            AgentEvent::TextDelta {
+                text: "a \"quoted\" \\ line\n".into(),
+            },
+            AgentEvent::ReasoningDelta { text: "why".into() },
+            AgentEvent::ToolCall {
+                id: "c1".into(),
+                name: "search".into(),
+                arguments: json!({"q": [1, {"type": "x"}]}),
+            },
+            AgentEvent::Progress {
+                message: "m".into(),
+                done: 3,
+                total: Some(9),
+            },
+            AgentEvent::Progress {
+                message: "m".into(),
+                done: 3,
+                total: None,
+            },
+            AgentEvent::Retrying {
+                attempt: 2,
+                after_ms: 500,
+                reason: "429".into(),
+            },
+            AgentEvent::Custom {
+                name: "n".into(),
+                data: json!(null),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_variant_reads_back_from_bytes_and_from_a_value() {
+        for event in samples() {
+            let line = serde_json::to_string(&event).unwrap();
+            assert!(line.starts_with("{\"type\":"), "{line}");
+            assert_eq!(serde_json::from_str::<AgentEvent>(&line).unwrap(), event);
+            let value = serde_json::to_value(&event).unwrap();
+            assert_eq!(serde_json::from_value::<AgentEvent>(value).unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn a_tag_that_comes_last_reads_the_same() {
+        let e: AgentEvent = serde_json::from_str(r#"{"text":"hi","type":"text_delta"}"#).unwrap();
+        assert_eq!(e, AgentEvent::TextDelta { text: "hi".into() });
+        let e: AgentEvent =
+            serde_json::from_str(r#"{"done":1,"message":"m","type":"progress"}"#).unwrap();
+        assert_eq!(
+            e,
+            AgentEvent::Progress {
+                message: "m".into(),
+                done: 1,
+                total: None
+            }
+        );
+    }
+
+    #[test]
+    fn bad_objects_are_refused_by_name() {
+        let err = |s: &str| {
+            serde_json::from_str::<AgentEvent>(s)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(r#"{"type":"nope","text":"x"}"#).contains("unknown variant `nope`"));
+        assert!(err(r#"{"text":"x","type":"nope"}"#).contains("unknown variant `nope`"));
+        assert!(
+            err(r#"{"type":"text_delta","text":"x","extra":1}"#).contains("unknown field `extra`")
+        );
+        assert!(
+            err(r#"{"text":"x","extra":1,"type":"text_delta"}"#).contains("unknown field `extra`")
+        );
+        assert!(err(r#"{"type":"text_delta"}"#).contains("missing field `text`"));
+        assert!(err(r#"{"text":"x"}"#).contains("missing field `type`"));
+        assert!(err(r#"{}"#).contains("missing field `type`"));
+        assert!(err(r#"{"type":7,"text":"x"}"#).contains("invalid type"));
+        assert!(err(r#"{"text":"x","type":7}"#).contains("\"type\" is not a string"));
+        assert!(err(r#"[1]"#).contains("invalid type"));
+    }
+}
