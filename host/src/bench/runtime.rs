@@ -63,18 +63,12 @@ async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
         .await?;
     let artifacts = dir.join("null-artifacts");
     std::fs::create_dir_all(&artifacts)?;
-    let log = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("null.log"))
-    };
     let host = Arc::new(NullHost(AtomicU64::new(1)));
     let sandbox = Sandbox {
         loan: None,
         artifacts,
-        stdout: log()?,
-        stderr: log()?,
+        stdout: dir.join("null.log"),
+        stderr: dir.join("null.log"),
         clock: JournalClock::new(0),
         limits: crate::limits::Limits {
             events_per_run: u64::MAX,
@@ -481,13 +475,15 @@ pub async fn run(
     if only.wants("density") {
         let sizes: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
         let limit = crate::fsutil::raise_open_file_limit().unwrap_or(1024) as usize;
-        let mut per_session_fds = 0usize;
         for &waiting in sizes {
-            let needed = 64 + waiting * per_session_fds;
-            if per_session_fds > 0 && needed > limit {
+            // A waiting run holds its preopen; the file store keeps at most
+            // MAX_OPEN_SESSIONS sessions' files open (four each).
+            let store = 4 * waiting.min(crate::store::file::MAX_OPEN_SESSIONS);
+            let needed = 64 + waiting + waiting / 8 + store;
+            if needed > limit {
                 progress(format!(
                     "runtime: density, {waiting} waiting: not measured — about {needed} open \
-                     descriptors needed ({per_session_fds} a waiting session), the limit is {limit}"
+                     descriptors needed, and the limit could be raised only to {limit}"
                 ));
                 continue;
             }
@@ -495,7 +491,10 @@ pub async fn run(
                 "runtime: density, {waiting} sessions each waiting on a decision"
             ));
             let (per, fds) = density(dir, waiting, progress).await?;
-            per_session_fds = fds.div_ceil(waiting);
+            progress(format!(
+                "runtime: density, {waiting} waiting: {:.2} descriptors a session",
+                fds as f64 / waiting as f64
+            ));
             rows.push(Row::new(
                 "runtime",
                 format!("RSS per waiting session ({waiting} live)"),

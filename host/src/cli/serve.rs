@@ -51,6 +51,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             restored.len()
         );
     }
+    // Compiled before ready: the first run of a component does not wait.
+    let warmed = rt
+        .warm_components(&mut |note| eprintln!("cairn: note: {note}"))
+        .await;
+    eprintln!("cairn: {warmed} component(s) compiled");
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;

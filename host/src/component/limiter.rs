@@ -76,17 +76,23 @@ impl wasmtime::ResourceLimiter for Limiter {
 /// A log file with a byte budget; writes past it fail and break `log_bytes`.
 #[derive(Clone)]
 pub struct CappedLog {
-    file: Arc<Mutex<std::fs::File>>,
+    file: Arc<Mutex<LazyLog>>,
     written: Arc<AtomicU64>,
     max: u64,
     host: Arc<dyn RunHost>,
 }
 
+/// A log file opened (to append) on its first write.
+struct LazyLog {
+    path: std::path::PathBuf,
+    file: Option<std::fs::File>,
+}
+
 impl CappedLog {
-    /// `file`, at most `max` bytes.
-    pub fn new(file: std::fs::File, max: u64, host: Arc<dyn RunHost>) -> Self {
+    /// The log at `path`, at most `max` bytes.
+    pub fn new(path: std::path::PathBuf, max: u64, host: Arc<dyn RunHost>) -> Self {
         CappedLog {
-            file: Arc::new(Mutex::new(file)),
+            file: Arc::new(Mutex::new(LazyLog { path, file: None })),
             written: Arc::new(AtomicU64::new(0)),
             max,
             host,
@@ -105,10 +111,18 @@ impl CappedLog {
                 self.max
             )));
         }
-        self.file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write_all(bytes)
+        let mut log = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let log = &mut *log;
+        let file = match &mut log.file {
+            Some(f) => f,
+            None => log.file.insert(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(&log.path)?,
+            ),
+        };
+        file.write_all(bytes)
     }
 }
 

@@ -598,10 +598,11 @@ pub struct Sandbox {
     pub artifacts: std::path::PathBuf,
     /// A scope of the parent's `artifacts/` loaned to a child: its `/loan`.
     pub loan: Option<std::path::PathBuf>,
-    /// `worker.out.log`.
-    pub stdout: std::fs::File,
-    /// `worker.err.log`.
-    pub stderr: std::fs::File,
+    /// `worker.out.log` (opened to append on the guest's first write: a
+    /// run that writes nothing holds no descriptor for it).
+    pub stdout: std::path::PathBuf,
+    /// `worker.err.log` (likewise).
+    pub stderr: std::path::PathBuf,
     /// The guest's clocks.
     pub clock: JournalClock,
     /// The run's limits.

@@ -27,13 +27,15 @@ pub const MAX_SOCKET_PATH: usize = 107;
 /// A served socket; [`SocketHandle::stop`] closes and removes it.
 pub(crate) struct SocketHandle {
     task: tokio::task::JoinHandle<()>,
-    dir: cap_std::fs::Dir,
+    /// `runs/<gen>/worker.sock` (a path, not a held directory: a waiting
+    /// run holds no descriptor for it but its listener).
+    path: std::path::PathBuf,
 }
 
 impl SocketHandle {
     pub(crate) fn stop(self) {
         self.task.abort();
-        let _ = self.dir.remove_file("worker.sock");
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -66,14 +68,16 @@ pub(crate) fn serve(
     ctx: Arc<RunCtx>,
 ) -> std::io::Result<SocketHandle> {
     let listener = bind(generation_dir)?;
-    let dir = generation_dir.dir.try_clone()?;
     let rt = rt.clone();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             tokio::spawn(connection(rt.clone(), ctx.clone(), stream));
         }
     });
-    Ok(SocketHandle { task, dir })
+    Ok(SocketHandle {
+        task,
+        path: generation_dir.path.join("worker.sock"),
+    })
 }
 
 fn error_line(code: &str, message: impl std::fmt::Display) -> String {

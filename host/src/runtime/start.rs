@@ -66,6 +66,39 @@ impl Runtime {
         Ok((p.digest().to_string(), p.info().clone()))
     }
 
+    /// Compile every built-in component and every component the home
+    /// stores (up to the compiled-component cache's budget), so the first
+    /// run of each after start does not wait on compilation: `serve` calls
+    /// it before it reports ready. Returns how many were compiled; one that
+    /// does not compile is reported and skipped.
+    pub async fn warm_components(&self, report: &mut dyn FnMut(String)) -> usize {
+        let mut refs: Vec<ComponentRef> = crate::examples::names()
+            .into_iter()
+            .map(|n| ComponentRef::BuiltIn(n.to_string()))
+            .collect();
+        let budget = self.inner.config.host.limits.component_cache_bytes;
+        let mut stored = 0u64;
+        for digest in self.inner.home.component_digests() {
+            stored += self.inner.home.component_len(&digest).unwrap_or(0);
+            if stored > budget {
+                report(format!(
+                    "not compiling the rest of the stored components before ready: \
+                     they pass the compiled-component cache's budget ({budget} bytes)"
+                ));
+                break;
+            }
+            refs.push(ComponentRef::Digest(digest));
+        }
+        let mut compiled = 0;
+        for component in refs {
+            match self.resolve(&component).await {
+                Ok(_) => compiled += 1,
+                Err(e) => report(format!("component {component:?} not compiled: {e}")),
+            }
+        }
+        compiled
+    }
+
     /// Hold a draft session: a stable id in memory, no directory. Its first
     /// run (or [`Runtime::create_session_in`] with its id) persists it.
     pub fn create_draft(

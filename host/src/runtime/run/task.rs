@@ -43,8 +43,11 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     let mut generation = Generation(0);
     let mut socket = None;
 
+    // The worker's directory handles serve the start; the run holds none
+    // while it lives (a waiting run costs no descriptors for them).
+    let worker_dir = plan.worker;
     let result: Result<Outcome, ErrorOrCancel> = async {
-        let worker = &plan.worker;
+        let worker = &worker_dir;
         let reserved = worker
             .reserve_generation(plan.generation_floor)
             .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
@@ -107,15 +110,8 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         if inner.config.sockets {
             socket = crate::runtime::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
         }
-        let log = |name: &str| {
-            gen_dir
-                .dir
-                .open_with(name, cap_std::fs::OpenOptions::new().append(true))
-                .map(|f| f.into_std())
-                .map_err(|e| ErrorOrCancel::error("generation", format!("cannot open runs/{generation}/{name}: {e}")))
-        };
-        let stdout = log("worker.out.log")?;
-        let stderr = log("worker.err.log")?;
+        let stdout = gen_dir.path.join("worker.out.log");
+        let stderr = gen_dir.path.join("worker.err.log");
         first_seq.get_or_insert(written[0].seq);
         let clock_start = match &plan.replay {
             Some(replay) => replay.started.at_ms,
@@ -139,7 +135,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         if let Ok(bytes) = inner.store.bytes(&ctx.session).await {
             ctx.journal_bytes.store(bytes, Ordering::Relaxed);
         }
-        watch_limits(ctx.clone(), gen_dir.dir.open_dir("artifacts").ok());
+        watch_limits(ctx.clone(), gen_dir.artifacts_path.clone());
         let _ = ctx.runtime.set(std::sync::Arc::downgrade(&rt.inner));
         let _ = ctx.place.set(super::Place {
             worker_id: plan.worker_id,
@@ -169,6 +165,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         };
         // Hold no more descriptors than the run needs while it lives.
         drop(gen_dir);
+        drop(worker_dir);
         execute(&inner.components, &ctx, &plan.prepared, sandbox, start).await
     }
     .await;
@@ -180,7 +177,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     let keep = inner.config.host.retention.keep_generations;
     if generation.0 > keep
         && keep > 0
-        && let Ok(handle) = plan.worker.try_clone()
+        && let Ok(handle) = inner.home.open_worker_any(plan.worker_id)
     {
         tokio::task::spawn_blocking(move || {
             if let Err(e) = handle.prune_worktrees(generation, keep) {
@@ -194,7 +191,10 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     if ctx
         .failure()
         .is_some_and(|f| FailureCode::ReplayDiverged.is(&f.code))
-        && let Err(e) = plan.worker.mark_stale()
+        && let Err(e) = inner
+            .home
+            .open_worker_any(plan.worker_id)
+            .and_then(|w| w.mark_stale())
     {
         eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
     }
@@ -295,7 +295,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
 /// under `artifacts/` (bytes, entries, depth: see `crate::worktree`;
 /// measured every few ticks, a breach traps the guest at its next epoch
 /// tick). Ends when the run does.
-fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
+fn watch_limits(ctx: Arc<RunCtx>, artifacts: std::path::PathBuf) {
     let started = tokio::time::Instant::now();
     // Broken once more than `wall_ms` has passed.
     let deadline = started + Duration::from_millis(ctx.limits.wall_ms.saturating_add(1));
@@ -320,20 +320,22 @@ fn watch_limits(ctx: Arc<RunCtx>, artifacts: Option<cap_std::fs::Dir>) {
                 }
                 _ = async { let _ = done.wait_for(|c| c.is_some()).await; } => return,
             }
-            if let Some(dir) = &artifacts {
+            {
                 // Not walked again until four times the last walk's time has
                 // passed: a tree of many entries costs the host at most a
                 // fifth of a core, however often the clock ticks.
                 if tokio::time::Instant::now() < next_walk {
                     continue;
                 }
-                let dir = match dir.try_clone() {
-                    Ok(d) => d,
-                    Err(_) => continue,
-                };
+                // Opened for each walk: a run that waits holds no
+                // descriptor for it.
+                let path = artifacts.clone();
                 let budget = crate::worktree::Budget::of(&ctx.limits);
                 let walked = tokio::time::Instant::now();
                 let breach = tokio::task::spawn_blocking(move || {
+                    let dir =
+                        cap_std::fs::Dir::open_ambient_dir(&path, cap_std::ambient_authority())
+                            .ok()?;
                     crate::worktree::usage(&dir, &budget)
                         .ok()
                         .and_then(|(_, b)| b)
