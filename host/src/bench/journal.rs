@@ -63,6 +63,26 @@ async fn store_rate(
     Ok(done as f64 / start.elapsed().as_secs_f64())
 }
 
+/// Emits, one entry a call, through the journal's group commit on the file
+/// store, until every one is durable.
+async fn emit_rate(home: &Home, n: usize) -> anyhow::Result<f64> {
+    let session = SessionId::parse("file-emits")?;
+    let segment = home
+        .create_published_worker(&session, None, "bench")?
+        .metadata()?
+        .active_segment;
+    let store: Arc<dyn Store> = Arc::new(FileStore::new(home.clone()));
+    let journals = Journals::new(store, 64);
+    let journal = journals.create(&session, segment).await?;
+    let payload = sample(&session, 0).payload;
+    let start = Instant::now();
+    for _ in 0..n {
+        journal.append_seq(None, payload.clone()).await?;
+    }
+    journal.commit().await?;
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
 fn raw_rate(dir: &Path, batch: usize, n: usize, line: &[u8]) -> anyhow::Result<f64> {
     let path = dir.join(format!("raw-{batch}.jsonl"));
     let mut file = std::fs::OpenOptions::new()
@@ -152,6 +172,18 @@ pub async fn run(
             sqlite,
             "higher",
         ));
+        if batch == 1 {
+            let emits = emit_rate(&home, n * 16).await?;
+            rows.push(Row::new(
+                "journal",
+                "file journal emits, 1 a call (group commit)",
+                "events/s",
+                emits,
+                "SQLite WAL insert, batch 1",
+                sqlite,
+                "higher",
+            ));
+        }
         rows.push(Row::new(
             "journal",
             format!("memory store append, batch {batch}"),

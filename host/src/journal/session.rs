@@ -66,6 +66,9 @@ struct Minting {
     kicked: bool,
     /// A commit failed; runs get this until one ends.
     failed: Option<Failure>,
+    /// A run is writing its end: its pending entries wait for the terminal
+    /// entry (one write for both), and every other writer waits for it.
+    sealed: bool,
 }
 
 /// A failed commit, kept to tell the run (a `StoreError` is not `Clone`).
@@ -108,6 +111,8 @@ struct Core {
     /// Lock order: `commit`, then `minting`.
     commit: tokio::sync::Mutex<Durable>,
     minting: tokio::sync::Mutex<Minting>,
+    /// Told when a sealed journal opens again.
+    unsealed: tokio::sync::Notify,
     live: Arc<Live>,
 }
 
@@ -200,11 +205,31 @@ impl Core {
         let mut durable = self.commit.lock().await;
         let batch = {
             let mut minting = self.minting.lock().await;
+            if minting.sealed {
+                // Kept for the run's terminal write.
+                return Ok(());
+            }
             minting.timer = false;
             minting.kicked = false;
             std::mem::take(&mut minting.pending)
         };
         self.write(&mut durable, &batch).await
+    }
+
+    /// The commit lock, once the journal is not sealed (a run writing its
+    /// end): every writer but the ending run waits for it.
+    async fn writable(&self) -> tokio::sync::MutexGuard<'_, Durable> {
+        loop {
+            let opened = self.unsealed.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            let durable = self.commit.lock().await;
+            if !self.minting.lock().await.sealed {
+                return durable;
+            }
+            drop(durable);
+            opened.await;
+        }
     }
 
     /// Mint `payloads` after whatever is pending and commit them all as one
@@ -267,7 +292,9 @@ impl SessionJournal {
                     timer: false,
                     kicked: false,
                     failed: None,
+                    sealed: false,
                 }),
+                unsealed: tokio::sync::Notify::new(),
                 live,
             }),
         }
@@ -297,7 +324,7 @@ impl SessionJournal {
         run_id: Option<RunId>,
         build: impl FnOnce(Seq) -> Vec<Payload>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
-        let mut durable = self.core.commit.lock().await;
+        let mut durable = self.core.writable().await;
         let events = self.core.append_now(&mut durable, run_id, build).await?;
         Ok(owned(events))
     }
@@ -364,6 +391,36 @@ impl SessionJournal {
         }
     }
 
+    /// A run's end is next: its pending entries stay for the terminal
+    /// entry (so they and the end are one write, one sync), and every
+    /// other writer waits until the end is written ([`Self::finish_then`])
+    /// or [`Self::unseal`]. Returns the error of a commit that failed since
+    /// the run's last append (commits in flight are waited for).
+    pub async fn seal(&self) -> Result<(), StoreError> {
+        let _durable = self.core.commit.lock().await;
+        let mut minting = self.core.minting.lock().await;
+        minting.sealed = true;
+        match &minting.failed {
+            Some(failed) => Err(failed.error(&self.core.session)),
+            None => Ok(()),
+        }
+    }
+
+    /// Open a sealed journal without writing the end (a run that lost
+    /// authority writes nothing more): its pending entries are dropped.
+    pub async fn unseal(&self) {
+        let _durable = self.core.commit.lock().await;
+        let mut minting = self.core.minting.lock().await;
+        if minting.sealed {
+            minting.sealed = false;
+            if !minting.pending.is_empty() {
+                minting.pending.clear();
+                minting.last_seq = _durable.last_seq;
+            }
+            self.core.unsealed.notify_waiters();
+        }
+    }
+
     /// Whether entries are minted and not yet durable.
     pub fn has_pending(&self) -> bool {
         self.core
@@ -383,7 +440,7 @@ impl SessionJournal {
         branched_at: Option<Seq>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let core = &self.core;
-        let mut durable = core.commit.lock().await;
+        let mut durable = core.writable().await;
         let mut minting = core.minting.lock().await;
         let pending = std::mem::take(&mut minting.pending);
         drop(minting);
@@ -441,7 +498,7 @@ impl SessionJournal {
         build: impl FnOnce(Seq, SegmentId) -> Vec<SessionEvent>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let core = &self.core;
-        let mut durable = core.commit.lock().await;
+        let mut durable = core.writable().await;
         let mut minting = core.minting.lock().await;
         let mut batch = std::mem::take(&mut minting.pending);
         let events = build(minting.last_seq.next(), minting.segment);
@@ -472,9 +529,8 @@ impl SessionJournal {
 
     /// [`SessionJournal::finish`], calling `stored` once the terminal entry
     /// is durable and before anyone can see it (so whoever sees the end of
-    /// a run finds the run already let go of). Pending entries are
-    /// committed first; the terminal entry is its own write, as the store's
-    /// `finish` records it with the run's facts.
+    /// a run finds the run already let go of). Pending entries go to the
+    /// store in the same write, ahead of it.
     pub async fn finish_then(
         &self,
         run_id: RunId,
@@ -485,10 +541,6 @@ impl SessionJournal {
         debug_assert!(payload.is_terminal());
         let core = &self.core;
         let mut durable = core.commit.lock().await;
-        let mut minting = core.minting.lock().await;
-        let pending = std::mem::take(&mut minting.pending);
-        drop(minting);
-        core.write(&mut durable, &pending).await?;
         let mut minting = core.minting.lock().await;
         let seq = minting.last_seq.next();
         let at_ms = now_ms();
@@ -504,13 +556,24 @@ impl SessionJournal {
             facts: Some(facts.clone()),
             line: Default::default(),
         });
-        core.store.finish(&event, &facts).await?;
+        // The pending entries and the end: one store call. On failure they
+        // stay pending (and the journal sealed) for the retried end.
+        core.store.finish(&minting.pending, &event, &facts).await?;
+        let mut all = std::mem::take(&mut minting.pending);
+        all.push(event.clone());
         minting.last_seq = seq;
+        minting.timer = false;
+        minting.kicked = false;
         // The run that saw a failed commit has ended: later runs start clean.
         minting.failed = None;
+        let was_sealed = std::mem::replace(&mut minting.sealed, false);
         drop(minting);
         stored();
-        core.published(&mut durable, std::slice::from_ref(&event), seq);
+        core.published(&mut durable, &all, seq);
+        drop(durable);
+        if was_sealed {
+            core.unsealed.notify_waiters();
+        }
         Ok(SessionEvent::clone(&event))
     }
 

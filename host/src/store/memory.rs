@@ -177,12 +177,15 @@ impl JournalStore for MemoryStore {
 impl RunStore for MemoryStore {
     async fn finish(
         &self,
+        before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
         facts: &RunFacts,
     ) -> Result<(), StoreError> {
         let session = &terminal.session_id;
+        let mut all = before.to_vec();
+        all.push(terminal.clone());
         self.with(session, |s| {
-            self.push(s, session, terminal.seq, std::slice::from_ref(terminal))?;
+            self.push(s, session, all[0].seq, &all)?;
             s.runs.insert(facts.run_id, facts.clone());
             Ok(())
         })

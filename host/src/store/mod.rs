@@ -180,11 +180,14 @@ pub trait JournalStore: Send + Sync + 'static {
 /// Ended runs' facts and park checkpoints.
 #[async_trait]
 pub trait RunStore: Send + Sync + 'static {
-    /// The terminal write, in one call: `terminal` (which carries `facts`) is
-    /// appended to the journal and the facts recorded together, so no crash
-    /// leaves one without the other.
+    /// The terminal write, in one call: `before` (entries minted ahead of
+    /// it — a run's last emits — dense and continuing the journal) and
+    /// `terminal` (which carries `facts`) are appended and the facts
+    /// recorded together, so no crash leaves one without the other. Fenced
+    /// like an append; one write and one sync on the file store.
     async fn finish(
         &self,
+        before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
         facts: &RunFacts,
     ) -> Result<(), StoreError>;

@@ -199,9 +199,10 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
     }
 
-    // The run's last events are durable before its end is decided: a
-    // commit that failed (here or since its last append) ends it failed.
-    if let Err(e) = ctx.journal.commit().await {
+    // The run's end is next: its pending events wait to go with the
+    // terminal entry (one write); a commit that failed since its last
+    // append ends it failed.
+    if let Err(e) = ctx.journal.seal().await {
         ctx.refused("its events", e);
     }
     let (terminal, status, outcome, checkpoint) = terminal_of(&rt, &ctx, started, result).await;
@@ -225,6 +226,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     {
         // Another writer holds the session: write nothing more, and let
         // the next open of the session read what that writer wrote.
+        ctx.journal.unseal().await;
         inner.journals.close(&session);
         return Err(format!(
             "run {run_id} ended without a terminal entry: {}",
@@ -286,7 +288,10 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
-            Err(e) => return Err(format!("cannot journal the end of run {run_id}: {e}")),
+            Err(e) => {
+                ctx.journal.unseal().await;
+                return Err(format!("cannot journal the end of run {run_id}: {e}"));
+            }
         }
     }
 }

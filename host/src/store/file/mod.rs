@@ -602,17 +602,15 @@ impl JournalStore for FileStore {
 impl RunStore for FileStore {
     async fn finish(
         &self,
+        before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
         _facts: &RunFacts,
     ) -> Result<(), StoreError> {
-        // The facts ride on the terminal line itself: one line, one sync.
+        // The facts ride on the terminal line itself: one batch, one sync.
         debug_assert!(terminal.facts.is_some());
-        self.append(
-            &terminal.session_id,
-            terminal.seq,
-            std::slice::from_ref(terminal),
-        )
-        .await
+        let mut all = before.to_vec();
+        all.push(terminal.clone());
+        self.append(&terminal.session_id, all[0].seq, &all).await
     }
 
     async fn run_facts(
