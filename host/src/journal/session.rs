@@ -10,15 +10,16 @@
 //! anything that depends on it: every other append (a decision request, a
 //! recorded answer, a workers answer, an observer's entry, a segment
 //! switch) carries the pending entries in front of its own, and a run's
-//! terminal entry is written only after its last events are. Subscribers
+//! last events go in the same write as its terminal entry (the run seals
+//! the journal as it ends: [`SessionJournal::seal`]). Subscribers
 //! and clients see only committed entries, so after a crash nobody has seen
 //! an entry that the replay of the run must regenerate — and replay
 //! regenerates an uncommitted tail deterministically.
 //!
 //! A commit that fails (a full disk, another writer) drops the pending
 //! entries and marks the journal failed for runs: the run's next emit,
-//! request or its end ([`SessionJournal::commit`]) gets the error, so the
-//! run ends with it instead of going on past entries that were never kept.
+//! request or its seal gets the error, so the run ends with it instead of
+//! going on past entries that were never kept.
 
 use super::event::{LifecycleEvent, Payload, RunFacts, SessionEvent};
 use super::live::Live;
@@ -69,6 +70,16 @@ struct Minting {
     /// A run is writing its end: its pending entries wait for the terminal
     /// entry (one write for both), and every other writer waits for it.
     sealed: bool,
+}
+
+impl Minting {
+    /// The error of a commit that failed since the run's last append.
+    fn check(&self, session: &SessionId) -> Result<(), StoreError> {
+        match &self.failed {
+            Some(failed) => Err(failed.error(session)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A failed commit, kept to tell the run (a `StoreError` is not `Clone`).
@@ -244,10 +255,8 @@ impl Core {
     ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
         let (batch, new) = {
             let mut minting = self.minting.lock().await;
-            if run_id.is_some()
-                && let Some(failed) = &minting.failed
-            {
-                return Err(failed.error(&self.session));
+            if run_id.is_some() {
+                minting.check(&self.session)?;
             }
             let at_ms = now_ms();
             let mut seq = minting.last_seq;
@@ -349,9 +358,7 @@ impl SessionJournal {
     ) -> Result<Seq, StoreError> {
         let core = &self.core;
         let mut minting = core.minting.lock().await;
-        if let Some(failed) = &minting.failed {
-            return Err(failed.error(&core.session));
-        }
+        minting.check(&core.session)?;
         let seq = minting.last_seq.next();
         let event = core.event(seq, minting.segment, run_id, now_ms(), payload);
         minting.last_seq = seq;
@@ -379,16 +386,12 @@ impl SessionJournal {
         Ok(seq)
     }
 
-    /// Make every pending entry durable now. A run calls it before its end:
-    /// the error of a commit that failed since the run's last append comes
-    /// back here (and stays until the run's terminal entry is written).
+    /// Make every pending entry durable now (a tool that emits without a
+    /// run's end, such as the bench); the error of a commit that failed
+    /// since the last append comes back here.
     pub async fn commit(&self) -> Result<(), StoreError> {
         self.core.flush().await?;
-        let minting = self.core.minting.lock().await;
-        match &minting.failed {
-            Some(failed) => Err(failed.error(&self.core.session)),
-            None => Ok(()),
-        }
+        self.core.minting.lock().await.check(&self.core.session)
     }
 
     /// A run's end is next: its pending entries stay for the terminal
@@ -400,22 +403,19 @@ impl SessionJournal {
         let _durable = self.core.commit.lock().await;
         let mut minting = self.core.minting.lock().await;
         minting.sealed = true;
-        match &minting.failed {
-            Some(failed) => Err(failed.error(&self.core.session)),
-            None => Ok(()),
-        }
+        minting.check(&self.core.session)
     }
 
     /// Open a sealed journal without writing the end (a run that lost
     /// authority writes nothing more): its pending entries are dropped.
     pub async fn unseal(&self) {
-        let _durable = self.core.commit.lock().await;
+        let durable = self.core.commit.lock().await;
         let mut minting = self.core.minting.lock().await;
         if minting.sealed {
             minting.sealed = false;
             if !minting.pending.is_empty() {
                 minting.pending.clear();
-                minting.last_seq = _durable.last_seq;
+                minting.last_seq = durable.last_seq;
             }
             self.core.unsealed.notify_waiters();
         }

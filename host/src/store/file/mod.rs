@@ -493,9 +493,11 @@ impl JournalStore for FileStore {
         after: Seq,
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError> {
-        // The first access of a session, reading from its start (a replay,
-        // an export): indexed and parsed in one pass, on a blocking thread.
+        // The first access of a session, reading all of it (a replay, an
+        // export): indexed and parsed in one pass, on a blocking thread. A
+        // page (the journal route) only indexes, then parses the page.
         let cold = after == Seq(0)
+            && limit == usize::MAX
             && !self
                 .sessions
                 .lock()
@@ -506,10 +508,7 @@ impl JournalStore for FileStore {
             return blocking(move || {
                 let (files, scanned) = this.open_scanning(&session, true)?;
                 match scanned {
-                    Some(mut items) => {
-                        items.truncate(limit);
-                        Ok(items)
-                    }
+                    Some(items) => Ok(items),
                     None => Self::read_all(&files, after, limit),
                 }
             })
