@@ -557,7 +557,16 @@ impl Queue {
                             FinishOutcome::Question => Ending::Question(text.clone()),
                         };
                     }
-                    LifecycleEvent::Parked { .. } => return Ending::Parked,
+                    // A run that parked on an unanswered decision still
+                    // waits on it: the answer resumes it (however soon it
+                    // parked after asking, before or after this follower
+                    // caught up).
+                    LifecycleEvent::Parked { .. } => {
+                        return match pending.first() {
+                            Some((id, prompt)) => Ending::Waiting(id.clone(), prompt.clone()),
+                            None => Ending::Parked,
+                        };
+                    }
                     LifecycleEvent::Cancelled { message, .. } => {
                         return Ending::Failed(format!("cancelled: {message}"));
                     }
