@@ -16,6 +16,7 @@ mod fuzz_api;
 mod hostile;
 mod lifecycle;
 mod migrate;
+mod postgres;
 mod queue;
 mod restore;
 mod runtime;

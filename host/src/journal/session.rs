@@ -86,6 +86,7 @@ impl Minting {
 #[derive(Clone)]
 enum Failure {
     Conflict { expected: Seq, head: Seq },
+    LeaseLost { token: u64, now: String },
     Other(String),
 }
 
@@ -95,6 +96,10 @@ impl Failure {
             StoreError::Conflict { expected, head, .. } => Failure::Conflict {
                 expected: *expected,
                 head: *head,
+            },
+            StoreError::LeaseLost { token, now, .. } => Failure::LeaseLost {
+                token: *token,
+                now: now.clone(),
             },
             other => Failure::Other(other.to_string()),
         }
@@ -106,6 +111,11 @@ impl Failure {
                 session: session.clone(),
                 expected: *expected,
                 head: *head,
+            },
+            Failure::LeaseLost { token, now } => StoreError::LeaseLost {
+                session: session.clone(),
+                token: *token,
+                now: now.clone(),
             },
             Failure::Other(why) => StoreError::Io {
                 context: format!("session {session}: events of this run could not be written"),

@@ -181,7 +181,7 @@ impl RuntimeError {
             RuntimeError::Store(
                 StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Worker(_),
             ) => true,
-            RuntimeError::Store(StoreError::Conflict { .. }) => false,
+            RuntimeError::Store(e) if e.is_lost_authority() => false,
             RuntimeError::Worker(WorkerError::NoSuchWorker(_) | WorkerError::NoHome(_)) => false,
             RuntimeError::Worker(_) => true,
             _ => false,

@@ -1,9 +1,19 @@
-//! Where journals and run facts are kept. The runtime holds stores as
-//! `Arc<dyn …>`; [`memory`] and [`file`] implement them and one conformance
-//! suite (tests/integration/store.rs) runs against both.
+//! Where journals, run facts, leases and blobs are kept. The runtime holds
+//! stores as `Arc<dyn …>`; [`memory`], [`file`] (the embedded default) and
+//! [`postgres`] (shared by several instances) implement them, and one
+//! conformance suite ([`conformance`], behind the `testing` feature) runs
+//! against every implementation of every trait.
 
+pub mod blob;
+#[cfg(feature = "testing")]
+pub mod conformance;
 pub mod file;
+pub mod lease;
 pub mod memory;
+pub mod postgres;
+
+pub use blob::BlobStore;
+pub use lease::{Lease, LeaseStore};
 
 use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};
@@ -123,6 +133,55 @@ pub enum StoreError {
     /// The aggregate layout failed.
     #[error(transparent)]
     Worker(#[from] crate::worker::WorkerError),
+    /// Another instance holds the session's lease and it has not expired.
+    #[error(
+        "session {session} is held by instance {holder} (its lease expires in {expires_in_ms} ms)"
+    )]
+    LeaseHeld {
+        /// The session.
+        session: SessionId,
+        /// The instance holding it.
+        holder: String,
+        /// How long until the lease expires unless renewed.
+        expires_in_ms: u64,
+    },
+    /// A write or renewal carried a fencing token that is no longer the
+    /// session's: the lease moved to another holder (or was never this
+    /// writer's), so this writer has lost authority and must not write.
+    #[error(
+        "session {session}: lease token {token} is stale (the lease is now {now}); another instance holds this session"
+    )]
+    LeaseLost {
+        /// The session.
+        session: SessionId,
+        /// The token the writer carried (0: it held none).
+        token: u64,
+        /// The lease as it stands, for people.
+        now: String,
+    },
+    /// A database the store is built on failed, with what was being done.
+    #[error("{context}: {message}")]
+    Database {
+        /// What was being done.
+        context: String,
+        /// The database's message.
+        message: String,
+    },
+    /// The shared store's schema is not one this cairn can use.
+    #[error("{0}")]
+    Schema(String),
+}
+
+impl StoreError {
+    /// Whether this refusal means another writer holds the session (a fence
+    /// conflict or a stale lease token): the writer has lost authority and
+    /// writes nothing more; retrying cannot help.
+    pub fn is_lost_authority(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Conflict { .. } | StoreError::LeaseLost { .. }
+        )
+    }
 }
 
 /// A session's events. Appends come from the journal's one serialized writer

@@ -252,9 +252,9 @@ impl RunCtx {
     /// more); any other store failure is the disk's (`storage`). Either
     /// ends the run.
     fn refused(&self, what: &str, e: crate::store::StoreError) -> HostFailure {
-        let code = match &e {
-            crate::store::StoreError::Conflict { .. } => FailureCode::LostAuthority,
-            _ => FailureCode::Storage,
+        let code = match e.is_lost_authority() {
+            true => FailureCode::LostAuthority,
+            false => FailureCode::Storage,
         };
         let message = format!("the journal refused {what}: {e}");
         self.fail(ErrorInfo {

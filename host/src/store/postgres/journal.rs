@@ -1,0 +1,372 @@
+//! Journals and run facts in PostgreSQL: every write is one transaction,
+//! fenced by the session's head and by this instance's lease token.
+
+use super::{CHANNEL, PgStore, db, seq_i64};
+use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
+use crate::journal::event::{RunFacts, SessionEvent};
+use crate::store::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
+use async_trait::async_trait;
+use std::sync::Arc;
+use tokio_postgres::Transaction;
+use tokio_postgres::error::SqlState;
+
+/// Where a corrupt row is, for `StoreError::Corrupt`'s path.
+fn row_path(session: &SessionId) -> std::path::PathBuf {
+    format!("postgres:cairn_entries/{session}").into()
+}
+
+impl PgStore {
+    /// Refuse the write unless this instance carries the session's current
+    /// lease token (a session never leased is fenced by its head alone).
+    /// The lease row is share-locked: a takeover waits for this
+    /// transaction, so no append lands after the lease moved.
+    async fn check_lease(
+        &self,
+        tx: &Transaction<'_>,
+        session: &SessionId,
+    ) -> Result<(), StoreError> {
+        let row = tx
+            .query_opt(
+                "SELECT holder, token,
+                        GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000))::BIGINT
+                 FROM cairn_leases WHERE session_id = $1 FOR SHARE",
+                &[&session.as_str()],
+            )
+            .await
+            .map_err(db(format!("session {session}: reading its lease")))?;
+        let Some(row) = row else { return Ok(()) };
+        let holder: String = row.get(0);
+        let token = row.get::<_, i64>(1) as u64;
+        let mine = self.token_of(session);
+        if holder == self.holder && mine == Some(token) {
+            return Ok(());
+        }
+        let lease = crate::store::Lease {
+            session: session.clone(),
+            holder,
+            token,
+            expires_in_ms: row.get::<_, i64>(2) as u64,
+        };
+        Err(StoreError::LeaseLost {
+            session: session.clone(),
+            token: mine.unwrap_or(0),
+            now: lease.to_string(),
+        })
+    }
+
+    /// The fenced write every append, segment switch and run end makes:
+    /// lock the head, check the lease and the seq, insert, move the head,
+    /// notify.
+    async fn write(
+        &self,
+        tx: &Transaction<'_>,
+        session: &SessionId,
+        expected: Option<Seq>,
+        events: &[Arc<SessionEvent>],
+        segment: Option<SegmentId>,
+    ) -> Result<(), StoreError> {
+        let sid = session.as_str();
+        let ctx = || format!("session {session}: append");
+        let head = tx
+            .query_opt(
+                "SELECT last_seq FROM cairn_journals WHERE session_id = $1 FOR UPDATE",
+                &[&sid],
+            )
+            .await
+            .map_err(db(ctx()))?
+            .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
+        let head = Seq(head.get::<_, i64>(0) as u64);
+        self.check_lease(tx, session).await?;
+        let expected = expected
+            .or(events.first().map(|e| e.seq))
+            .unwrap_or(head.next());
+        check_fence(session, head, expected, events)?;
+        if !events.is_empty() {
+            let seqs: Vec<i64> = events.iter().map(|e| seq_i64(e.seq.0)).collect();
+            let segments: Vec<String> = events.iter().map(|e| e.segment_id.to_string()).collect();
+            let lines: Vec<&str> = events.iter().map(|e| e.line()).collect();
+            let bytes: i64 = lines.iter().map(|l| l.len() as i64 + 1).sum();
+            let generation = events
+                .iter()
+                .filter_map(|e| crate::store::reserved_generation(e))
+                .max()
+                .unwrap_or(Generation(0));
+            tx.execute(
+                "INSERT INTO cairn_entries (session_id, seq, segment_id, line)
+                 SELECT $1, s, g, l FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS t(s, g, l)",
+                &[&sid, &seqs, &segments, &lines],
+            )
+            .await
+            .map_err(|e| match e.code() {
+                // The head row's lock makes this unreachable; were it
+                // reached, the seq exists: another writer wrote it.
+                Some(c) if *c == SqlState::UNIQUE_VIOLATION => StoreError::Conflict {
+                    session: session.clone(),
+                    expected,
+                    head,
+                },
+                _ => db(ctx())(e),
+            })?;
+            let last = seq_i64(events.last().map_or(head, |e| e.seq).0);
+            tx.execute(
+                "UPDATE cairn_journals SET last_seq = $2,
+                    last_generation = GREATEST(last_generation, $3), bytes = bytes + $4
+                 WHERE session_id = $1",
+                &[&sid, &last, &seq_i64(generation.0), &bytes],
+            )
+            .await
+            .map_err(db(ctx()))?;
+            tx.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&CHANNEL, &format!("{sid} {last}")],
+            )
+            .await
+            .map_err(db(ctx()))?;
+        }
+        if let Some(segment) = segment {
+            tx.execute(
+                "UPDATE cairn_journals SET active_segment = $2 WHERE session_id = $1",
+                &[&sid, &segment.to_string()],
+            )
+            .await
+            .map_err(db(ctx()))?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JournalStore for PgStore {
+    async fn create(&self, session: &SessionId, segment: SegmentId) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO cairn_journals (session_id, active_segment) VALUES ($1, $2)",
+                &[&session.as_str(), &segment.to_string()],
+            )
+            .await
+            .map_err(|e| match e.code() {
+                Some(c) if *c == SqlState::UNIQUE_VIOLATION => {
+                    StoreError::SessionExists(session.clone())
+                }
+                _ => db(format!("session {session}: create"))(e),
+            })?;
+        Ok(())
+    }
+
+    async fn head(&self, session: &SessionId) -> Result<Head, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT last_seq, active_segment, last_generation FROM cairn_journals
+                 WHERE session_id = $1",
+                &[&session.as_str()],
+            )
+            .await
+            .map_err(db(format!("session {session}: head")))?
+            .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
+        let segment: String = row.get(1);
+        Ok(Head {
+            last_seq: Seq(row.get::<_, i64>(0) as u64),
+            active_segment: segment.parse().map_err(|_| StoreError::Corrupt {
+                path: row_path(session),
+                line: 0,
+                reason: format!("the active segment {segment:?} is not a segment id"),
+            })?,
+            last_generation: Generation(row.get::<_, i64>(2) as u64),
+        })
+    }
+
+    async fn append(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db("append"))?;
+        self.write(&tx, session, Some(expected), events, None)
+            .await?;
+        tx.commit()
+            .await
+            .map_err(db(format!("session {session}: append")))
+    }
+
+    async fn read(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT seq, line FROM cairn_entries WHERE session_id = $1 AND seq > $2
+                 ORDER BY seq LIMIT $3",
+                &[&session.as_str(), &seq_i64(after.0), &limit],
+            )
+            .await
+            .map_err(db(format!("session {session}: read")))?;
+        if rows.is_empty() {
+            // Empty, or no such session.
+            self.head(session).await?;
+        }
+        let mut items = Vec::with_capacity(rows.len());
+        let mut next = after.next();
+        for row in rows {
+            let seq = Seq(row.get::<_, i64>(0) as u64);
+            let line: &str = row.get(1);
+            let corrupt = |reason: String| StoreError::Corrupt {
+                path: row_path(session),
+                line: seq.0 as usize,
+                reason,
+            };
+            if seq != next {
+                return Err(corrupt(format!("seq {} is missing", next.0)));
+            }
+            let item = crate::store::file::segment::parse_line(line.as_bytes()).map_err(corrupt)?;
+            if item.seq() != seq {
+                return Err(corrupt(format!("the row holds seq {}", item.seq().0)));
+            }
+            items.push(item);
+            next = next.next();
+        }
+        Ok(items)
+    }
+
+    async fn start_segment(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+        _parent: SegmentId,
+        first: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db("segment switch"))?;
+        self.write(&tx, session, None, first, Some(segment)).await?;
+        tx.commit()
+            .await
+            .map_err(db(format!("session {session}: segment switch")))
+    }
+
+    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT bytes FROM cairn_journals WHERE session_id = $1",
+                &[&session.as_str()],
+            )
+            .await
+            .map_err(db(format!("session {session}: size")))?
+            .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn is_complete(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl RunStore for PgStore {
+    async fn finish(
+        &self,
+        before: &[Arc<SessionEvent>],
+        terminal: &Arc<SessionEvent>,
+        facts: &RunFacts,
+    ) -> Result<(), StoreError> {
+        let session = &terminal.session_id;
+        let mut all = before.to_vec();
+        all.push(terminal.clone());
+        let facts_json = serde_json::to_string(facts).map_err(|e| StoreError::Database {
+            context: format!("run {}: its facts", facts.run_id),
+            message: e.to_string(),
+        })?;
+        let status = serde_json::to_value(facts.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let ctx = format!("run {}: its end", facts.run_id);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        self.write(&tx, session, Some(all[0].seq), &all, None)
+            .await?;
+        tx.execute(
+            "INSERT INTO cairn_runs (run_id, session_id, status, facts) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (run_id) DO UPDATE SET status = EXCLUDED.status, facts = EXCLUDED.facts",
+            &[
+                &facts.run_id.to_string(),
+                &session.as_str(),
+                &status,
+                &facts_json,
+            ],
+        )
+        .await
+        .map_err(db(ctx.clone()))?;
+        tx.commit().await.map_err(db(ctx))
+    }
+
+    async fn run_facts(
+        &self,
+        session: &SessionId,
+        run: RunId,
+    ) -> Result<Option<RunFacts>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT facts FROM cairn_runs WHERE run_id = $1 AND session_id = $2",
+                &[&run.to_string(), &session.as_str()],
+            )
+            .await
+            .map_err(db(format!("run {run}: its facts")))?;
+        row.map(|r| {
+            serde_json::from_str(r.get::<_, &str>(0)).map_err(|e| StoreError::Corrupt {
+                path: format!("postgres:cairn_runs/{run}").into(),
+                line: 1,
+                reason: e.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    async fn put_checkpoint(
+        &self,
+        session: &SessionId,
+        run: RunId,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        let key = run.to_string();
+        let ctx = format!("run {run}: its checkpoint");
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        self.check_lease(&tx, session).await?;
+        tx.execute(
+            "INSERT INTO cairn_checkpoints (session_id, key, bytes) VALUES ($1, $2, $3)
+             ON CONFLICT (session_id, key) DO UPDATE SET bytes = EXCLUDED.bytes",
+            &[&session.as_str(), &key, &bytes],
+        )
+        .await
+        .map_err(|e| match e.code() {
+            Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => {
+                StoreError::UnknownSession(session.clone())
+            }
+            _ => db(ctx.clone())(e),
+        })?;
+        tx.commit().await.map_err(db(ctx))?;
+        Ok(key)
+    }
+
+    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT bytes FROM cairn_checkpoints WHERE session_id = $1 AND key = $2",
+                &[&session.as_str(), &key],
+            )
+            .await
+            .map_err(db(format!("session {session}: checkpoint {key}")))?;
+        row.map(|r| r.get::<_, Vec<u8>>(0))
+            .ok_or_else(|| StoreError::NoCheckpoint(key.to_string()))
+    }
+}

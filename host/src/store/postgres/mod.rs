@@ -1,0 +1,173 @@
+//! The shared store: several `cairn serve` instances on one PostgreSQL.
+//!
+//! Journal rows are keyed `(session_id, seq)` — a duplicate seq is
+//! impossible by construction — and every append is one transaction that
+//! locks the session's head row, checks the writer's lease token against
+//! the session's lease row and the expected seq against the head, inserts
+//! the batch and moves the head, then notifies `cairn_journal` (the relay's
+//! wake-up). Run facts, checkpoints, blobs, leases and instances are rows
+//! too. The schema is cairn's own, created and migrated by cairn at connect
+//! ([`migrations`]); a database whose schema is newer than this cairn knows
+//! is refused, never written.
+
+mod journal;
+mod lease;
+pub mod migrations;
+
+use super::StoreError;
+use crate::ids::SessionId;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The channel appends notify on: the payload is `<session_id> <last_seq>`.
+pub const CHANNEL: &str = "cairn_journal";
+
+/// Connections per instance unless the URL's pool size says otherwise.
+pub const POOL_SIZE: usize = 16;
+
+/// A PostgreSQL store, as one instance (`holder`) sees it.
+pub struct PgStore {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    holder: String,
+    /// The lease token this instance holds per session: every append
+    /// carries it.
+    tokens: Mutex<HashMap<SessionId, u64>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("holder", &self.holder)
+            .finish()
+    }
+}
+
+pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    let context = context.into();
+    move |e| StoreError::Database {
+        context,
+        message: describe(&e),
+    }
+}
+
+/// A database error as people read it: the server's message and detail
+/// when there is one, the client's otherwise.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => match d.detail() {
+            Some(detail) => format!("{} ({detail})", d.message()),
+            None => d.message().to_string(),
+        },
+        None => {
+            let mut s = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                s.push_str(": ");
+                s.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            s
+        }
+    }
+}
+
+impl PgStore {
+    /// Connect to `url` (`postgres://…` or a libpq key=value string) as
+    /// instance `holder`, and bring the schema to this cairn's version.
+    pub async fn connect(url: &str, holder: &str) -> Result<PgStore, StoreError> {
+        let config: tokio_postgres::Config =
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| StoreError::Database {
+                    context: "the store URL".into(),
+                    message: format!("{} (expected postgres://user@host:port/db)", describe(&e)),
+                })?;
+        let manager = Manager::from_config(
+            config.clone(),
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| StoreError::Database {
+                context: "the connection pool".into(),
+                message: e.to_string(),
+            })?;
+        let store = PgStore {
+            pool,
+            config,
+            holder: holder.to_string(),
+            tokens: Mutex::new(HashMap::new()),
+        };
+        let mut client = store.client().await?;
+        migrations::migrate(&mut client).await?;
+        Ok(store)
+    }
+
+    /// The connection settings (the relay opens its own connection to
+    /// `LISTEN`).
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|e| StoreError::Database {
+            context: "a database connection".into(),
+            message: match e {
+                deadpool_postgres::PoolError::Backend(e) => describe(&e),
+                other => other.to_string(),
+            },
+        })
+    }
+
+    fn token_of(&self, session: &SessionId) -> Option<u64> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .copied()
+    }
+
+    fn set_token(&self, session: &SessionId, token: Option<u64>) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        match token {
+            Some(t) => tokens.insert(session.clone(), t),
+            None => tokens.remove(session),
+        };
+    }
+
+    /// Register this instance's URL (other instances forward to it).
+    pub async fn register_instance(&self, url: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO cairn_instances (instance_id, url, seen_at) VALUES ($1, $2, now())
+                 ON CONFLICT (instance_id) DO UPDATE SET url = EXCLUDED.url, seen_at = now()",
+                &[&self.holder, &url],
+            )
+            .await
+            .map_err(db("registering this instance"))?;
+        Ok(())
+    }
+
+    /// The URL instance `holder` registered.
+    pub async fn instance_url(&self, holder: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT url FROM cairn_instances WHERE instance_id = $1",
+                &[&holder],
+            )
+            .await
+            .map_err(db("reading an instance's URL"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+}
+
+fn seq_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
