@@ -15,14 +15,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-const BATCHES: [usize; 3] = [1, 16, 256];
+pub(super) const BATCHES: [usize; 3] = [1, 16, 256];
 
-fn events_for(batch: usize, quick: bool) -> usize {
+pub(super) fn events_for(batch: usize, quick: bool) -> usize {
     let syncs = if quick { 100 } else { 1000 };
     (syncs * batch).min(if quick { 20_000 } else { 200_000 })
 }
 
-fn sample(session: &SessionId, seq: u64) -> SessionEvent {
+pub(super) fn sample(session: &SessionId, seq: u64) -> SessionEvent {
     SessionEvent {
         session_id: session.clone(),
         segment_id: SegmentId::new(),

@@ -9,6 +9,7 @@
 
 pub mod journal;
 pub mod migrate;
+pub mod postgres;
 pub mod runtime;
 
 use serde::Serialize;
@@ -79,6 +80,10 @@ pub struct BenchArgs {
     /// directory, so they hit the same disk as a home there).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// A PostgreSQL store to measure beside raw `INSERT`s on the same
+    /// server (`postgres://…`); its rows run with the journal group.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Only these figures, comma-separated: append, emit, start, density,
     /// parked, restore, fanout, replay, migrate (for profiling one of them).
     #[arg(long, value_name = "FIGURES", value_delimiter = ',', value_parser = FIGURES)]
@@ -116,6 +121,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
         rows.extend(
             journal::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
         );
+    }
+    if args.group.as_deref().is_none_or(|g| g == "journal") && only.wants("append") {
+        match &args.store {
+            Some(url) => {
+                rows.extend(postgres::run(url, args.quick, &mut |line| eprintln!("{line}")).await?)
+            }
+            None => eprintln!("postgres: no --store URL given; its rows are skipped"),
+        }
     }
     if args.group.as_deref().is_none_or(|g| g == "runtime") {
         rows.extend(
