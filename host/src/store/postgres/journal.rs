@@ -15,6 +15,37 @@ fn row_path(session: &SessionId) -> std::path::PathBuf {
     format!("postgres:cairn_entries/{session}").into()
 }
 
+/// An append in one statement (one round trip, its own transaction): lock
+/// the head, share-lock the lease, and only when the head is `$2 - 1` and
+/// the lease (if any) is this holder's token, insert the batch, move the
+/// head and notify. It returns the head, the lease and how many rows went
+/// in, so a refusal says why.
+const APPEND: &str = "
+WITH head AS (
+    SELECT last_seq FROM cairn_journals WHERE session_id = $1 FOR UPDATE
+), lease AS (
+    SELECT holder, token FROM cairn_leases WHERE session_id = $1 FOR SHARE
+), ok AS (
+    SELECT 1 FROM head
+    WHERE head.last_seq = $2::BIGINT - 1
+      AND NOT EXISTS (SELECT 1 FROM lease WHERE NOT (lease.holder = $3::TEXT AND lease.token = $4::BIGINT))
+), ins AS (
+    INSERT INTO cairn_entries (session_id, seq, segment_id, line)
+    SELECT $1, s, g, l FROM unnest($5::BIGINT[], $6::TEXT[], $7::TEXT[]) AS t(s, g, l)
+    WHERE EXISTS (SELECT 1 FROM ok)
+    RETURNING 1
+), upd AS (
+    UPDATE cairn_journals
+    SET last_seq = $8::BIGINT, last_generation = GREATEST(last_generation, $9::BIGINT),
+        bytes = bytes + $10::BIGINT
+    WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ok)
+    RETURNING 1
+), note AS (
+    SELECT pg_notify($11::TEXT, $12::TEXT) FROM upd
+)
+SELECT (SELECT last_seq FROM head), (SELECT holder FROM lease), (SELECT token FROM lease),
+       (SELECT count(*) FROM ins), (SELECT count(*) FROM note)";
+
 impl PgStore {
     /// Refuse the write unless this instance carries the session's current
     /// lease token (a session never leased is fenced by its head alone).
@@ -183,13 +214,75 @@ impl JournalStore for PgStore {
         expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db("append"))?;
-        self.write(&tx, session, Some(expected), events, None)
-            .await?;
-        tx.commit()
+        if events.is_empty() {
+            return Ok(());
+        }
+        // Dense from `expected` (the head is checked by the statement).
+        check_fence(session, Seq(expected.0 - 1), expected, events)?;
+        let client = self.client().await?;
+        let sid = session.as_str();
+        let seqs: Vec<i64> = events.iter().map(|e| seq_i64(e.seq.0)).collect();
+        let segments: Vec<String> = events.iter().map(|e| e.segment_id.to_string()).collect();
+        let lines: Vec<&str> = events.iter().map(|e| e.line()).collect();
+        let bytes: i64 = lines.iter().map(|l| l.len() as i64 + 1).sum();
+        let generation = events
+            .iter()
+            .filter_map(|e| crate::store::reserved_generation(e))
+            .max()
+            .unwrap_or(Generation(0));
+        let last = seq_i64(events.last().map_or(expected, |e| e.seq).0);
+        let token = self.token_of(session).map_or(0, |t| t as i64);
+        let row = client
+            .query_one(
+                APPEND,
+                &[
+                    &sid,
+                    &seq_i64(expected.0),
+                    &self.holder,
+                    &token,
+                    &seqs,
+                    &segments,
+                    &lines,
+                    &last,
+                    &seq_i64(generation.0),
+                    &bytes,
+                    &CHANNEL,
+                    &format!("{sid} {last}"),
+                ],
+            )
             .await
-            .map_err(db(format!("session {session}: append")))
+            .map_err(|e| match e.code() {
+                // A seq that exists: another writer wrote it.
+                Some(c) if *c == SqlState::UNIQUE_VIOLATION => StoreError::Conflict {
+                    session: session.clone(),
+                    expected,
+                    head: expected,
+                },
+                _ => db(format!("session {session}: append"))(e),
+            })?;
+        let head: Option<i64> = row.get(0);
+        let Some(head) = head else {
+            return Err(StoreError::UnknownSession(session.clone()));
+        };
+        if row.get::<_, i64>(3) == events.len() as i64 {
+            return Ok(());
+        }
+        let holder: Option<String> = row.get(1);
+        if let Some(holder) = holder {
+            let current = row.get::<_, Option<i64>>(2).unwrap_or(0);
+            if holder != self.holder || current != token {
+                return Err(StoreError::LeaseLost {
+                    session: session.clone(),
+                    token: token as u64,
+                    now: format!("token {current} held by {holder}"),
+                });
+            }
+        }
+        Err(StoreError::Conflict {
+            session: session.clone(),
+            expected,
+            head: Seq(head as u64),
+        })
     }
 
     async fn read(
