@@ -132,7 +132,8 @@ class Cairn:
 
     def start(self):
         self.proc = subprocess.Popen(
-            [self.binary, "serve", "--home", self.home, "--listen", f"127.0.0.1:{self.port}"],
+            [self.binary, "serve", "--home", self.home, "--listen", f"127.0.0.1:{self.port}",
+             "--insecure-local"],
             stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(os.path.dirname(self.home), "cairn.log"), "ab"),
         )

@@ -57,7 +57,7 @@ pub fn rss_kib() -> f64 {
 }
 
 async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
-    let components = Components::new(0, 256 << 20)?;
+    let components = Components::new(0, 256 << 20, None)?;
     let prepared = components
         .prepare(crate::examples::built_in("bench-emit").expect("built in"))
         .await?;

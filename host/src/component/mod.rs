@@ -212,11 +212,37 @@ impl Components {
     /// pooling allocator for `pool_instances` live instances whose memories
     /// may grow to `max_memory` (0 instances: allocate on demand). When the
     /// pool cannot be reserved here, it falls back to on-demand, saying so.
-    pub fn new(pool_instances: u32, max_memory: u64) -> Result<Self, ComponentError> {
+    ///
+    /// With `cache_dir`, compiled code is kept there (wasmtime's own cache,
+    /// keyed by the component's bytes and the engine's settings), so a
+    /// restart loads what it compiled before instead of compiling again.
+    pub fn new(
+        pool_instances: u32,
+        max_memory: u64,
+        cache_dir: Option<&std::path::Path>,
+    ) -> Result<Self, ComponentError> {
+        let cache = match cache_dir {
+            Some(dir) => {
+                let mut settings = wasmtime::CacheConfig::new();
+                settings.with_directory(dir);
+                match wasmtime::Cache::new(settings) {
+                    Ok(cache) => Some(cache),
+                    Err(e) => {
+                        eprintln!(
+                            "cairn: note: no compiled-code cache in {} ({e:#}); components compile at every start",
+                            dir.display()
+                        );
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
         let base = || {
             let mut config = Config::new();
             config.wasm_component_model(true);
             config.epoch_interruption(true);
+            config.cache(cache.clone());
             config
         };
         let engine = if pool_instances > 0 {

@@ -159,8 +159,14 @@ impl Runtime {
         let journals = Journals::new(store.clone(), config.live_window)
             .with_window_bytes(config.live_window_bytes);
         let restore = config.restore && file_store.is_some() && !read_only;
-        let components =
-            Components::new(config.host.pool.instances, config.host.limits.memory_bytes)?;
+        // The owner keeps compiled code in the home (a reader writes
+        // nothing there).
+        let cache_dir = (!read_only).then(|| config.home.join("cache").join("compiled"));
+        let components = Components::new(
+            config.host.pool.instances,
+            config.host.limits.memory_bytes,
+            cache_dir.as_deref(),
+        )?;
         components.set_cache_budget(config.host.limits.component_cache_bytes);
         let rt = Runtime {
             inner: Arc::new(Inner {
