@@ -159,6 +159,9 @@ async fn a_second_claim_is_refused_or_takes_over() {
     spec.takeover = true;
     let second = rt.attach(&s, spec).await.unwrap();
     assert_eq!(rt.observer_counts(&s), (0, 1, 1));
+    // Observer entries are committed with the next write or within the
+    // commit delay; last_seq waits for what is pending.
+    rt.last_seq(&s).await.unwrap();
     let events: Vec<SessionEvent> = rt
         .read(&s, Seq(0))
         .await

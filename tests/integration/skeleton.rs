@@ -35,7 +35,7 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let home = tmp.path().join("home");
     assert_eq!(
         names(&home),
-        set(&["cairn.lock", "components", "index", "workers"])
+        set(&["cache", "cairn.lock", "components", "index", "workers"])
     );
     assert_eq!(
         names(&home.join("components")).len(),

@@ -366,13 +366,42 @@ impl SessionJournal {
         run_id: Option<RunId>,
         payload: Payload,
     ) -> Result<Seq, StoreError> {
+        let minting = self.core.minting.lock().await;
+        minting.check(&self.core.session)?;
+        let seq = self.mint(minting, run_id, vec![payload]).await?;
+        Ok(seq)
+    }
+
+    /// Entries nobody waits on (an observer coming or going): they get
+    /// their seqs now and are committed with the session's next write, or
+    /// within the commit delay — off the caller's path. Subscribers see
+    /// them once committed, like every entry.
+    pub async fn defer(
+        &self,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+    ) -> Result<Seq, StoreError> {
+        let minting = self.core.minting.lock().await;
+        self.mint(minting, run_id, payloads).await
+    }
+
+    /// Mint `payloads` into the pending batch and schedule its commit; the
+    /// last seq minted.
+    async fn mint(
+        &self,
+        mut minting: tokio::sync::MutexGuard<'_, Minting>,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+    ) -> Result<Seq, StoreError> {
         let core = &self.core;
-        let mut minting = core.minting.lock().await;
-        minting.check(&core.session)?;
-        let seq = minting.last_seq.next();
-        let event = core.event(seq, minting.segment, run_id, now_ms(), payload);
+        let at_ms = now_ms();
+        let mut seq = minting.last_seq;
+        for payload in payloads {
+            seq = seq.next();
+            let event = core.event(seq, minting.segment, run_id, at_ms, payload);
+            minting.pending.push(event);
+        }
         minting.last_seq = seq;
-        minting.pending.push(event);
         let pending = minting.pending.len();
         if pending >= MAX_PENDING {
             drop(minting);
@@ -423,6 +452,8 @@ impl SessionJournal {
         let mut minting = self.core.minting.lock().await;
         if minting.sealed {
             minting.sealed = false;
+            minting.timer = false;
+            minting.kicked = false;
             if !minting.pending.is_empty() {
                 minting.pending.clear();
                 minting.last_seq = durable.last_seq;

@@ -203,8 +203,11 @@ impl Runtime {
             ObserverRole::Collecting => self.trace(session, &attached),
             ObserverRole::Claiming => entries.push(attached),
         }
+        // Bookkeeping nobody waits on: committed with the session's next
+        // write (a run's start, right after, in the chat and CLI paths) or
+        // within the commit delay.
         if !entries.is_empty() {
-            journal.append_batch(None, entries).await?;
+            journal.defer(None, entries).await?;
         }
         Ok(Observation {
             sub,
@@ -259,7 +262,7 @@ impl Runtime {
         match role {
             ObserverRole::Collecting => self.trace(session, &detached),
             ObserverRole::Claiming => {
-                let _ = journal.append(None, detached).await;
+                let _ = journal.defer(None, vec![detached]).await;
             }
         }
         let Some(run) = exhausted else { return };

@@ -144,6 +144,20 @@ impl Home {
     /// cannot repair is reported, and that worker alone stays unusable.
     pub fn recover(&self) -> Recovery {
         let mut out = Recovery::default();
+        // Temp files of index entries a crash interrupted name nothing.
+        if let Ok(entries) = self.inner.index.entries() {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if name.starts_with('.')
+                    && name.contains(".tmp-")
+                    && let Err(e) = self.inner.index.remove_file(name)
+                {
+                    out.problems
+                        .push(format!("cannot remove the index's temp file {name}: {e}"));
+                }
+            }
+        }
         let Ok(entries) = self.inner.workers.entries() else {
             out.problems
                 .push(format!("cannot list {}/workers", self.path().display()));

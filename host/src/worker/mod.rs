@@ -495,11 +495,18 @@ impl Home {
         let now = fsutil::now_ms();
         let ctx = format!("cannot create worker {worker_id}");
         let temp = format!("{LAYING_OUT}{worker_id}");
+        let index_name = Self::index_name(session);
+        let index_temp = format!(".{index_name}.tmp-{}", uuid::Uuid::new_v4().simple());
+        // Everything is written unsynced, then synced at once (one wait for
+        // the lot: the files' contents and every new directory entry),
+        // before the rename makes the aggregate visible; the index entry's
+        // content is synced with them and renamed into place after.
         let laid_out = (|| -> Result<(), WorkerError> {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
-            fsutil::write_document(&dir, marker, b"{\"version\": 1}\n")
-                .map_err(io_err(ctx.clone()))?;
+            // The marker's presence is what counts (synced with the
+            // directory), not its bytes.
+            fsutil::write_new(&dir, marker, b"{\"version\": 1}\n").map_err(io_err(ctx.clone()))?;
             let session_dir =
                 fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
             let segments =
@@ -508,7 +515,6 @@ impl Home {
             for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
                 fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
             }
-            fsutil::sync_dir(&segments).map_err(io_err(ctx.clone()))?;
             let doc = SessionDoc {
                 version: DOC_VERSION,
                 format: FORMAT.to_string(),
@@ -517,8 +523,6 @@ impl Home {
                 created_at_ms: now,
                 workspace: Some(workspace.to_string()),
             };
-            fsutil::write_document(&session_dir, "session.json", &to_json(&doc))
-                .map_err(io_err(ctx.clone()))?;
             let meta = WorkerMetadata {
                 version: DOC_VERSION,
                 active_segment: segment,
@@ -531,8 +535,6 @@ impl Home {
                 forked_from: None,
                 peers: vec![],
             };
-            fsutil::write_document(&dir, "metadata.json", &to_json(&meta))
-                .map_err(io_err(ctx.clone()))?;
             let record = WorkerRecord {
                 version: DOC_VERSION,
                 worker_id,
@@ -544,8 +546,24 @@ impl Home {
                 status: WorkerStatus::Active,
                 parent: None,
             };
-            fsutil::write_document(&dir, "worker.json", &to_json(&record))
-                .map_err(io_err(ctx.clone()))?;
+            let entry = IndexEntry {
+                version: DOC_VERSION,
+                session_id: session.clone(),
+                worker_id,
+            };
+            let handles = vec![
+                fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),
+                fsutil::write_new(&dir, "metadata.json", &to_json(&meta)),
+                fsutil::write_new(&dir, "worker.json", &to_json(&record)),
+                fsutil::write_new(&self.inner.index, &index_temp, &to_json(&entry)),
+                fsutil::dir_handle(&segments),
+                fsutil::dir_handle(&session_dir),
+                fsutil::dir_handle(&dir),
+            ]
+            .into_iter()
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(io_err(ctx.clone()))?;
+            fsutil::sync_together(handles).map_err(io_err(ctx.clone()))?;
             fsutil::crash_point("create-laid-out");
             self.inner
                 .workers
@@ -556,10 +574,17 @@ impl Home {
         })();
         if let Err(e) = laid_out {
             let _ = fsutil::remove_tree(&self.inner.workers, &temp);
+            let _ = self.inner.index.remove_file(&index_temp);
             return Err(e);
         }
         fsutil::crash_point("create-before-index");
-        if let Err(e) = self.write_index_entry(session, worker_id) {
+        let indexed = self
+            .inner
+            .index
+            .rename(&index_temp, &self.inner.index, &index_name)
+            .and_then(|()| fsutil::sync_dir(&self.inner.index));
+        if let Err(e) = indexed {
+            let _ = self.inner.index.remove_file(&index_temp);
             let _ = self.remove_worker_dir(&worker_id.to_string());
             return Err(io_err(format!(
                 "cannot write the index entry of session {session}"
