@@ -158,11 +158,18 @@ fn walk_segment<T: Send>(
 /// are enough of them to pay for the threads.
 fn par_map<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
     const PER_THREAD: usize = 16 * 1024;
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(items.len() / PER_THREAD)
-        .max(1);
+    if items.len() < 2 * PER_THREAD {
+        return items.iter().map(&f).collect();
+    }
+    // Asked once: the answer reads cgroup files, which costs more than a
+    // small segment's whole scan.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let threads = cores.min(items.len() / PER_THREAD).max(1);
     if threads == 1 {
         return items.iter().map(&f).collect();
     }
