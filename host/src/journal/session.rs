@@ -35,6 +35,10 @@ pub const BATCH: usize = 256;
 /// The longest an emit waits before its commit starts (with the tokio
 /// timer's millisecond grain, it starts within 2 ms).
 pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
+/// The longest a deferred bookkeeping entry (an observer coming or going)
+/// waits for the session's next write before it is committed alone: long
+/// enough that a run started right after an attach carries it.
+pub const DEFER_DELAY: Duration = Duration::from_millis(20);
 /// Pending emits past which the emitting guest waits for the disk
 /// (backpressure: memory stays bounded when the disk is slower than the
 /// guest). A quarter of the default live window, so one commit never
@@ -368,8 +372,7 @@ impl SessionJournal {
     ) -> Result<Seq, StoreError> {
         let minting = self.core.minting.lock().await;
         minting.check(&self.core.session)?;
-        let seq = self.mint(minting, run_id, vec![payload]).await?;
-        Ok(seq)
+        self.mint(minting, run_id, payload).await
     }
 
     /// Entries nobody waits on (an observer coming or going): they get
@@ -381,18 +384,7 @@ impl SessionJournal {
         run_id: Option<RunId>,
         payloads: Vec<Payload>,
     ) -> Result<Seq, StoreError> {
-        let minting = self.core.minting.lock().await;
-        self.mint(minting, run_id, payloads).await
-    }
-
-    /// Mint `payloads` into the pending batch and schedule its commit; the
-    /// last seq minted.
-    async fn mint(
-        &self,
-        mut minting: tokio::sync::MutexGuard<'_, Minting>,
-        run_id: Option<RunId>,
-        payloads: Vec<Payload>,
-    ) -> Result<Seq, StoreError> {
+        let mut minting = self.core.minting.lock().await;
         let core = &self.core;
         let at_ms = now_ms();
         let mut seq = minting.last_seq;
@@ -402,6 +394,28 @@ impl SessionJournal {
             minting.pending.push(event);
         }
         minting.last_seq = seq;
+        drop(minting);
+        // Its own timer: an emit's shorter one is not pushed back.
+        let core = core.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(DEFER_DELAY).await;
+            let _ = core.flush().await;
+        });
+        Ok(seq)
+    }
+
+    /// Mint an emit into the pending batch and schedule its commit.
+    async fn mint(
+        &self,
+        mut minting: tokio::sync::MutexGuard<'_, Minting>,
+        run_id: Option<RunId>,
+        payload: Payload,
+    ) -> Result<Seq, StoreError> {
+        let core = &self.core;
+        let seq = minting.last_seq.next();
+        let event = core.event(seq, minting.segment, run_id, now_ms(), payload);
+        minting.last_seq = seq;
+        minting.pending.push(event);
         let pending = minting.pending.len();
         if pending >= MAX_PENDING {
             drop(minting);
