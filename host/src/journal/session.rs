@@ -632,6 +632,12 @@ impl SessionJournal {
         Ok(SessionEvent::clone(&event))
     }
 
+    /// The last seq minted, durable or not (a subscriber from there sees
+    /// what comes after, once committed).
+    pub async fn minted_seq(&self) -> Seq {
+        self.core.minting.lock().await.last_seq
+    }
+
     /// The last seq, once every pending entry is durable.
     pub async fn last_seq(&self) -> Seq {
         let _ = self.core.flush().await;

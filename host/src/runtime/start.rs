@@ -399,7 +399,9 @@ impl Runtime {
             }
         }
         inner.run_index.started(run_id, &session, &record.workspace);
-        let after = journal.last_seq().await;
+        // Entries minted before the run (an observer's attach, pending
+        // with its first commit) count as before it: no flush here.
+        let after = journal.minted_seq().await;
         let worker_id = worker.id();
         let started = Started {
             run_id,

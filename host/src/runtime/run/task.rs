@@ -62,11 +62,10 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
             Some(replay) => replay.seed,
             None => rand_seed(),
         };
-        let last = ctx.journal.last_seq().await;
         let second = match &plan.replay {
             Some(_) => LifecycleEvent::ResumedByReplay {
                 generation,
-                through_seq: last,
+                through_seq: ctx.journal.last_seq().await,
             },
             None => LifecycleEvent::Started {
                 component: plan.prepared.digest().to_string(),
