@@ -393,3 +393,94 @@ async fn a_renewed_lease_stays_and_an_abandoned_one_moves_within_its_ttl() {
     assert_eq!(taken.token, held.token + 1);
     assert_eq!(taken.holder, "b");
 }
+
+/// A follower on an instance that does not hold the session (the relay):
+/// every committed entry once, in seq order, from any cursor, woken by
+/// `NOTIFY`; what it sees is exactly what the holder's journal holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
+    use cairn::journal::Journals;
+    use cairn::store::JournalStore;
+    use cairn::store::postgres::relay::Relay;
+    let pg = Cluster::start();
+    let url = pg.database().await;
+    let a = Arc::new(PgStore::connect(&url, "holder").await.unwrap());
+    let b = Arc::new(PgStore::connect(&url, "follower").await.unwrap());
+    let session = SessionId::parse("s-relayed").unwrap();
+    a.acquire(&session, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let journals = Journals::new(a.clone() as Arc<dyn Store>, 1024);
+    let journal = journals.create(&session, SegmentId::new()).await.unwrap();
+    let relay = Relay::start(b.clone());
+    let total = 1500u64;
+    // Followers from the start and from a cursor (Last-Event-ID).
+    let follow = |after: u64| {
+        let mut f = relay.follow(&session, cairn::Seq(after));
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while seen.last().copied().unwrap_or(after) < total {
+                let item = tokio::time::timeout(std::time::Duration::from_secs(30), f.next())
+                    .await
+                    .expect("the next entry in time")
+                    .expect("a relayed entry");
+                seen.push(item.seq().0);
+            }
+            seen
+        })
+    };
+    let (from_start, from_cursor) = (follow(0), follow(700));
+    // The holder writes: batches of every size, and emits through group
+    // commit.
+    let mut n = 1u64;
+    let mut size = 1usize;
+    while n < total {
+        if size % 3 == 0 {
+            for _ in 0..size {
+                journal
+                    .append_seq(
+                        None,
+                        cairn::Payload::Agent(cairn::journal::event::AgentEvent::TextDelta {
+                            text: "e".into(),
+                        }),
+                    )
+                    .await
+                    .unwrap();
+            }
+        } else {
+            let batch = vec![
+                cairn::Payload::Agent(cairn::journal::event::AgentEvent::TextDelta {
+                    text: "b".into()
+                });
+                size
+            ];
+            journal.append_batch(None, batch).await.unwrap();
+        }
+        n = journal.last_seq().await.0;
+        size = size % 37 + 1;
+    }
+    let total = n;
+    let from_start = from_start.await.unwrap();
+    let from_cursor = from_cursor.await.unwrap();
+    assert_eq!(
+        from_start,
+        (1..=from_start.len() as u64).collect::<Vec<_>>(),
+        "dense, once, in order"
+    );
+    assert!(from_start.len() as u64 >= total.min(1500));
+    assert_eq!(
+        from_cursor,
+        (701..=700 + from_cursor.len() as u64).collect::<Vec<_>>(),
+        "from the cursor on"
+    );
+    // What was relayed is the holder's journal, line for line.
+    let held = a.read(&session, cairn::Seq(0), usize::MAX).await.unwrap();
+    let mut f = relay.follow(&session, cairn::Seq(0));
+    for item in &held {
+        assert_eq!(&f.next().await.unwrap(), item);
+    }
+    assert!(
+        relay.heard() > 0,
+        "the follower was woken by NOTIFY, not only by polling"
+    );
+}

@@ -13,6 +13,7 @@
 mod journal;
 mod lease;
 pub mod migrations;
+pub mod relay;
 
 use super::StoreError;
 use crate::ids::SessionId;
