@@ -435,7 +435,7 @@ async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
     let mut n = 1u64;
     let mut size = 1usize;
     while n < total {
-        if size % 3 == 0 {
+        if size.is_multiple_of(3) {
             for _ in 0..size {
                 journal
                     .append_seq(
