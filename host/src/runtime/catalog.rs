@@ -69,11 +69,7 @@ impl Runtime {
     pub async fn session_runs(&self, session: &SessionId) -> Result<Vec<RunSummary>, RuntimeError> {
         let events = self.events_of(session).await?;
         let live = {
-            let sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let sessions = self.inner.registry.sessions();
             sessions.get(session).and_then(|l| l.live_run().cloned())
         };
         let observers = self.counts(session);
@@ -127,11 +123,7 @@ impl Runtime {
         let limit = limit.clamp(1, super::MAX_PAGE);
         let (rows, more) = self.run_index().await?.page(workspace, before, limit);
         let live: std::collections::HashMap<RunId, bool> = {
-            let sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let sessions = self.inner.registry.sessions();
             sessions
                 .values()
                 .filter_map(|l| l.live_run())
@@ -164,13 +156,7 @@ impl Runtime {
 
     /// The session a run belongs to.
     pub async fn session_of_run(&self, run: RunId) -> Result<SessionId, RuntimeError> {
-        if let Some(r) = self
-            .inner
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&run)
-        {
+        if let Some(r) = self.inner.registry.runs().get(&run) {
             return Ok(r.ctx.session.clone());
         }
         self.run_index()
@@ -200,11 +186,7 @@ impl Runtime {
             .lookup(session)?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
         let live = {
-            let mut sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.inner.registry.sessions();
             let entry = sessions.entry(session.clone()).or_default();
             entry.deleting = true;
             entry.run.clone()
@@ -234,11 +216,7 @@ impl Runtime {
         if let Some(fs) = &self.inner.file_store {
             fs.forget(session);
         }
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session);
+        self.inner.registry.sessions().remove(session);
         Ok(())
     }
 }
@@ -265,11 +243,7 @@ impl Runtime {
     pub fn metrics(&self) -> Metrics {
         let (mut preparing, mut running) = (0, 0);
         {
-            let sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let sessions = self.inner.registry.sessions();
             for live in sessions.values() {
                 if let Some(run) = live.live_run() {
                     if run.running.load(Ordering::Relaxed) {

@@ -13,6 +13,7 @@ mod history;
 pub mod lineage;
 mod listing;
 mod observers;
+mod registry;
 pub mod replay;
 mod run;
 mod run_index;
@@ -83,14 +84,11 @@ pub(crate) struct Inner {
     journals: Journals,
     components: Components,
     broker: Arc<decisions::Broker>,
-    sessions: Mutex<HashMap<SessionId, SessionLive>>,
-    runs: Mutex<HashMap<RunId, LiveRecord>>,
+    /// Live sessions, hosted runs, drafts, restored runs: one lock.
+    registry: registry::Registry,
     draining: AtomicBool,
     /// Set when shutdown begins: followers' streams end.
     closing: watch::Sender<bool>,
-    restored: Mutex<Vec<RunId>>,
-    /// Draft sessions: a stable id in memory, with its workspace.
-    drafts: Mutex<HashMap<SessionId, String>>,
     /// Ended runs since start: finished, failed, cancelled, parked.
     ended: [std::sync::atomic::AtomicU64; 4],
     config: RuntimeConfig,
@@ -179,12 +177,9 @@ impl Runtime {
                 journals,
                 components,
                 broker: Arc::new(decisions::Broker::default()),
-                sessions: Mutex::new(HashMap::new()),
-                runs: Mutex::new(HashMap::new()),
+                registry: Default::default(),
                 draining: AtomicBool::new(false),
                 closing: watch::channel(false).0,
-                restored: Mutex::new(Vec::new()),
-                drafts: Mutex::new(HashMap::new()),
                 ended: Default::default(),
                 config,
             }),
@@ -236,7 +231,7 @@ impl Runtime {
     /// The session and facts of an ended run, from memory or the journal.
     pub async fn find_run(&self, run: RunId) -> Result<(SessionId, RunFacts), RuntimeError> {
         let live = {
-            let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
+            let runs = self.inner.registry.runs();
             runs.get(&run)
                 .map(|r| (r.ctx.session.clone(), r.done.borrow().clone()))
         };
@@ -369,11 +364,7 @@ impl Runtime {
         // An answer is journaled into the run's session (counted with its
         // request): one larger than the run's entries may be is refused.
         let live = self.session_of_decision(id).and_then(|session| {
-            let sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let sessions = self.inner.registry.sessions();
             sessions.get(&session).and_then(|l| l.live_run().cloned())
         });
         let size = crate::journal::json_len(&value) + 256;
@@ -438,7 +429,7 @@ impl Runtime {
         reason: CancelReason,
         message: &str,
     ) -> Result<(), RuntimeError> {
-        let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let runs = self.inner.registry.runs();
         let record = runs.get(&run).ok_or(RuntimeError::UnknownRun(run))?;
         if let Some(Ok(facts)) = &*record.done.borrow() {
             return Err(RuntimeError::WrongRunState {
@@ -454,7 +445,7 @@ impl Runtime {
     /// Wait for a run hosted by this runtime to end; its facts.
     pub async fn wait(&self, run: RunId) -> Result<RunFacts, RuntimeError> {
         let mut done = {
-            let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
+            let runs = self.inner.registry.runs();
             runs.get(&run)
                 .ok_or(RuntimeError::UnknownRun(run))?
                 .done
@@ -471,11 +462,7 @@ impl Runtime {
 
     /// The live runs, by session.
     pub fn live_runs(&self) -> Vec<(SessionId, RunId)> {
-        let sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let sessions = self.inner.registry.sessions();
         sessions
             .iter()
             .filter_map(|(s, l)| l.live_run().map(|r| (s.clone(), r.run_id)))
@@ -497,7 +484,7 @@ impl Runtime {
         self.inner.draining.store(true, Ordering::SeqCst);
         self.inner.closing.send_replace(true);
         let live: Vec<Arc<RunCtx>> = {
-            let runs = self.inner.runs.lock().unwrap_or_else(|p| p.into_inner());
+            let runs = self.inner.registry.runs();
             runs.values().map(|r| r.ctx.clone()).collect()
         };
         for ctx in &live {

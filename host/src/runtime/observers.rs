@@ -160,11 +160,7 @@ impl Runtime {
             present: spec.present,
         };
         let displaced = {
-            let mut sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.inner.registry.sessions();
             let live = sessions.entry(session.clone()).or_default();
             let mut displaced = None;
             if spec.role == ObserverRole::Claiming {
@@ -233,11 +229,7 @@ impl Runtime {
         policy: Option<LivenessPolicy>,
     ) {
         let (observer, exhausted) = {
-            let mut sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.inner.registry.sessions();
             let Some(live) = sessions.get_mut(session) else {
                 return;
             };
@@ -281,11 +273,7 @@ impl Runtime {
         let grace = Duration::from_millis(run.liveness.grace_ms);
         // The timer is registered before it can fire, so a claimant that
         // attaches within the window can abort it.
-        let mut sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.inner.registry.sessions();
         let task = tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             rt.decide_liveness(&task_session, run, policy).await;
@@ -306,11 +294,7 @@ impl Runtime {
         policy: Option<LivenessPolicy>,
     ) {
         {
-            let mut sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.inner.registry.sessions();
             let Some(live) = sessions.get_mut(session) else {
                 return;
             };
@@ -345,11 +329,7 @@ impl Runtime {
 
     /// Observer counts of a session: (collecting, claiming, present).
     pub fn observer_counts(&self, session: &SessionId) -> (usize, usize, usize) {
-        let sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let sessions = self.inner.registry.sessions();
         sessions.get(session).map_or((0, 0, 0), |live| {
             let claiming = live
                 .observers

@@ -142,7 +142,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
         ctx.set_script(Script::of_run(&events, run, false));
         let _ = ctx.workspace.set(record.workspace.clone());
         {
-            let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions = rt.inner.registry.sessions();
             sessions.entry(session.clone()).or_default().run = Some(ctx.clone());
         }
         let first_seq = events
@@ -173,11 +173,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
                 started: started.clone(),
             }),
         };
-        rt.inner
-            .restored
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(run);
+        rt.inner.registry.restored().push(run);
         rt.spawn_run(plan);
     }
     Ok(())
@@ -335,11 +331,7 @@ impl Runtime {
 
     /// Restored runs (interrupted runs this runtime found and replayed).
     pub fn restored(&self) -> Vec<RunId> {
-        self.inner
-            .restored
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.registry.restored().clone()
     }
 
     /// Re-run every ended run of `session` offline against its journal and

@@ -47,11 +47,7 @@ pub(crate) use crate::fsutil::crash_point;
 
 impl Runtime {
     fn no_live_run(&self, session: &SessionId) -> Result<(), RuntimeError> {
-        let sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let sessions = self.inner.registry.sessions();
         if let Some(run) = sessions.get(session).and_then(|l| l.live_run()) {
             return Err(RuntimeError::LiveRun {
                 session: session.clone(),

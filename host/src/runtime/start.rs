@@ -107,7 +107,7 @@ impl Runtime {
         workspace: &str,
     ) -> Result<SessionId, RuntimeError> {
         let session = id.unwrap_or_default();
-        let mut drafts = self.inner.drafts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut drafts = self.inner.registry.drafts();
         if drafts.contains_key(&session) || self.inner.home.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
         }
@@ -117,12 +117,7 @@ impl Runtime {
 
     /// The workspace of a draft, if `session` is one.
     pub fn draft_workspace(&self, session: &SessionId) -> Option<String> {
-        self.inner
-            .drafts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session)
-            .cloned()
+        self.inner.registry.drafts().get(session).cloned()
     }
 
     /// Persist a new session (and its worker) now, in the default workspace.
@@ -164,11 +159,7 @@ impl Runtime {
             self.inner.home.discard_staged(&worker);
             return Err(e);
         }
-        self.inner
-            .drafts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&session);
+        self.inner.registry.drafts().remove(&session);
         Ok((session, worker.id()))
     }
 
@@ -323,7 +314,7 @@ impl Runtime {
         let mut waited = false;
         loop {
             let finishing = {
-                let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let mut sessions = inner.registry.sessions();
                 let live = sessions.entry(session.clone()).or_default();
                 if live.deleting {
                     return Err(RuntimeError::UnknownSession(session));
@@ -450,17 +441,13 @@ impl Runtime {
         let (done_tx, done_rx) = watch::channel(None);
         let run_id = plan.ctx.run_id;
         let session = plan.ctx.session.clone();
-        self.inner
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                run_id,
-                LiveRecord {
-                    ctx: plan.ctx.clone(),
-                    done: done_rx,
-                },
-            );
+        self.inner.registry.runs().insert(
+            run_id,
+            LiveRecord {
+                ctx: plan.ctx.clone(),
+                done: done_rx,
+            },
+        );
         let rt = self.clone();
         tokio::spawn(async move {
             let facts = run::run_task(rt.clone(), plan).await;
@@ -475,7 +462,7 @@ impl Runtime {
                 rt.inner.ended[i].fetch_add(1, Ordering::Relaxed);
             }
             {
-                let mut sessions = rt.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let mut sessions = rt.inner.registry.sessions();
                 if let Some(live) = sessions.get_mut(&session) {
                     if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
                         live.run = None;
@@ -492,11 +479,7 @@ impl Runtime {
             drop(rt);
             tokio::time::sleep(retention).await;
             if let Some(inner) = weak.upgrade() {
-                inner
-                    .runs
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&run_id);
+                inner.registry.runs().remove(&run_id);
                 // The session's live window goes too, once nothing uses it.
                 inner.journals.close_if_idle(&session);
             }

@@ -142,11 +142,7 @@ impl Runtime {
         let last_seq = self.last_seq(session).await?;
         let last_run = self.last_facts(session, last_seq).await?;
         let live = {
-            let sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let sessions = self.inner.registry.sessions();
             sessions.get(session).and_then(|l| l.live_run().cloned())
         };
         let state = match &live {

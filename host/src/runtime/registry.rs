@@ -1,0 +1,89 @@
+//! What this runtime holds live — sessions' observers, claims and live
+//! runs, the runs it hosts, draft sessions, the runs restored at open —
+//! in one registry behind one lock. Never serialized; a restart has none
+//! of it. Callers take the part they need for one short critical section
+//! (no await while held) and never two parts at once.
+
+use super::{LiveRecord, SessionLive};
+use crate::ids::{RunId, SessionId};
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard};
+
+/// Everything the registry holds.
+#[derive(Default)]
+pub(crate) struct Live {
+    pub sessions: HashMap<SessionId, SessionLive>,
+    pub runs: HashMap<RunId, LiveRecord>,
+    /// Draft sessions: a stable id in memory, with its workspace.
+    pub drafts: HashMap<SessionId, String>,
+    pub restored: Vec<RunId>,
+}
+
+/// The one lock.
+#[derive(Default)]
+pub(crate) struct Registry {
+    live: Mutex<Live>,
+}
+
+/// One part of the registry, the lock held while it lives.
+pub(crate) struct Part<'a, T> {
+    guard: MutexGuard<'a, Live>,
+    get: fn(&Live) -> &T,
+    get_mut: fn(&mut Live) -> &mut T,
+}
+
+impl<T> Deref for Part<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        (self.get)(&self.guard)
+    }
+}
+
+impl<T> DerefMut for Part<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        (self.get_mut)(&mut self.guard)
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Live sessions.
+    pub fn sessions(&self) -> Part<'_, HashMap<SessionId, SessionLive>> {
+        Part {
+            guard: self.lock(),
+            get: |l| &l.sessions,
+            get_mut: |l| &mut l.sessions,
+        }
+    }
+
+    /// Runs hosted here (live, or ended within the retention window).
+    pub fn runs(&self) -> Part<'_, HashMap<RunId, LiveRecord>> {
+        Part {
+            guard: self.lock(),
+            get: |l| &l.runs,
+            get_mut: |l| &mut l.runs,
+        }
+    }
+
+    /// Draft sessions and their workspaces.
+    pub fn drafts(&self) -> Part<'_, HashMap<SessionId, String>> {
+        Part {
+            guard: self.lock(),
+            get: |l| &l.drafts,
+            get_mut: |l| &mut l.drafts,
+        }
+    }
+
+    /// Runs restored when the runtime opened.
+    pub fn restored(&self) -> Part<'_, Vec<RunId>> {
+        Part {
+            guard: self.lock(),
+            get: |l| &l.restored,
+            get_mut: |l| &mut l.restored,
+        }
+    }
+}
