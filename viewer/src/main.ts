@@ -78,10 +78,18 @@ async function sessionsPage(): Promise<void> {
     all.sort((a, b) => (b.last_run?.started_at_ms ?? 0) - (a.last_run?.started_at_ms ?? 0));
     draw();
   };
+  // Torn down from the start: a route change while the first load is in
+  // flight leaves no timer behind.
+  let stopped = false;
+  let timer: ReturnType<typeof setInterval> | null = null;
+  teardown = () => {
+    stopped = true;
+    if (timer) clearInterval(timer);
+  };
   await load();
+  if (stopped) return;
   show(h('main', {}, h('h1', {}, 'Sessions'), filter, table));
-  const timer = setInterval(() => load().catch(() => {}), 2000);
-  teardown = () => clearInterval(timer);
+  timer = setInterval(() => load().catch(() => {}), 2000);
 }
 
 /** Every journal entry of a session, parsed exactly (for a replay). */
@@ -98,7 +106,19 @@ async function exactJournal(session: string): Promise<any[]> {
 }
 
 async function livePage(session: string): Promise<void> {
+  // Torn down from the start: a route change while this page is still
+  // loading (the replay module, the journal's first pages) stops it before
+  // it follows the stream or polls the session.
+  let stopped = false;
+  let stream: { stop(): void } | null = null;
+  let info: ReturnType<typeof setInterval> | null = null;
+  teardown = () => {
+    stopped = true;
+    stream?.stop();
+    if (info) clearInterval(info);
+  };
   const { replayRun } = await import('./replay');
+  if (stopped) return;
   const page = new SessionPage(session, {
     live: true,
     decide: async (id, value) => {
@@ -117,7 +137,6 @@ async function livePage(session: string): Promise<void> {
     (e) => (e instanceof api.Unauthorized ? failed(e) : page.setStreamState(`cannot read the session: ${e.message}`)),
   );
   show(h('main', {}, page.el));
-  let stopped = false;
   // Fill from the journal route: the first pages (the first paints at once),
   // then the rest in the background, then the live stream.
   const fill = async (upTo: number) => {
@@ -137,7 +156,8 @@ async function livePage(session: string): Promise<void> {
     }
   };
   await fill(Infinity);
-  const stream = api.follow(session, () => page.model.lastSeq, {
+  if (stopped) return;
+  stream = api.follow(session, () => page.model.lastSeq, {
     onEvent: (data) => {
       try {
         page.add([JSON.parse(data)]);
@@ -152,15 +172,10 @@ async function livePage(session: string): Promise<void> {
     },
     onState: (s, detail) => page.setStreamState(detail ? `${s}: ${detail}` : s),
   });
-  const info = setInterval(() => {
+  info = setInterval(() => {
     api.getJson(`/v1/sessions/${encodeURIComponent(session)}`).then((i) => page.setInfo(i)).catch(() => {});
   }, 1500);
   (window as any).cairnViewer = { page, stream };
-  teardown = () => {
-    stopped = true;
-    stream.stop();
-    clearInterval(info);
-  };
 }
 
 function openPage(): void {
