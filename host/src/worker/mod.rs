@@ -12,7 +12,6 @@ use crate::fsutil::{self, DocumentError};
 use crate::ids::{Generation, SegmentId, SessionId, WorkerId};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use serde::Deserialize;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -24,6 +23,7 @@ pub const WORKTREE: &str = "worktree.json";
 pub(crate) const DOC_VERSION: u64 = 1;
 
 mod cleanup;
+mod components;
 mod docs;
 mod generation;
 pub(crate) use cleanup::MIGRATING;
@@ -171,105 +171,10 @@ impl Home {
         &self.inner.root
     }
 
-    fn component_name(digest: &str) -> Option<String> {
-        let hex = digest.strip_prefix("sha256:")?;
-        (hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        .then(|| format!("sha256-{hex}.wasm"))
-    }
-
-    /// Keep a component's bytes under `components/`, by digest, so a worker's
-    /// runs can be restored and replayed with the code that wrote them.
-    pub fn put_component(&self, digest: &str, bytes: &[u8]) -> Result<(), WorkerError> {
-        let name = Self::component_name(digest).ok_or_else(|| WorkerError::Io {
-            context: format!("component digest {digest:?}"),
-            source: io::Error::new(io::ErrorKind::InvalidInput, "not sha256:<64 hex digits>"),
-        })?;
-        let dir = fsutil::ensure_dir(&self.inner.root, "components")
-            .map_err(io_err("cannot open components/"))?;
-        if dir.exists(&name) {
-            return Ok(());
-        }
-        fsutil::write_document(&dir, &name, bytes)
-            .map_err(io_err(format!("cannot store component {digest}")))
-    }
-
     /// The lock that serialises read-modify-write of this home's documents
     /// (worker.json reservations, component grants).
     fn reserve_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.inner.reserve.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Record that `workspace` uploaded `digest` (components are stored once,
-    /// by digest, but each workspace sees only its own uploads).
-    pub fn grant_component(&self, workspace: &str, digest: &str) -> Result<(), WorkerError> {
-        let _guard = self.reserve_lock();
-        let dir = fsutil::ensure_dir(&self.inner.root, "components")
-            .map_err(io_err("cannot open components/"))?;
-        let mut grants = self.grants(&dir);
-        let list = grants.entry(workspace.to_string()).or_default();
-        if !list.iter().any(|d| d == digest) {
-            list.push(digest.to_string());
-            let doc = serde_json::json!({ "version": DOC_VERSION, "grants": grants });
-            fsutil::write_document(&dir, "grants.json", &to_json(&doc))
-                .map_err(io_err("cannot write components/grants.json"))?;
-        }
-        Ok(())
-    }
-
-    /// The digests `workspace` uploaded.
-    pub fn granted(&self, workspace: &str) -> Vec<String> {
-        let Ok(dir) = self.inner.root.open_dir("components") else {
-            return vec![];
-        };
-        self.grants(&dir).remove(workspace).unwrap_or_default()
-    }
-
-    fn grants(&self, dir: &Dir) -> std::collections::BTreeMap<String, Vec<String>> {
-        #[derive(Deserialize)]
-        struct Grants {
-            #[allow(dead_code)]
-            version: u64,
-            grants: std::collections::BTreeMap<String, Vec<String>>,
-        }
-        fsutil::read_document::<Grants>(dir, "grants.json", DOC_VERSION)
-            .map(|g| g.grants)
-            .unwrap_or_default()
-    }
-
-    /// The digests of every stored component.
-    pub fn component_digests(&self) -> Vec<String> {
-        let Ok(dir) = self.inner.root.open_dir("components") else {
-            return vec![];
-        };
-        let Ok(entries) = dir.entries() else {
-            return vec![];
-        };
-        let mut out: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let hex = name.strip_prefix("sha256-")?.strip_suffix(".wasm")?;
-                Some(format!("sha256:{hex}"))
-            })
-            .collect();
-        out.sort();
-        out
-    }
-
-    /// A stored component's size in bytes, by digest.
-    pub fn component_len(&self, digest: &str) -> Option<u64> {
-        let name = Self::component_name(digest)?;
-        let dir = self.inner.root.open_dir("components").ok()?;
-        dir.metadata(name).ok().map(|m| m.len())
-    }
-
-    /// A stored component's bytes, by digest.
-    pub fn component(&self, digest: &str) -> Option<Vec<u8>> {
-        let name = Self::component_name(digest)?;
-        self.inner.root.open_dir("components").ok()?.read(name).ok()
     }
 
     fn index_name(session: &SessionId) -> String {
@@ -340,16 +245,17 @@ impl Home {
         session: &SessionId,
         worker_id: WorkerId,
     ) -> io::Result<()> {
-        let entry = IndexEntry {
+        let doc = Self::index_doc(session, worker_id);
+        fsutil::write_document(&self.inner.index, &Self::index_name(session), &doc)
+    }
+
+    /// The index entry naming `worker_id` for `session`, as stored.
+    fn index_doc(session: &SessionId, worker_id: WorkerId) -> Vec<u8> {
+        to_json(&IndexEntry {
             version: DOC_VERSION,
             session_id: session.clone(),
             worker_id,
-        };
-        fsutil::write_document(
-            &self.inner.index,
-            &Self::index_name(session),
-            &to_json(&entry),
-        )
+        })
     }
 
     /// The worker holding `session`, if the session is persisted here (a
@@ -546,16 +452,15 @@ impl Home {
                 status: WorkerStatus::Active,
                 parent: None,
             };
-            let entry = IndexEntry {
-                version: DOC_VERSION,
-                session_id: session.clone(),
-                worker_id,
-            };
             let handles = vec![
                 fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),
                 fsutil::write_new(&dir, "metadata.json", &to_json(&meta)),
                 fsutil::write_new(&dir, "worker.json", &to_json(&record)),
-                fsutil::write_new(&self.inner.index, &index_temp, &to_json(&entry)),
+                fsutil::write_new(
+                    &self.inner.index,
+                    &index_temp,
+                    &Self::index_doc(session, worker_id),
+                ),
                 fsutil::dir_handle(&segments),
                 fsutil::dir_handle(&session_dir),
                 fsutil::dir_handle(&dir),
