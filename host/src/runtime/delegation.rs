@@ -497,8 +497,14 @@ async fn wait(
             }
         }
         let status = status(rt, ctx, worker).await?;
-        // An interrupted child is being restored: wait for it to go live.
-        if status["interrupted"] != true || tokio::time::Instant::now() >= deadline {
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(status);
+        }
+        // A child that went live since the look above (a restore that
+        // registered its run in between) is waited on; an interrupted one
+        // is being restored: wait for it to go live.
+        let running = status["state"] == "running";
+        if !running && status["interrupted"] != true {
             return Ok(status);
         }
         tokio::select! {
