@@ -49,9 +49,21 @@ async fn store_rate(
         .create_published_worker(&session, None, "bench")?
         .metadata()?
         .active_segment;
+    append_rate(store, &session, segment, batch, n).await
+}
+
+/// Appends of `batch` entries through a new journal of `session` on
+/// `store` (its segment laid out), until `n` are durable: entries/s.
+pub(super) async fn append_rate(
+    store: Arc<dyn Store>,
+    session: &SessionId,
+    segment: SegmentId,
+    batch: usize,
+    n: usize,
+) -> anyhow::Result<f64> {
     let journals = Journals::new(store, 64);
-    let journal = journals.create(&session, segment).await?;
-    let payload = sample(&session, 0).payload;
+    let journal = journals.create(session, segment).await?;
+    let payload = sample(session, 0).payload;
     let start = Instant::now();
     let mut done = 0;
     while done < n {

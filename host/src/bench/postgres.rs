@@ -4,9 +4,8 @@
 //! rows write two tables of their own in that database and drop them.
 
 use super::Row;
-use super::journal::{BATCHES, events_for, sample};
+use super::journal::{BATCHES, append_rate, events_for, sample};
 use crate::ids::{SegmentId, SessionId};
-use crate::journal::Journals;
 use crate::store::Store;
 use crate::store::postgres::PgStore;
 use std::sync::Arc;
@@ -17,18 +16,7 @@ async fn store_rate(store: Arc<dyn Store>, batch: usize, n: usize) -> anyhow::Re
         "bench-pg-{batch}-{}",
         uuid::Uuid::new_v4().simple()
     ))?;
-    let journals = Journals::new(store, 64);
-    let journal = journals.create(&session, SegmentId::new()).await?;
-    let payload = sample(&session, 0).payload;
-    let start = Instant::now();
-    let mut done = 0;
-    while done < n {
-        journal
-            .append_batch(None, vec![payload.clone(); batch])
-            .await?;
-        done += batch;
-    }
-    Ok(done as f64 / start.elapsed().as_secs_f64())
+    append_rate(store, &session, SegmentId::new(), batch, n).await
 }
 
 async fn raw_rate(url: &str, batch: usize, n: usize, line: &str) -> anyhow::Result<f64> {

@@ -46,6 +46,34 @@ WITH head AS (
 SELECT (SELECT last_seq FROM head), (SELECT holder FROM lease), (SELECT token FROM lease),
        (SELECT count(*) FROM ins), (SELECT count(*) FROM note)";
 
+/// A batch as the entries table's columns, with what moves the head.
+struct Rows<'a> {
+    seqs: Vec<i64>,
+    segments: Vec<String>,
+    lines: Vec<&'a str>,
+    /// Bytes the lines add (a newline each, as the file store counts).
+    bytes: i64,
+    /// The highest generation the batch reserves (0: none).
+    generation: Generation,
+}
+
+impl<'a> Rows<'a> {
+    fn of(events: &'a [Arc<SessionEvent>]) -> Self {
+        let lines: Vec<&str> = events.iter().map(|e| e.line()).collect();
+        Rows {
+            seqs: events.iter().map(|e| seq_i64(e.seq.0)).collect(),
+            segments: events.iter().map(|e| e.segment_id.to_string()).collect(),
+            bytes: lines.iter().map(|l| l.len() as i64 + 1).sum(),
+            lines,
+            generation: events
+                .iter()
+                .filter_map(|e| crate::store::reserved_generation(e))
+                .max()
+                .unwrap_or(Generation(0)),
+        }
+    }
+}
+
 impl PgStore {
     /// Refuse the write unless this instance carries the session's current
     /// lease token (a session never leased is fenced by its head alone).
@@ -113,15 +141,13 @@ impl PgStore {
             .unwrap_or(head.next());
         check_fence(session, head, expected, events)?;
         if !events.is_empty() {
-            let seqs: Vec<i64> = events.iter().map(|e| seq_i64(e.seq.0)).collect();
-            let segments: Vec<String> = events.iter().map(|e| e.segment_id.to_string()).collect();
-            let lines: Vec<&str> = events.iter().map(|e| e.line()).collect();
-            let bytes: i64 = lines.iter().map(|l| l.len() as i64 + 1).sum();
-            let generation = events
-                .iter()
-                .filter_map(|e| crate::store::reserved_generation(e))
-                .max()
-                .unwrap_or(Generation(0));
+            let Rows {
+                seqs,
+                segments,
+                lines,
+                bytes,
+                generation,
+            } = Rows::of(events);
             tx.execute(
                 "INSERT INTO cairn_entries (session_id, seq, segment_id, line)
                  SELECT $1, s, g, l FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS t(s, g, l)",
@@ -218,18 +244,16 @@ impl JournalStore for PgStore {
             return Ok(());
         }
         // Dense from `expected` (the head is checked by the statement).
-        check_fence(session, Seq(expected.0 - 1), expected, events)?;
+        check_fence(session, Seq(expected.0.saturating_sub(1)), expected, events)?;
         let client = self.client().await?;
         let sid = session.as_str();
-        let seqs: Vec<i64> = events.iter().map(|e| seq_i64(e.seq.0)).collect();
-        let segments: Vec<String> = events.iter().map(|e| e.segment_id.to_string()).collect();
-        let lines: Vec<&str> = events.iter().map(|e| e.line()).collect();
-        let bytes: i64 = lines.iter().map(|l| l.len() as i64 + 1).sum();
-        let generation = events
-            .iter()
-            .filter_map(|e| crate::store::reserved_generation(e))
-            .max()
-            .unwrap_or(Generation(0));
+        let Rows {
+            seqs,
+            segments,
+            lines,
+            bytes,
+            generation,
+        } = Rows::of(events);
         let last = seq_i64(events.last().map_or(expected, |e| e.seq).0);
         let token = self.token_of(session).map_or(0, |t| t as i64);
         let row = client
