@@ -48,6 +48,41 @@ pub struct HostConfig {
     /// What browsers may do.
     #[serde(default)]
     pub http: HttpConfig,
+    /// Where durable facts live: the home (default) or a shared database.
+    #[serde(default)]
+    pub store: SharedStoreConfig,
+}
+
+/// `[store]`: the shared store several `cairn serve` instances run on. With
+/// no `url` the home's own files are the store (the embedded default).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SharedStoreConfig {
+    /// `postgres://user@host/db` (or `postgresql://…`, or a libpq key/value
+    /// string): journals, run facts, the catalog, blobs and leases live
+    /// there.
+    pub url: Option<String>,
+    /// This instance's name in the store (leases name it as their holder).
+    /// Default: a fresh one at every start, so a restarted instance never
+    /// mistakes an old lease for its own.
+    pub instance: Option<String>,
+    /// The URL other instances forward requests to (default: the listen
+    /// address, `http://ADDR`).
+    pub advertise: Option<String>,
+    /// How long a session's lease lasts unrenewed; it is renewed every
+    /// third of it.
+    pub lease_ttl_ms: u64,
+}
+
+impl Default for SharedStoreConfig {
+    fn default() -> Self {
+        SharedStoreConfig {
+            url: None,
+            instance: None,
+            advertise: None,
+            lease_ttl_ms: crate::store::lease::DEFAULT_TTL.as_millis() as u64,
+        }
+    }
 }
 
 /// `[http]`: browsers. A page served by cairn itself (`/ui/`) is always

@@ -126,3 +126,109 @@ pub fn copy(from: &Dir, to: &Dir, max_depth: u64) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The first bytes of a packed worktree.
+const PACK_MAGIC: &[u8] = b"cairn-worktree 1\n";
+
+/// Pack `from` (checked against `budget` first) into one byte string: the
+/// snapshot a generation leaves in the shared store, so the next
+/// generation on another instance starts from it. Directories and regular
+/// files only, as [`copy`] carries them; `None` when the tree is over the
+/// budget (it is not carried, as [`copy`] would not carry it).
+pub fn pack(from: &Dir, budget: &Budget) -> io::Result<Option<Vec<u8>>> {
+    if usage(from, budget)?.1.is_some() {
+        return Ok(None);
+    }
+    let mut out = PACK_MAGIC.to_vec();
+    let mut stack: Vec<(cap_std::fs::ReadDir, Dir, String)> =
+        vec![(from.entries()?, from.try_clone()?, String::new())];
+    while let Some((it, dir, prefix)) = stack.last_mut() {
+        let Some(entry) = it.next() else {
+            stack.pop();
+            continue;
+        };
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = format!("{prefix}{name}");
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            if stack.len() as u64 >= budget.depth {
+                return Ok(None);
+            }
+            put_entry(&mut out, b'd', &path, None);
+            let sub = entry.open_dir()?;
+            let next = (sub.entries()?, sub, format!("{path}/"));
+            stack.push(next);
+        } else if kind.is_file() {
+            let bytes = dir.read(name)?;
+            put_entry(&mut out, b'f', &path, Some(&bytes));
+        }
+    }
+    Ok(Some(out))
+}
+
+fn put_entry(out: &mut Vec<u8>, kind: u8, path: &str, bytes: Option<&[u8]>) {
+    out.push(kind);
+    out.extend_from_slice(&(path.len() as u32).to_be_bytes());
+    out.extend_from_slice(path.as_bytes());
+    if let Some(bytes) = bytes {
+        out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        out.extend_from_slice(bytes);
+    }
+}
+
+/// Unpack a [`pack`]ed worktree into the empty directory `to`. A malformed
+/// or hostile snapshot (a path with `..`, a truncated entry) is refused
+/// with an error that names the problem; `to` never addresses outside
+/// itself (a capability directory).
+pub fn unpack(bytes: &[u8], to: &Dir) -> io::Result<()> {
+    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+    let mut rest = bytes
+        .strip_prefix(PACK_MAGIC)
+        .ok_or_else(|| bad("not a cairn worktree snapshot".into()))?;
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (rest.len() >= n).then(|| rest.split_at(n))?;
+        *rest = tail;
+        Some(head)
+    }
+    while let Some(kind) = take(&mut rest, 1) {
+        let truncated = || bad("the snapshot is truncated".into());
+        let len = u32::from_be_bytes(
+            take(&mut rest, 4)
+                .ok_or_else(truncated)?
+                .try_into()
+                .unwrap_or_default(),
+        );
+        let path = take(&mut rest, len as usize).ok_or_else(truncated)?;
+        let path = std::str::from_utf8(path).map_err(|_| bad("a path is not UTF-8".into()))?;
+        if path
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == ".." || p.contains('\0'))
+        {
+            return Err(bad(format!(
+                "the snapshot names {path:?}, not a path inside the worktree"
+            )));
+        }
+        match kind[0] {
+            b'd' => to.create_dir(path)?,
+            b'f' => {
+                let n = u64::from_be_bytes(
+                    take(&mut rest, 8)
+                        .ok_or_else(truncated)?
+                        .try_into()
+                        .unwrap_or_default(),
+                );
+                let data = take(&mut rest, usize::try_from(n).unwrap_or(usize::MAX))
+                    .ok_or_else(truncated)?;
+                to.write(path, data)?;
+            }
+            other => {
+                return Err(bad(format!(
+                    "unknown entry kind {other:#x} in the snapshot"
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -9,6 +9,7 @@ mod components;
 mod decisions;
 pub mod error;
 mod events;
+pub mod forward;
 mod listen;
 mod metrics;
 pub mod openapi;
@@ -108,6 +109,10 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> R
         )
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(body::MAX_JSON_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::route,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -17,10 +17,30 @@ pub struct ServeArgs {
     /// a loopback address.
     #[arg(long)]
     insecure_local: bool,
+    /// The shared store, `postgres://…` (overrides `[store] url`): several
+    /// instances on one database serve the same sessions.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// This instance's name in the shared store (default: a fresh one).
+    #[arg(long, value_name = "NAME", requires = "store")]
+    instance: Option<String>,
+    /// The URL other instances forward requests to (default: the listen
+    /// address).
+    #[arg(long, value_name = "URL")]
+    advertise: Option<String>,
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config = args.home.runtime_config("serve")?;
+    let mut config = args.home.runtime_config("serve")?;
+    if let Some(url) = &args.store {
+        config.host.store.url = Some(url.clone());
+    }
+    if let Some(name) = &args.instance {
+        config.host.store.instance = Some(name.clone());
+    }
+    if let Some(url) = &args.advertise {
+        config.host.store.advertise = Some(url.clone());
+    }
     if config.host.has_tokens() {
         if args.insecure_local {
             eprintln!(
@@ -61,6 +81,19 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     let addr = listener.local_addr()?;
     rt.set_served_url(&format!("http://{addr}"))?;
+    if rt.clustered() {
+        let advertised = rt
+            .host_config()
+            .store
+            .advertise
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        rt.join_cluster(&advertised).await?;
+        eprintln!(
+            "cairn: instance {} on the shared store, reachable at {advertised}",
+            rt.instance_id().unwrap_or_default()
+        );
+    }
     println!(
         "cairn: listening on http://{addr} (home {})",
         rt.home().path().display()

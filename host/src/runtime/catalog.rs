@@ -159,11 +159,14 @@ impl Runtime {
         if let Some(r) = self.inner.registry.runs().get(&run) {
             return Ok(r.ctx.session.clone());
         }
-        self.run_index()
-            .await?
-            .get(run)
-            .map(|r| r.session)
-            .ok_or(RuntimeError::UnknownRun(run))
+        if let Some(r) = self.run_index().await?.get(run) {
+            return Ok(r.session);
+        }
+        // On a shared store: a run another instance started.
+        match self.shared_session_of_run(run).await? {
+            Some(session) if self.ensure_known(&session).await? => Ok(session),
+            _ => Err(RuntimeError::UnknownRun(run)),
+        }
     }
 
     /// One run's summary.
@@ -210,6 +213,8 @@ impl Runtime {
             self.mark_pruned(&p.worker_id, worker);
         }
         super::segments::crash_point("delete-before-remove");
+        // The shared store's rows first: no instance serves it after this.
+        self.forget_shared(session).await?;
         self.inner.home.delete_worker(worker, session)?;
         self.inner.journals.close(session);
         self.inner.run_index.forget_session(session);

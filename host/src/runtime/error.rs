@@ -114,6 +114,18 @@ pub enum RuntimeError {
         /// The claimant.
         holder: String,
     },
+    /// Another instance on the shared store holds the session.
+    #[error(
+        "session {session} is held by instance {holder} (at {url}); ask it, or any instance's HTTP API"
+    )]
+    HeldElsewhere {
+        /// The session.
+        session: SessionId,
+        /// The holding instance.
+        holder: String,
+        /// Where it serves.
+        url: String,
+    },
     /// The runtime is shutting down.
     #[error("the host is shutting down; no new runs start")]
     ShuttingDown,
@@ -168,6 +180,8 @@ impl RuntimeError {
             RuntimeError::ShuttingDown => "shutting_down",
             RuntimeError::HomeBusy(_) => "home_busy",
             RuntimeError::Storage(_) => "storage",
+            RuntimeError::HeldElsewhere { .. } => "held_elsewhere",
+            RuntimeError::Store(e) if e.is_lost_authority() => "lease_lost",
             RuntimeError::Corrupt { .. } => "corrupt",
             _ => "internal",
         }

@@ -4,6 +4,7 @@
 //! handle or a cancel token.
 
 mod catalog;
+pub mod cluster;
 mod config;
 pub mod decisions;
 pub(crate) mod delegation;
@@ -81,6 +82,9 @@ pub(crate) struct Inner {
     run_index: run_index::RunIndex,
     store: Arc<dyn Store>,
     file_store: Option<Arc<FileStore>>,
+    /// The shared store and this instance's leases (several instances on
+    /// one PostgreSQL); `None` on the home's own store.
+    cluster: Option<cluster::Cluster>,
     journals: Journals,
     components: Components,
     broker: Arc<decisions::Broker>,
@@ -144,15 +148,20 @@ impl Runtime {
                 notes
             }
         };
-        let (store, file_store): (Arc<dyn Store>, _) = match config.store {
-            StoreKind::File => {
+        let cluster = match read_only {
+            true => None,
+            false => cluster::open(&config.host.store).await?,
+        };
+        let (store, file_store): (Arc<dyn Store>, _) = match (config.store, &cluster) {
+            (_, Some(c)) => (c.pg.clone(), None),
+            (StoreKind::File, None) => {
                 let fs = Arc::new(match read_only {
                     true => FileStore::read_only(home.clone()),
                     false => FileStore::new(home.clone()),
                 });
                 (fs.clone(), Some(fs))
             }
-            StoreKind::Memory { window } => (Arc::new(MemoryStore::new(window)), None),
+            (StoreKind::Memory { window }, None) => (Arc::new(MemoryStore::new(window)), None),
         };
         let journals = Journals::new(store.clone(), config.live_window)
             .with_window_bytes(config.live_window_bytes);
@@ -174,6 +183,7 @@ impl Runtime {
                 run_index: Default::default(),
                 store,
                 file_store,
+                cluster,
                 journals,
                 components,
                 broker: Arc::new(decisions::Broker::default()),
@@ -526,7 +536,9 @@ impl Runtime {
             )
             .await;
         }
-        // Drained: this runtime no longer owns the home.
+        // Drained: other instances may take this one's sessions now.
+        self.leave_cluster().await;
+        // This runtime no longer owns the home.
         self.release_home();
     }
 }

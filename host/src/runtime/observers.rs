@@ -55,8 +55,16 @@ impl AttachSpec {
 /// An attached observer: its subscription and its guard. Dropping it
 /// detaches (`ObserverDetached { released }`).
 pub struct Observation {
-    sub: Subscription,
+    sub: Source,
     guard: ObserverGuard,
+}
+
+/// Where an observation's entries come from: the session's journal here,
+/// or — on a shared store, for a session another instance writes — the
+/// relay (the store's rows, woken by its notifications).
+enum Source {
+    Local(Subscription),
+    Relay(crate::store::postgres::relay::Follower),
 }
 
 impl std::fmt::Debug for Observation {
@@ -70,7 +78,13 @@ impl std::fmt::Debug for Observation {
 impl Observation {
     /// The next delivery (see [`Subscription::next`]).
     pub async fn next(&mut self) -> Option<Result<Delivery, StoreError>> {
-        self.sub.next().await
+        match &mut self.sub {
+            Source::Local(sub) => sub.next().await,
+            Source::Relay(follower) => Some(follower.next().await.map(|item| match item {
+                crate::store::JournalItem::Event(e) => Delivery::Event(Arc::new(*e)),
+                crate::store::JournalItem::Unknown { seq, raw } => Delivery::Unknown { seq, raw },
+            })),
+        }
     }
 
     /// The observer as journaled.
@@ -80,7 +94,10 @@ impl Observation {
 
     /// The last seq delivered.
     pub fn cursor(&self) -> Seq {
-        self.sub.cursor()
+        match &self.sub {
+            Source::Local(sub) => sub.cursor(),
+            Source::Relay(follower) => follower.cursor(),
+        }
     }
 
     /// Detach now and wait until the detach is journaled.
@@ -147,6 +164,9 @@ impl Runtime {
         session: &SessionId,
         spec: AttachSpec,
     ) -> Result<Observation, RuntimeError> {
+        if let Some(follower) = self.relay_follow(session, spec.after) {
+            return self.relayed(session, spec, follower).await;
+        }
         let journal = match self.inner.journals.open(session).await {
             Ok(j) => j,
             Err(StoreError::UnknownSession(s)) => return Err(RuntimeError::UnknownSession(s)),
@@ -206,13 +226,49 @@ impl Runtime {
             journal.defer(None, entries).await?;
         }
         Ok(Observation {
-            sub,
+            sub: Source::Local(sub),
             guard: ObserverGuard {
                 runtime: Arc::downgrade(&self.inner),
                 session: session.clone(),
                 id,
                 observer,
                 done: false,
+            },
+        })
+    }
+
+    /// An observer of a session another instance writes: it follows the
+    /// store's rows; it claims nothing (a claim lives with the writer) and
+    /// journals nothing.
+    async fn relayed(
+        &self,
+        session: &SessionId,
+        spec: AttachSpec,
+        follower: crate::store::postgres::relay::Follower,
+    ) -> Result<Observation, RuntimeError> {
+        if spec.role == ObserverRole::Claiming {
+            return Err(RuntimeError::InvalidRequest(format!(
+                "session {session} runs on another instance: a claim is made there (attach to any instance without claim to follow it)"
+            )));
+        }
+        // It exists (the relay would wait forever on nothing).
+        self.inner.store.head(session).await.map_err(|e| match e {
+            StoreError::UnknownSession(s) => RuntimeError::UnknownSession(s),
+            e => RuntimeError::from(e).for_session(session),
+        })?;
+        let id = NEXT_OBSERVER.fetch_add(1, Ordering::Relaxed);
+        Ok(Observation {
+            sub: Source::Relay(follower),
+            guard: ObserverGuard {
+                runtime: Weak::new(),
+                session: session.clone(),
+                id,
+                observer: Observer {
+                    id: format!("o{id}"),
+                    role: spec.role,
+                    present: spec.present,
+                },
+                done: true,
             },
         })
     }

@@ -24,159 +24,166 @@ use std::sync::Arc;
 /// Restore every interrupted run in the home.
 pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
     for worker_id in rt.inner.home.list_workers()? {
-        let worker = match rt.inner.home.open_worker(worker_id) {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("cairn: not restoring worker {worker_id}: {e}");
-                continue;
-            }
-        };
-        let record = match worker.record() {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("cairn: not restoring worker {worker_id}: {e}");
-                continue;
-            }
-        };
-        let session = worker.session_id().clone();
-        // A worker bound only in the journal (worker.json's unsynced write
-        // lost to a power loss) is named by its last `Started`.
-        let bound = record.component.clone();
-        let items = match rt.read(&session, Seq(0)).await {
-            Ok(items) => items,
-            Err(e) => {
-                eprintln!("cairn: not restoring session {session}: {e}");
-                continue;
-            }
-        };
-        let events: Vec<SessionEvent> = items
-            .into_iter()
-            .filter_map(|i| match i {
-                JournalItem::Event(e) => Some(*e),
-                JournalItem::Unknown { .. } => None,
-            })
-            .collect();
-        let runs = runs_of(&events);
-        let Some((run, started, None)) = runs.last().cloned() else {
-            continue;
-        };
-        let Some(component) = bound.or_else(|| {
-            started.as_ref().and_then(|s| match &s.payload {
-                Payload::Lifecycle(LifecycleEvent::Started { component, .. }) => {
-                    Some(component.clone())
-                }
-                _ => None,
-            })
-        }) else {
-            continue;
-        };
-        let journal = match rt.inner.journals.open(&session).await {
-            Ok(j) => j,
-            Err(e) => {
-                eprintln!("cairn: not restoring session {session}: {e}");
-                continue;
-            }
-        };
-        rt.inner.run_index.started(run, &session, &record.workspace);
-        let Some(started) = started else {
-            // It died between reserving a generation and starting: nothing
-            // ran, and its prompt was never journaled. Close it, visibly.
-            let message = "the host stopped after reserving a generation and before the run started; nothing ran";
-            close_run(
-                rt,
-                &journal,
-                run,
-                &component,
-                &events,
-                FailureCode::Interrupted,
-                message,
-            )
-            .await;
-            continue;
-        };
-        if record.status == WorkerStatus::Stale {
-            continue;
-        }
-        let Payload::Lifecycle(LifecycleEvent::Started {
-            prompt,
-            tools,
-            timeout_ms,
-            liveness,
-            generation: _,
-            continues,
-            resumes,
-            seed,
-            ..
-        }) = &started.payload
-        else {
-            unreachable!("runs_of keeps Started entries only")
-        };
-        // A restore that cannot even begin is journaled and the worker is
-        // marked stale: never only a line on stderr.
-        let (j, c, ev, w) = (&journal, &component, &events, &worker);
-        let restore_failed = move |why: String| async move {
-            let message = format!("run {run} cannot be restored: {why}");
-            eprintln!("cairn: {message}");
-            close_run(rt, j, run, c, ev, FailureCode::RestoreFailed, &message).await;
-            if let Err(e) = w.mark_stale() {
-                eprintln!("cairn: cannot mark worker {worker_id} stale: {e}");
-            }
-        };
-        let prepared = match rt.resolve(&ComponentRef::Digest(component.clone())).await {
-            Ok((p, _)) => p,
-            Err(e) => {
-                restore_failed(format!("its component is not usable: {e}")).await;
-                continue;
-            }
-        };
-        let checkpoint = rt.parked_checkpoint(&session, *resumes).await;
-        if resumes.is_some() && checkpoint.is_none() {
-            restore_failed(format!(
-                "the park checkpoint of run {} it resumed cannot be read",
-                resumes.map(|r| r.to_string()).unwrap_or_default()
-            ))
-            .await;
-            continue;
-        }
-        let ctx = rt.replay_ctx(run, &session, &journal, *liveness, &record.workspace);
-        ctx.set_script(Script::of_run(&events, run, false));
-        let _ = ctx.workspace.set(record.workspace.clone());
-        {
-            let mut sessions = rt.inner.registry.sessions();
-            sessions.entry(session.clone()).or_default().run = Some(ctx.clone());
-        }
-        let first_seq = events
-            .iter()
-            .find(|e| e.run_id == Some(run))
-            .map(|e| e.seq)
-            .unwrap_or(started.seq);
-        let previous_generation = generation_before(&events, started.seq);
-        let plan = RunPlan {
-            ctx,
-            worker,
-            worker_id,
-            prepared,
-            prompt: prompt.clone(),
-            tools: tools.clone(),
-            liveness: *liveness,
-            timeout_ms: *timeout_ms,
-            continues: *continues,
-            resumes: *resumes,
-            checkpoint,
-            previous_generation,
-            bind: record.component.is_none().then(|| component.clone()),
-            generation_floor: last_reserved(&events),
-            durable: None,
-            replay: Some(ReplayPlan {
-                seed: *seed,
-                first_seq,
-                started: started.clone(),
-            }),
-        };
-        rt.inner.registry.restored().push(run);
-        rt.spawn_run(plan);
+        restore_worker(rt, worker_id).await;
     }
     Ok(())
+}
+
+/// Restore the interrupted run of one worker, if it has one (a worker an
+/// instance takes over from the shared store, or each one at open).
+pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId) {
+    let worker = match rt.inner.home.open_worker(worker_id) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("cairn: not restoring worker {worker_id}: {e}");
+            return;
+        }
+    };
+    let record = match worker.record() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cairn: not restoring worker {worker_id}: {e}");
+            return;
+        }
+    };
+    let session = worker.session_id().clone();
+    // A worker bound only in the journal (worker.json's unsynced write
+    // lost to a power loss) is named by its last `Started`.
+    let bound = record.component.clone();
+    let items = match rt.read(&session, Seq(0)).await {
+        Ok(items) => items,
+        Err(e) => {
+            eprintln!("cairn: not restoring session {session}: {e}");
+            return;
+        }
+    };
+    let events: Vec<SessionEvent> = items
+        .into_iter()
+        .filter_map(|i| match i {
+            JournalItem::Event(e) => Some(*e),
+            JournalItem::Unknown { .. } => None,
+        })
+        .collect();
+    let runs = runs_of(&events);
+    let Some((run, started, None)) = runs.last().cloned() else {
+        return;
+    };
+    let Some(component) = bound.or_else(|| {
+        started.as_ref().and_then(|s| match &s.payload {
+            Payload::Lifecycle(LifecycleEvent::Started { component, .. }) => {
+                Some(component.clone())
+            }
+            _ => None,
+        })
+    }) else {
+        return;
+    };
+    let journal = match rt.inner.journals.open(&session).await {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("cairn: not restoring session {session}: {e}");
+            return;
+        }
+    };
+    rt.inner.run_index.started(run, &session, &record.workspace);
+    let Some(started) = started else {
+        // It died between reserving a generation and starting: nothing
+        // ran, and its prompt was never journaled. Close it, visibly.
+        let message =
+            "the host stopped after reserving a generation and before the run started; nothing ran";
+        close_run(
+            rt,
+            &journal,
+            run,
+            &component,
+            &events,
+            FailureCode::Interrupted,
+            message,
+        )
+        .await;
+        return;
+    };
+    if record.status == WorkerStatus::Stale {
+        return;
+    }
+    let Payload::Lifecycle(LifecycleEvent::Started {
+        prompt,
+        tools,
+        timeout_ms,
+        liveness,
+        generation: _,
+        continues,
+        resumes,
+        seed,
+        ..
+    }) = &started.payload
+    else {
+        unreachable!("runs_of keeps Started entries only")
+    };
+    // A restore that cannot even begin is journaled and the worker is
+    // marked stale: never only a line on stderr.
+    let (j, c, ev, w) = (&journal, &component, &events, &worker);
+    let restore_failed = move |why: String| async move {
+        let message = format!("run {run} cannot be restored: {why}");
+        eprintln!("cairn: {message}");
+        close_run(rt, j, run, c, ev, FailureCode::RestoreFailed, &message).await;
+        if let Err(e) = w.mark_stale() {
+            eprintln!("cairn: cannot mark worker {worker_id} stale: {e}");
+        }
+    };
+    let prepared = match rt.resolve(&ComponentRef::Digest(component.clone())).await {
+        Ok((p, _)) => p,
+        Err(e) => {
+            restore_failed(format!("its component is not usable: {e}")).await;
+            return;
+        }
+    };
+    let checkpoint = rt.parked_checkpoint(&session, *resumes).await;
+    if resumes.is_some() && checkpoint.is_none() {
+        restore_failed(format!(
+            "the park checkpoint of run {} it resumed cannot be read",
+            resumes.map(|r| r.to_string()).unwrap_or_default()
+        ))
+        .await;
+        return;
+    }
+    let ctx = rt.replay_ctx(run, &session, &journal, *liveness, &record.workspace);
+    ctx.set_script(Script::of_run(&events, run, false));
+    let _ = ctx.workspace.set(record.workspace.clone());
+    {
+        let mut sessions = rt.inner.registry.sessions();
+        sessions.entry(session.clone()).or_default().run = Some(ctx.clone());
+    }
+    let first_seq = events
+        .iter()
+        .find(|e| e.run_id == Some(run))
+        .map(|e| e.seq)
+        .unwrap_or(started.seq);
+    let previous_generation = generation_before(&events, started.seq);
+    let plan = RunPlan {
+        ctx,
+        worker,
+        worker_id,
+        prepared,
+        prompt: prompt.clone(),
+        tools: tools.clone(),
+        liveness: *liveness,
+        timeout_ms: *timeout_ms,
+        continues: *continues,
+        resumes: *resumes,
+        checkpoint,
+        previous_generation,
+        bind: record.component.is_none().then(|| component.clone()),
+        generation_floor: last_reserved(&events),
+        durable: None,
+        replay: Some(ReplayPlan {
+            seed: *seed,
+            first_seq,
+            started: started.clone(),
+        }),
+    };
+    rt.inner.registry.restored().push(run);
+    rt.spawn_run(plan);
 }
 
 /// The generation a run starting at `seq` copied its artifacts from: the

@@ -36,9 +36,18 @@ impl Runtime {
                 if let Some(p) = self.inner.components.cached(digest) {
                     return Ok((p, None));
                 }
-                let bytes = self
-                    .component_bytes(digest)
-                    .ok_or_else(|| RuntimeError::UnknownComponent(digest.clone()))?;
+                let bytes = match self.component_bytes(digest) {
+                    Some(b) => b,
+                    // Stored by another instance on the shared store.
+                    None => {
+                        let b = self
+                            .shared_component(digest)
+                            .await
+                            .ok_or_else(|| RuntimeError::UnknownComponent(digest.clone()))?;
+                        self.inner.home.put_component(digest, &b)?;
+                        b
+                    }
+                };
                 Ok((self.inner.components.prepare(&bytes).await?, None))
             }
         }
@@ -62,6 +71,7 @@ impl Runtime {
         let (p, bytes) = self.resolve(component).await?;
         if let Some(bytes) = bytes {
             self.inner.home.put_component(p.digest(), &bytes)?;
+            self.share_component(p.digest(), &bytes).await;
         }
         Ok((p.digest().to_string(), p.info().clone()))
     }
@@ -140,12 +150,18 @@ impl Runtime {
         if self.inner.home.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
         }
+        // On a shared store: the session's lease first, so no other
+        // instance writes it.
+        self.lease_new(&session).await?;
         let worker = self.inner.home.create_worker(&session, None, workspace)?;
         // Staged until its first entry is durable; a failure undoes it, a
         // crash leaves it to the next owner to roll back.
         let created = async {
             let segment = worker.metadata()?.active_segment;
             self.inner.journals.create(&session, segment).await?;
+            // On a shared store the catalog row publishes it to every
+            // instance, once its journal exists.
+            self.publish_new(&worker.record()?).await?;
             crate::fsutil::crash_point("create-before-publish");
             worker.publish()?;
             Ok::<_, RuntimeError>(())
@@ -199,6 +215,17 @@ impl Runtime {
             Some(c) => Some(self.resolve(c).await?),
             None => None,
         };
+        // On a shared store, a session another instance holds is served
+        // there (the HTTP layer forwards; an in-process caller is told).
+        if let Some(session) = &req.session
+            && let cluster::Route::Holder { holder, url } = self.route(session).await?
+        {
+            return Err(RuntimeError::HeldElsewhere {
+                session: session.clone(),
+                holder,
+                url,
+            });
+        }
         // Find or make the worker.
         let existing = match (req.worker, &req.session) {
             (Some(w), _) => Some(w),
@@ -277,6 +304,7 @@ impl Runtime {
             None => {
                 if let Some(bytes) = &bytes {
                     inner.home.put_component(prepared.digest(), bytes)?;
+                    self.share_component(prepared.digest(), bytes).await;
                 }
             }
         }
@@ -285,6 +313,10 @@ impl Runtime {
             .component
             .is_none()
             .then(|| prepared.digest().to_string());
+        if let Some(digest) = &bind {
+            // Every instance sees the binding (a takeover replays this code).
+            self.bind_shared(&session, digest).await?;
+        }
         if req.liveness.policy == LivenessPolicy::Park && !prepared.info().can_park {
             return Err(RuntimeError::UnsupportedPolicy {
                 name: prepared.info().name.clone(),

@@ -227,6 +227,11 @@ impl WorkerDir {
         Ok(pruned)
     }
 
+    /// `runs/`.
+    pub fn runs_dir(&self) -> io::Result<Dir> {
+        self.dir.open_dir("runs")
+    }
+
     /// Open an existing generation's directory.
     pub fn generation_dir(&self, generation: Generation) -> Result<Dir, WorkerError> {
         self.dir

@@ -359,7 +359,22 @@ impl Home {
         component: Option<&str>,
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError> {
-        self.create_worker_inner(session, component, workspace, CREATING)
+        self.create_worker_inner(session, component, workspace, CREATING, None)
+    }
+
+    /// Lay out, published, a worker another instance created (the shared
+    /// catalog's `record`: same worker id, session, workspace, binding and
+    /// parent). Nothing in this home names the session yet.
+    pub fn adopt_worker(&self, record: &WorkerRecord) -> Result<WorkerDir, WorkerError> {
+        let worker = self.create_worker_inner(
+            &record.session_id,
+            record.component.as_deref(),
+            &record.workspace,
+            CREATING,
+            Some(record),
+        )?;
+        worker.publish()?;
+        Ok(worker)
     }
 
     /// A new worker, published at once (for tools and tests that write its
@@ -383,7 +398,7 @@ impl Home {
         component: Option<&str>,
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError> {
-        self.create_worker_inner(session, component, workspace, FORKING)
+        self.create_worker_inner(session, component, workspace, FORKING, None)
     }
 
     /// The aggregate is laid out under a name no walk sees, renamed into
@@ -395,10 +410,11 @@ impl Home {
         component: Option<&str>,
         workspace: &str,
         marker: &str,
+        given: Option<&WorkerRecord>,
     ) -> Result<WorkerDir, WorkerError> {
-        let worker_id = WorkerId::new();
+        let worker_id = given.map_or_else(WorkerId::new, |r| r.worker_id);
         let segment = SegmentId::new();
-        let now = fsutil::now_ms();
+        let now = given.map_or_else(fsutil::now_ms, |r| r.created_at_ms);
         let ctx = format!("cannot create worker {worker_id}");
         let temp = format!("{LAYING_OUT}{worker_id}");
         let index_name = Self::index_name(session);
@@ -448,9 +464,9 @@ impl Home {
                 workspace: workspace.to_string(),
                 component: component.map(str::to_string),
                 created_at_ms: now,
-                last_generation: Generation(0),
-                status: WorkerStatus::Active,
-                parent: None,
+                last_generation: given.map_or(Generation(0), |r| r.last_generation),
+                status: given.map_or(WorkerStatus::Active, |r| r.status),
+                parent: given.and_then(|r| r.parent.clone()),
             };
             let handles = vec![
                 fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),

@@ -40,6 +40,12 @@ WITH head AS (
         bytes = bytes + $10::BIGINT
     WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
+), runs AS (
+    INSERT INTO cairn_run_sessions (run_id, session_id)
+    SELECT r, $1 FROM unnest($13::TEXT[]) AS r
+    WHERE EXISTS (SELECT 1 FROM ok)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING 1
 ), note AS (
     SELECT pg_notify($11::TEXT, $12::TEXT) FROM upd
 )
@@ -55,6 +61,8 @@ struct Rows<'a> {
     bytes: i64,
     /// The highest generation the batch reserves (0: none).
     generation: Generation,
+    /// The runs the batch starts (the run index: run → session).
+    started: Vec<String>,
 }
 
 impl<'a> Rows<'a> {
@@ -70,6 +78,18 @@ impl<'a> Rows<'a> {
                 .filter_map(|e| crate::store::reserved_generation(e))
                 .max()
                 .unwrap_or(Generation(0)),
+            started: events
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e.payload,
+                        crate::journal::event::Payload::Lifecycle(
+                            crate::journal::event::LifecycleEvent::Started { .. }
+                        )
+                    )
+                })
+                .filter_map(|e| e.run_id.map(|r| r.to_string()))
+                .collect(),
         }
     }
 }
@@ -147,6 +167,7 @@ impl PgStore {
                 lines,
                 bytes,
                 generation,
+                started,
             } = Rows::of(events);
             tx.execute(
                 "INSERT INTO cairn_entries (session_id, seq, segment_id, line)
@@ -173,6 +194,15 @@ impl PgStore {
             )
             .await
             .map_err(db(ctx()))?;
+            if !started.is_empty() {
+                tx.execute(
+                    "INSERT INTO cairn_run_sessions (run_id, session_id)
+                     SELECT r, $1 FROM unnest($2::TEXT[]) AS r ON CONFLICT (run_id) DO NOTHING",
+                    &[&sid, &started],
+                )
+                .await
+                .map_err(db(ctx()))?;
+            }
             tx.execute(
                 "SELECT pg_notify($1, $2)",
                 &[&CHANNEL, &format!("{sid} {last}")],
@@ -253,6 +283,7 @@ impl JournalStore for PgStore {
             lines,
             bytes,
             generation,
+            started,
         } = Rows::of(events);
         let last = seq_i64(events.last().map_or(expected, |e| e.seq).0);
         let token = self.token_of(session).map_or(0, |t| t as i64);
@@ -272,6 +303,7 @@ impl JournalStore for PgStore {
                     &bytes,
                     &CHANNEL,
                     &format!("{sid} {last}"),
+                    &started,
                 ],
             )
             .await

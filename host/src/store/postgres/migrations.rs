@@ -11,10 +11,11 @@ use crate::store::StoreError;
 const LOCK: i64 = 0x0063_6169_726e;
 
 /// Every migration, in order: (version, what it does, SQL).
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "journals, entries, runs, checkpoints, leases, blobs, instances",
-    r#"
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "journals, entries, runs, checkpoints, leases, blobs, instances",
+        r#"
 CREATE TABLE cairn_journals (
     session_id      TEXT PRIMARY KEY,
     active_segment  TEXT NOT NULL,
@@ -59,7 +60,27 @@ CREATE TABLE cairn_instances (
     seen_at     TIMESTAMPTZ NOT NULL
 );
 "#,
-)];
+    ),
+    (
+        2,
+        "the catalog of workers, the run index",
+        r#"
+CREATE TABLE cairn_workers (
+    session_id TEXT PRIMARY KEY REFERENCES cairn_journals (session_id) ON DELETE CASCADE,
+    worker_id  TEXT NOT NULL UNIQUE,
+    workspace  TEXT NOT NULL,
+    record     TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX cairn_workers_workspace ON cairn_workers (workspace, session_id);
+CREATE TABLE cairn_run_sessions (
+    run_id     TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES cairn_journals (session_id) ON DELETE CASCADE
+);
+CREATE INDEX cairn_run_sessions_session ON cairn_run_sessions (session_id);
+"#,
+    ),
+];
 
 /// The schema version this cairn writes.
 pub fn current() -> i32 {

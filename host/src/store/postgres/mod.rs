@@ -10,6 +10,7 @@
 //! ([`migrations`]); a database whose schema is newer than this cairn knows
 //! is refused, never written.
 
+mod catalog;
 mod journal;
 mod lease;
 pub mod migrations;
@@ -17,6 +18,7 @@ pub mod relay;
 
 use super::StoreError;
 use crate::ids::SessionId;
+pub use catalog::Instance;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -135,6 +135,11 @@ pub struct Follower {
 }
 
 impl Follower {
+    /// The last seq delivered.
+    pub fn cursor(&self) -> Seq {
+        self.cursor
+    }
+
     /// The next committed entry after the cursor, waiting for one.
     pub async fn next(&mut self) -> Result<JournalItem, StoreError> {
         loop {

@@ -1,0 +1,288 @@
+//! Any instance serves any request (several instances on one shared
+//! store). A request that names a session — in its path, through a run of
+//! it, in `POST /v1/runs`'s body or chat's `x-cairn-session` header — is
+//! served where the session's lease is: here when this instance holds it
+//! (or takes it now, because nobody does), otherwise forwarded to the
+//! holder's registered URL and its response streamed back. A holder that
+//! cannot be reached (it died; its lease has not expired yet) is retried
+//! until the lease expires and the session is taken over, so a client
+//! never needs to know the holder. An answer to a decision this instance
+//! does not know is tried at the other instances.
+//!
+//! Event streams are never forwarded: a stream of a session written
+//! elsewhere follows the store's rows here (the relay). On the home's own
+//! store this layer does nothing.
+
+use super::AppState;
+use super::error::ApiError;
+use crate::ids::SessionId;
+use crate::runtime::cluster::Route;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::{Duration, Instant};
+
+/// Set on a forwarded request (its value: the forwarding instance): the
+/// receiver serves it itself, so a request is forwarded at most once.
+pub const FORWARDED: &str = "x-cairn-forwarded-by";
+
+/// What a request names.
+enum Names {
+    Session(String),
+    Run(String),
+    /// `POST /v1/runs`: the body's `session`.
+    StartBody,
+    Decision,
+    Nothing,
+}
+
+fn names(method: &Method, path: &str, headers: &HeaderMap) -> Names {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        // A stream follows the relay here; a listing is read here.
+        ["v1", "sessions", _, "events"] | ["v1", "runs", _, "events"] => Names::Nothing,
+        ["v1", "sessions", id] | ["v1", "sessions", id, _] => Names::Session(decode(id)),
+        ["v1", "runs", id] | ["v1", "runs", id, _] => Names::Run(decode(id)),
+        ["v1", "runs"] if method == Method::POST => Names::StartBody,
+        ["v1", "decisions" | "approvals", _] if method == Method::POST => Names::Decision,
+        ["v1", "chat", "completions"] => {
+            match headers.get("x-cairn-session").and_then(|v| v.to_str().ok()) {
+                Some(s) => Names::Session(s.to_string()),
+                None => Names::Nothing,
+            }
+        }
+        _ => Names::Nothing,
+    }
+}
+
+/// Percent-decode a path segment (a session id may be any printable text).
+fn decode(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The layer.
+pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if !s.rt.clustered() || req.headers().contains_key(FORWARDED) {
+        return next.run(req).await;
+    }
+    let path = req.uri().path().to_string();
+    match names(req.method(), &path, req.headers()) {
+        Names::Nothing => {
+            if let Some(session) = streamed_session(&path)
+                && let Err(e) = s.rt.ensure_known(&session).await
+            {
+                return ApiError::from(e).into_response();
+            }
+            next.run(req).await
+        }
+        Names::Session(id) => match SessionId::parse(&id) {
+            Ok(session) => serve_at_holder(&s, session, req, None, next).await,
+            Err(_) => next.run(req).await,
+        },
+        Names::Run(id) => {
+            let session = match super::runs::run_id(&id) {
+                Ok(run) => s.rt.session_of_run(run).await.ok(),
+                Err(_) => None,
+            };
+            match session {
+                Some(session) => serve_at_holder(&s, session, req, None, next).await,
+                None => next.run(req).await,
+            }
+        }
+        Names::StartBody => {
+            let (parts, body) = req.into_parts();
+            let bytes = match axum::body::to_bytes(body, super::body::MAX_JSON_BYTES).await {
+                Ok(b) => b,
+                Err(_) => {
+                    return ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_large",
+                        "the request body is too large",
+                    )
+                    .into_response();
+                }
+            };
+            let session = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("session")?.as_str().map(str::to_string))
+                .and_then(|id| SessionId::parse(&id).ok());
+            let req = Request::from_parts(parts, Body::from(bytes.clone()));
+            match session {
+                Some(session) => serve_at_holder(&s, session, req, Some(bytes), next).await,
+                None => next.run(req).await,
+            }
+        }
+        Names::Decision => decision_anywhere(&s, req, next).await,
+    }
+}
+
+/// The session a stream names (copied here so the relay can serve it).
+fn streamed_session(path: &str) -> Option<SessionId> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["v1", "sessions", id, "events"] | ["v1", "sessions", id, "journal"] => {
+            SessionId::parse(&decode(id)).ok()
+        }
+        _ => None,
+    }
+}
+
+/// Serve here or at the session's holder; a holder that cannot be reached
+/// is retried until its lease expires and the session is taken over.
+async fn serve_at_holder(
+    s: &AppState,
+    session: SessionId,
+    req: Request,
+    body: Option<Bytes>,
+    next: Next,
+) -> Response {
+    let (parts, original) = req.into_parts();
+    let bytes = match body {
+        Some(b) => b,
+        None => match axum::body::to_bytes(original, super::body::MAX_JSON_BYTES).await {
+            Ok(b) => b,
+            Err(_) => {
+                return ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the request body is too large",
+                )
+                .into_response();
+            }
+        },
+    };
+    let deadline = Instant::now() + s.rt.lease_ttl() + Duration::from_secs(5);
+    let mut told = false;
+    loop {
+        match s.rt.route(&session).await {
+            Ok(Route::Here | Route::Unknown) => {
+                let req = Request::from_parts(parts, Body::from(bytes));
+                return next.run(req).await;
+            }
+            Ok(Route::Holder { holder, url }) => match send(s, &url, &parts, bytes.clone()).await {
+                Ok(response) => return response,
+                Err(e) if Instant::now() < deadline => {
+                    if !std::mem::replace(&mut told, true) {
+                        eprintln!(
+                            "cairn: session {session}: its holder {holder} at {url} does not answer ({e}); waiting for its lease to expire"
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => {
+                    return ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "held_elsewhere",
+                            format!(
+                                "session {session} is held by instance {holder} at {url}, which does not answer: {e}"
+                            ),
+                        )
+                        .into_response();
+                }
+            },
+            Err(e) => return ApiError::from(e).into_response(),
+        }
+    }
+}
+
+/// Send the request to `base` as it came; stream the answer back.
+async fn send(
+    s: &AppState,
+    base: &str,
+    parts: &axum::http::request::Parts,
+    body: Bytes,
+) -> Result<Response, reqwest::Error> {
+    let url = format!(
+        "{}{}",
+        base.trim_end_matches('/'),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let mut out = s.rt.forwarder().request(parts.method.clone(), url);
+    for (name, value) in &parts.headers {
+        if !hop_by_hop(name) {
+            out = out.header(name, value);
+        }
+    }
+    out = out.header(FORWARDED, s.rt.instance_id().unwrap_or("unknown"));
+    let answer = out.body(body).send().await?;
+    let mut response = Response::builder().status(answer.status());
+    if let Some(headers) = response.headers_mut() {
+        for (name, value) in answer.headers() {
+            if !hop_by_hop(name) {
+                headers.insert(name.clone(), value.clone());
+            }
+        }
+        if let Ok(v) = HeaderValue::from_str(base) {
+            headers.insert(HeaderName::from_static("x-cairn-served-by"), v);
+        }
+    }
+    Ok(response
+        .body(Body::from_stream(answer.bytes_stream()))
+        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response()))
+}
+
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "proxy-connection"
+            | "content-length"
+    )
+}
+
+/// An answer to a decision: here first; when this instance does not know
+/// the decision, at each other live instance until one does.
+async fn decision_anywhere(s: &AppState, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, super::body::MAX_JSON_BYTES).await else {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the request body is too large",
+        )
+        .into_response();
+    };
+    let here = next
+        .run(Request::from_parts(
+            parts.clone(),
+            Body::from(bytes.clone()),
+        ))
+        .await;
+    if here.status() != StatusCode::NOT_FOUND {
+        return here;
+    }
+    for instance in s.rt.other_instances().await {
+        if let Ok(answer) = send(s, &instance, &parts, bytes.clone()).await
+            && answer.status() != StatusCode::NOT_FOUND
+        {
+            return answer;
+        }
+    }
+    here
+}

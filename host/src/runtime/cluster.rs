@@ -1,0 +1,547 @@
+//! Several `cairn serve` instances on one shared store (PostgreSQL).
+//!
+//! The store holds the truth: journals, run facts, the catalog of
+//! sessions, park checkpoints, worktree snapshots, leases. Each instance
+//! keeps, in its own home, a copy of the workers it serves (their
+//! generation directories are where its controllers run) and compiled
+//! code.
+//!
+//! A session is written by the one instance that holds its lease; every
+//! append carries the lease's token and the store refuses a stale one in
+//! the same transaction. An instance:
+//! - takes a session's lease when it is asked for the session and nobody
+//!   holds it (or its holder's lease expired), copies the worker into its
+//!   home, and restores the interrupted run by replay;
+//! - otherwise names the holder, whose registered URL the HTTP layer
+//!   forwards the request to;
+//! - renews what it holds every third of the lease time (the keeper) and
+//!   lets go of a session whose lease moved: its run's next write is
+//!   refused and the run ends with a clear error;
+//! - sweeps for expired leases and takes them over, so the sessions of an
+//!   instance that died go on elsewhere within the lease time.
+
+use super::{Runtime, RuntimeError};
+use crate::ids::{Generation, SessionId, WorkerId};
+use crate::store::postgres::PgStore;
+use crate::store::postgres::relay::Relay;
+use crate::store::{BlobStore, LeaseStore, StoreError};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Expired leases taken per sweep.
+const SWEEP_BATCH: usize = 256;
+
+/// The shared store as one instance sees it.
+pub(crate) struct Cluster {
+    pub(crate) pg: Arc<PgStore>,
+    pub(crate) relay: Relay,
+    pub(crate) ttl: Duration,
+    /// Sessions whose lease this instance holds.
+    held: Mutex<HashSet<SessionId>>,
+    /// One takeover at a time (a takeover copies a worker and restores).
+    taking: tokio::sync::Mutex<()>,
+    /// Where requests for a session held elsewhere are sent.
+    pub(crate) http: reqwest::Client,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+/// Where a request for a session is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Here: this instance holds the session's lease (or just took it).
+    Here,
+    /// At the instance that holds the lease.
+    Holder {
+        /// The holder's instance id.
+        holder: String,
+        /// Its registered URL.
+        url: String,
+    },
+    /// No such session in the shared store.
+    Unknown,
+}
+
+impl Cluster {
+    pub(crate) async fn connect(
+        url: &str,
+        instance: &str,
+        ttl: Duration,
+    ) -> Result<Cluster, StoreError> {
+        let pg = Arc::new(PgStore::connect(url, instance).await?);
+        Ok(Cluster {
+            relay: Relay::start(pg.clone()),
+            pg,
+            ttl,
+            held: Mutex::new(HashSet::new()),
+            taking: tokio::sync::Mutex::new(()),
+            http: reqwest::Client::new(),
+            tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashSet<SessionId>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn holds(&self, session: &SessionId) -> bool {
+        self.held().contains(session)
+    }
+
+    /// The blob key of a worker's last worktree snapshot.
+    fn snapshot_key(worker: WorkerId) -> String {
+        format!("worktree/{worker}")
+    }
+
+    /// Snapshot generation `generation`'s worktree (when within `budget`)
+    /// into the blob store: 8 bytes of generation, then the packed tree.
+    pub(crate) async fn snapshot(
+        &self,
+        worker: WorkerId,
+        generation: Generation,
+        artifacts: cap_std::fs::Dir,
+        budget: crate::worktree::Budget,
+    ) {
+        let packed =
+            tokio::task::spawn_blocking(move || crate::worktree::pack(&artifacts, &budget)).await;
+        let bytes = match packed {
+            Ok(Ok(Some(tree))) => {
+                let mut bytes = generation.0.to_be_bytes().to_vec();
+                bytes.extend_from_slice(&tree);
+                bytes
+            }
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                eprintln!("cairn: worker {worker}: cannot snapshot generation {generation}: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
+        if let Err(e) = self.pg.put(&Self::snapshot_key(worker), &bytes).await {
+            eprintln!(
+                "cairn: worker {worker}: cannot store generation {generation}'s worktree: {e}"
+            );
+        }
+    }
+}
+
+impl Runtime {
+    /// Whether this runtime shares its store with other instances.
+    pub fn clustered(&self) -> bool {
+        self.inner.cluster.is_some()
+    }
+
+    /// How long a lease lasts unrenewed (the shared store's; 0 without).
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner
+            .cluster
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.ttl)
+    }
+
+    /// The HTTP client requests are forwarded with.
+    pub fn forwarder(&self) -> reqwest::Client {
+        self.inner
+            .cluster
+            .as_ref()
+            .map_or_else(reqwest::Client::new, |c| c.http.clone())
+    }
+
+    /// The URLs of the other instances seen within a lease time.
+    pub async fn other_instances(&self) -> Vec<String> {
+        let Some(c) = &self.inner.cluster else {
+            return Vec::new();
+        };
+        match c.pg.live_instances(c.ttl).await {
+            Ok(list) => list.into_iter().map(|i| i.url).collect(),
+            Err(e) => {
+                eprintln!("cairn: cannot list the other instances: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// This instance's id in the shared store.
+    pub fn instance_id(&self) -> Option<&str> {
+        self.inner.cluster.as_ref().map(|c| c.pg.holder())
+    }
+
+    /// Where a request for `session` is served: here (this instance holds
+    /// its lease, or took it now because nobody held it), at its holder, or
+    /// nowhere (no such session). Always `Here` on a store of its own.
+    pub async fn route(&self, session: &SessionId) -> Result<Route, RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(Route::Here);
+        };
+        for _ in 0..3 {
+            if c.holds(session) {
+                return Ok(Route::Here);
+            }
+            match c.pg.lease(session).await? {
+                Some(l) if l.holder != c.pg.holder() && l.expires_in_ms > 0 => {
+                    if let Some(url) = c.pg.instance_url(&l.holder).await? {
+                        return Ok(Route::Holder {
+                            holder: l.holder,
+                            url,
+                        });
+                    }
+                    return Err(RuntimeError::Storage(format!(
+                        "session {session} is held by instance {}, which registered no URL",
+                        l.holder
+                    )));
+                }
+                _ => match self.take(session).await {
+                    Ok(true) => return Ok(Route::Here),
+                    Ok(false) => return Ok(Route::Unknown),
+                    // Taken by another instance between the two looks.
+                    Err(RuntimeError::Store(StoreError::LeaseHeld { .. })) => continue,
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        Err(RuntimeError::Storage(format!(
+            "session {session}: its lease keeps moving; try again"
+        )))
+    }
+
+    /// The session of a run, from the shared run index (a run this
+    /// instance has not seen).
+    pub(crate) async fn shared_session_of_run(
+        &self,
+        run: crate::ids::RunId,
+    ) -> Result<Option<SessionId>, RuntimeError> {
+        match &self.inner.cluster {
+            Some(c) => Ok(c.pg.session_of_run(run).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Copy a session of the shared catalog into this home, if it is not
+    /// here yet (read paths: listing its runs, streaming it). `false`: no
+    /// such session.
+    pub async fn ensure_known(&self, session: &SessionId) -> Result<bool, RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(true);
+        };
+        if self.inner.home.lookup(session)?.is_some() {
+            return Ok(true);
+        }
+        let _guard = c.taking.lock().await;
+        if self.inner.home.lookup(session)?.is_some() {
+            return Ok(true);
+        }
+        let Some(record) = c.pg.worker_record(session).await? else {
+            return Ok(false);
+        };
+        self.inner.home.adopt_worker(&record)?;
+        Ok(true)
+    }
+
+    /// Take `session`'s lease (it is free or expired), bring its worker
+    /// here and restore its interrupted run by replay. `false`: no such
+    /// session. `LeaseHeld` when another instance took it first.
+    pub(crate) async fn take(&self, session: &SessionId) -> Result<bool, RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(true);
+        };
+        let _guard = c.taking.lock().await;
+        if c.holds(session) {
+            return Ok(true);
+        }
+        let Some(record) = c.pg.worker_record(session).await? else {
+            return Ok(false);
+        };
+        let lease = c.pg.acquire(session, c.ttl).await?;
+        // Whatever this instance knew of the session's head is stale now.
+        self.inner.journals.close(session);
+        let head = self.inner.store.head(session).await?;
+        let worker = match self.inner.home.lookup(session)? {
+            Some(id) => self.inner.home.open_worker_any(id)?,
+            None => self.inner.home.adopt_worker(&record)?,
+        };
+        let local = worker.record()?;
+        if local.component.is_none()
+            && let Some(bound) = &record.component
+        {
+            worker.record_generation(local.last_generation, Some(bound))?;
+        }
+        if head.last_generation > local.last_generation {
+            // Generations ran elsewhere: start from the last worktree they
+            // left, and reserve past them.
+            if let Some(bytes) = c.pg.get(&Cluster::snapshot_key(worker.id())).await?
+                && bytes.len() >= 8
+            {
+                let generation = Generation(u64::from_be_bytes(
+                    bytes[..8].try_into().unwrap_or_default(),
+                ));
+                if generation > local.last_generation
+                    && let Err(e) = unpack_into(&worker, generation, &bytes[8..])
+                {
+                    eprintln!(
+                        "cairn: session {session}: the worktree of generation {generation} is not carried over: {e}"
+                    );
+                }
+            }
+            worker.record_generation(head.last_generation, None)?;
+        }
+        c.held().insert(session.clone());
+        eprintln!(
+            "cairn: took session {session} (lease token {})",
+            lease.token
+        );
+        super::replay::restore_worker(self, worker.id()).await;
+        Ok(true)
+    }
+
+    /// Start the keeper and the sweeper (once `url` is where this instance
+    /// serves).
+    pub async fn join_cluster(&self, url: &str) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        c.pg.register_instance(url).await?;
+        let weak = Arc::downgrade(&self.inner);
+        let url = url.to_string();
+        let keeper = tokio::spawn(async move {
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let rt = Runtime { inner };
+                let every = rt
+                    .inner
+                    .cluster
+                    .as_ref()
+                    .map_or(Duration::from_secs(1), |c| c.ttl / 3);
+                rt.keep(&url).await;
+                rt.sweep().await;
+                drop(rt);
+                tokio::time::sleep(every).await;
+            }
+        });
+        c.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(keeper);
+        Ok(())
+    }
+
+    /// Renew every lease held; let go of those that moved.
+    async fn keep(&self, url: &str) {
+        let Some(c) = &self.inner.cluster else { return };
+        if let Err(e) = c.pg.register_instance(url).await {
+            eprintln!("cairn: cannot re-register this instance: {e}");
+        }
+        let held: Vec<SessionId> = c.held().iter().cloned().collect();
+        for session in held {
+            let Some(token) = c.pg.token(&session) else {
+                c.held().remove(&session);
+                continue;
+            };
+            match c.pg.renew(&session, token, c.ttl).await {
+                Ok(_) => {}
+                Err(e) if e.is_lost_authority() => {
+                    c.held().remove(&session);
+                    eprintln!("cairn: session {session} moved to another instance: {e}");
+                    // Its run here can write nothing more (the store
+                    // refuses its token): end it, and say why.
+                    let live = self
+                        .inner
+                        .registry
+                        .sessions()
+                        .get(&session)
+                        .and_then(|l| l.live_run().cloned());
+                    if let Some(run) = live {
+                        eprintln!(
+                            "cairn: run {} ends here: session {session}'s lease moved to another instance, which restores the run by replay",
+                            run.run_id
+                        );
+                        run.cancel(
+                            crate::journal::event::CancelReason::External,
+                            "the session's lease moved to another instance",
+                        );
+                    }
+                    self.inner.journals.close(&session);
+                }
+                Err(e) => eprintln!("cairn: session {session}: cannot renew its lease: {e}"),
+            }
+        }
+    }
+
+    /// Take over sessions whose leases expired (their holders died or
+    /// paused).
+    async fn sweep(&self) {
+        let Some(c) = &self.inner.cluster else { return };
+        if self
+            .inner
+            .draining
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let expired = match c.pg.expired(SWEEP_BATCH).await {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("cairn: cannot sweep for expired leases: {e}");
+                return;
+            }
+        };
+        for lease in expired {
+            if c.holds(&lease.session) {
+                continue;
+            }
+            match self.take(&lease.session).await {
+                Ok(_) => {}
+                Err(RuntimeError::Store(StoreError::LeaseHeld { .. })) => {}
+                Err(e) => eprintln!("cairn: cannot take session {}: {e}", lease.session),
+            }
+        }
+    }
+
+    /// Give every lease up (a clean stop): other instances take the
+    /// sessions at once.
+    pub(crate) async fn leave_cluster(&self) {
+        let Some(c) = &self.inner.cluster else { return };
+        for t in c.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            t.abort();
+        }
+        let held: Vec<SessionId> = c.held().drain().collect();
+        for session in held {
+            if let Some(token) = c.pg.token(&session) {
+                let _ = c.pg.release(&session, token).await;
+            }
+        }
+        let _ = c.pg.unregister_instance().await;
+    }
+
+    /// A new session's shared rows: its lease first (so no other instance
+    /// writes it), then — after its journal exists — its catalog row.
+    pub(crate) async fn lease_new(&self, session: &SessionId) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        if c.pg.worker_record(session).await?.is_some() {
+            return Err(RuntimeError::SessionExists(session.clone()));
+        }
+        match c.pg.acquire(session, c.ttl).await {
+            Ok(_) => {
+                c.held().insert(session.clone());
+                Ok(())
+            }
+            Err(StoreError::LeaseHeld { .. }) => Err(RuntimeError::SessionExists(session.clone())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(crate) async fn publish_new(
+        &self,
+        record: &crate::worker::WorkerRecord,
+    ) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        if !c.pg.publish_worker(record).await? {
+            return Err(RuntimeError::SessionExists(record.session_id.clone()));
+        }
+        Ok(())
+    }
+
+    /// Record a worker's binding in the shared catalog.
+    pub(crate) async fn bind_shared(
+        &self,
+        session: &SessionId,
+        digest: &str,
+    ) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        c.pg.bind_worker(session, digest).await?;
+        Ok(())
+    }
+
+    /// Forget a session's shared rows (it was deleted here).
+    pub(crate) async fn forget_shared(&self, session: &SessionId) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        c.pg.delete_session(session).await?;
+        c.held().remove(session);
+        Ok(())
+    }
+
+    /// Follow `session` through the relay (it is written elsewhere).
+    pub(crate) fn relay_follow(
+        &self,
+        session: &SessionId,
+        after: crate::ids::Seq,
+    ) -> Option<crate::store::postgres::relay::Follower> {
+        let c = self.inner.cluster.as_ref()?;
+        (!c.holds(session)).then(|| c.relay.follow(session, after))
+    }
+
+    /// Component bytes another instance stored (a session bound to an
+    /// uploaded component, taken over here).
+    pub(crate) async fn shared_component(&self, digest: &str) -> Option<Vec<u8>> {
+        let c = self.inner.cluster.as_ref()?;
+        c.pg.get(&component_key(digest)?).await.ok().flatten()
+    }
+
+    /// Store component bytes for every instance.
+    pub(crate) async fn share_component(&self, digest: &str, bytes: &[u8]) {
+        let (Some(c), Some(key)) = (&self.inner.cluster, component_key(digest)) else {
+            return;
+        };
+        if let Err(e) = c.pg.put(&key, bytes).await {
+            eprintln!("cairn: cannot share component {digest}: {e}");
+        }
+    }
+}
+
+/// `component/<hex>` for `sha256:<hex>`.
+fn component_key(digest: &str) -> Option<String> {
+    let hex = digest.strip_prefix("sha256:")?;
+    Some(format!("component/{hex}"))
+}
+
+/// Lay generation `generation`'s worktree out from a snapshot (when this
+/// home does not have it).
+fn unpack_into(
+    worker: &crate::worker::WorkerDir,
+    generation: Generation,
+    tree: &[u8],
+) -> std::io::Result<()> {
+    let runs = worker.runs_dir()?;
+    let name = generation.to_string();
+    if runs.exists(&name) {
+        return Ok(());
+    }
+    let dir = crate::fsutil::create_dir_new(&runs, &name)?;
+    let artifacts = crate::fsutil::create_dir_new(&dir, "artifacts")?;
+    crate::worktree::unpack(tree, &artifacts)
+}
+
+/// The shared store a runtime opens, from `[store]`.
+pub(crate) async fn open(
+    config: &crate::config::SharedStoreConfig,
+) -> Result<Option<Cluster>, RuntimeError> {
+    let Some(url) = &config.url else {
+        return Ok(None);
+    };
+    let instance = config
+        .instance
+        .clone()
+        .unwrap_or_else(|| format!("i-{}", uuid::Uuid::new_v4().simple()));
+    let ttl = Duration::from_millis(config.lease_ttl_ms.max(300));
+    Ok(Some(Cluster::connect(url, &instance, ttl).await?))
+}

@@ -1,0 +1,180 @@
+//! The shared catalog: which sessions exist (each with its worker's
+//! record), which session a run belongs to, and which instances serve. An
+//! instance keeps a copy of what it serves in its own home; these rows are
+//! the truth every instance shares.
+
+use super::{PgStore, db};
+use crate::ids::{RunId, SessionId};
+use crate::store::StoreError;
+use crate::worker::WorkerRecord;
+
+/// A registered instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// Its holder id.
+    pub id: String,
+    /// Where it serves.
+    pub url: String,
+}
+
+impl PgStore {
+    /// Publish a new session's worker (after its journal exists). `false`:
+    /// the session is already in the catalog.
+    pub async fn publish_worker(&self, record: &WorkerRecord) -> Result<bool, StoreError> {
+        let session = &record.session_id;
+        let json = serde_json::to_string(record).map_err(|e| StoreError::Database {
+            context: format!("session {session}: its worker record"),
+            message: e.to_string(),
+        })?;
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "INSERT INTO cairn_workers (session_id, worker_id, workspace, record)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[
+                    &session.as_str(),
+                    &record.worker_id.to_string(),
+                    &record.workspace,
+                    &json,
+                ],
+            )
+            .await
+            .map_err(db(format!("session {session}: publishing its worker")))?;
+        Ok(n == 1)
+    }
+
+    /// Bind a session's worker to a component (an unbound one only).
+    pub async fn bind_worker(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE cairn_workers
+                 SET record = jsonb_set(record::jsonb, '{component}', to_jsonb($2::TEXT))::TEXT
+                 WHERE session_id = $1 AND (record::jsonb -> 'component') IS NULL",
+                &[&session.as_str(), &digest],
+            )
+            .await
+            .map_err(db(format!("session {session}: binding its worker")))?;
+        Ok(())
+    }
+
+    /// The worker record the catalog holds for `session`, as published.
+    pub async fn worker_record(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<WorkerRecord>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT record FROM cairn_workers WHERE session_id = $1",
+                &[&session.as_str()],
+            )
+            .await
+            .map_err(db(format!("session {session}: reading its worker")))?;
+        row.map(|r| {
+            serde_json::from_str(r.get::<_, &str>(0)).map_err(|e| StoreError::Corrupt {
+                path: format!("postgres:cairn_workers/{session}").into(),
+                line: 1,
+                reason: e.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    /// Every session in the catalog, oldest first.
+    pub async fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT session_id FROM cairn_workers ORDER BY created_at, session_id",
+                &[],
+            )
+            .await
+            .map_err(db("listing the catalog"))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| SessionId::parse(r.get::<_, &str>(0)).ok())
+            .collect())
+    }
+
+    /// The session a run belongs to (every run is indexed by the append
+    /// that starts it).
+    pub async fn session_of_run(&self, run: RunId) -> Result<Option<SessionId>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT session_id FROM cairn_run_sessions WHERE run_id = $1",
+                &[&run.to_string()],
+            )
+            .await
+            .map_err(db(format!("run {run}: finding its session")))?;
+        Ok(row.and_then(|r| SessionId::parse(r.get::<_, &str>(0)).ok()))
+    }
+
+    /// Remove a session from the shared store: its journal, runs,
+    /// checkpoints, catalog row, run index and lease, in one transaction.
+    pub async fn delete_session(&self, session: &SessionId) -> Result<(), StoreError> {
+        let ctx = format!("session {session}: deleting it");
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        for sql in [
+            "DELETE FROM cairn_journals WHERE session_id = $1",
+            "DELETE FROM cairn_leases WHERE session_id = $1",
+        ] {
+            tx.execute(sql, &[&session.as_str()])
+                .await
+                .map_err(db(ctx.clone()))?;
+        }
+        tx.commit().await.map_err(db(ctx))?;
+        self.set_token(session, None);
+        Ok(())
+    }
+
+    /// Instances seen within `within` (their keepers re-register every
+    /// third of the lease time), this one excluded.
+    pub async fn live_instances(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<Vec<Instance>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT instance_id, url FROM cairn_instances
+                 WHERE instance_id <> $1 AND seen_at > now() - $2 * interval '1 millisecond'
+                 ORDER BY instance_id",
+                &[&self.holder, &(within.as_secs_f64() * 1000.0)],
+            )
+            .await
+            .map_err(db("listing instances"))?;
+        Ok(rows
+            .iter()
+            .map(|r| Instance {
+                id: r.get(0),
+                url: r.get(1),
+            })
+            .collect())
+    }
+
+    /// Forget this instance (a clean stop).
+    pub async fn unregister_instance(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM cairn_instances WHERE instance_id = $1",
+                &[&self.holder],
+            )
+            .await
+            .map_err(db("unregistering this instance"))?;
+        Ok(())
+    }
+
+    /// The lease token this instance carries for `session`, if any.
+    pub fn token(&self, session: &SessionId) -> Option<u64> {
+        self.token_of(session)
+    }
+
+    /// This instance's holder id.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+}
