@@ -20,6 +20,7 @@ mod postgres;
 mod queue;
 mod restore;
 mod runtime;
+mod scale_out;
 mod skeleton;
 mod store;
 mod stress;

@@ -1,0 +1,399 @@
+//! Several `cairn serve` instances on one PostgreSQL (a real cluster this
+//! test starts): any instance serves any session, followers on other
+//! instances than the holders see every entry once, a holder killed with
+//! SIGKILL loses its sessions to the others within the lease time and
+//! their runs finish by replay, and a holder paused (SIGSTOP) past its
+//! lease writes nothing when it wakes.
+
+use crate::common::*;
+use crate::postgres::Cluster;
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The lease time the instances run with (short, so the test is).
+const TTL_MS: u64 = 2_000;
+
+struct Instance {
+    child: Child,
+    url: String,
+    stderr: std::path::PathBuf,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&self.child),
+            rustix::process::Signal::CONT,
+        );
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Instance {
+    fn start(dir: &Path, name: &str, store: &str) -> Instance {
+        let home = dir.join(name);
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("cairn.toml"),
+            format!("[store]\nlease_ttl_ms = {TTL_MS}\n"),
+        )
+        .unwrap();
+        let stderr = dir.join(format!("{name}.err"));
+        let mut child = cairn_bin()
+            .args(["serve", "--insecure-local", "--listen", "127.0.0.1:0"])
+            .arg("--home")
+            .arg(&home)
+            .args(["--store", store, "--instance", name])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name} did not start: {}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                )
+            })
+            .to_string();
+        Instance { child, url, stderr }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .unwrap();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
+/// What a follower saw: (seq, line) in order, and whether its run ended.
+#[derive(Default)]
+struct Seen {
+    entries: Vec<(u64, String)>,
+    ended: bool,
+}
+
+/// Follow a session's stream at `base` until its run's terminal entry.
+fn follow(base: String, session: String, seen: Arc<Mutex<Seen>>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let response = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap()
+            .get(format!("{base}/v1/sessions/{session}/events"))
+            .send()
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+        let mut id = None;
+        for line in std::io::BufReader::new(response).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line.strip_prefix("id: ") {
+                id = n.trim().parse::<u64>().ok();
+            } else if let Some(data) = line.strip_prefix("data: ") {
+                let seq = id.take().expect("every entry has an id");
+                let v: serde_json::Value = serde_json::from_str(data).unwrap();
+                let mut s = seen.lock().unwrap();
+                s.entries.push((seq, data.to_string()));
+                if v.get("facts").is_some() {
+                    s.ended = true;
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// The decision a follower saw requested.
+fn decision_of(seen: &Mutex<Seen>) -> Option<String> {
+    let s = seen.lock().unwrap();
+    s.entries.iter().find_map(|(_, line)| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        (v["payload"]["event"]["type"] == "decision_requested").then(|| {
+            v["payload"]["event"]["decision_id"]
+                .as_str()
+                .map(str::to_string)
+        })?
+    })
+}
+
+fn wait_for(what: &str, deadline: Duration, mut ok: impl FnMut() -> bool) {
+    let until = Instant::now() + deadline;
+    while !ok() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Answer a decision at `base`, retrying while nobody holds it yet (its
+/// run is being taken over).
+fn approve(base: &str, decision: &str, deadline: Duration) {
+    let http = client();
+    let until = Instant::now() + deadline;
+    loop {
+        let r = http
+            .post(format!("{base}/v1/decisions/{decision}"))
+            .json(&serde_json::json!({"value": {"approved": true}}))
+            .send()
+            .unwrap();
+        if r.status().is_success() {
+            return;
+        }
+        let status = r.status();
+        let body = r.text().unwrap_or_default();
+        assert!(
+            Instant::now() < until,
+            "decision {decision} not answered at {base}: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every session's rows in the store: seq → line.
+fn rows(rt: &tokio::runtime::Runtime, url: &str) -> BTreeMap<String, BTreeMap<u64, String>> {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let mut out: BTreeMap<String, BTreeMap<u64, String>> = BTreeMap::new();
+        for row in client
+            .query("SELECT session_id, seq, line FROM cairn_entries", &[])
+            .await
+            .unwrap()
+        {
+            out.entry(row.get(0))
+                .or_default()
+                .insert(row.get::<_, i64>(1) as u64, row.get(2));
+        }
+        out
+    })
+}
+
+fn types(rows: &BTreeMap<u64, String>) -> Vec<String> {
+    rows.values()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["payload"]["event"]["type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let pg = Cluster::start();
+    let store = tokio.block_on(pg.database());
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: Vec<Instance> = (0..3)
+        .map(|i| Instance::start(dir.path(), &format!("n{i}"), &store))
+        .collect();
+    let http = client();
+
+    // 20 sessions, each made (and so held) by instance k % 3; each run
+    // waits on an approval.
+    let sessions: Vec<String> = (0..20).map(|k| format!("s{k}")).collect();
+    for (k, s) in sessions.iter().enumerate() {
+        let r = http
+            .post(format!("{}/v1/runs", nodes[k % 3].url))
+            .json(&serde_json::json!({"component": "approval", "prompt": format!("p{k}"), "session": s}))
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().unwrap());
+    }
+    // Followers on another instance than the holder (and never on n0,
+    // which is killed): n0's sessions on n1, n1's on n2, n2's on n1.
+    let follower_of = |k: usize| match k % 3 {
+        0 | 2 => 1,
+        _ => 2,
+    };
+    let seen: Vec<Arc<Mutex<Seen>>> = sessions.iter().map(|_| Default::default()).collect();
+    let followers: Vec<_> = sessions
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            follow(
+                nodes[follower_of(k)].url.clone(),
+                s.clone(),
+                seen[k].clone(),
+            )
+        })
+        .collect();
+    wait_for("every run to ask", Duration::from_secs(60), || {
+        seen.iter().all(|s| decision_of(s).is_some())
+    });
+    // A request at any instance is served by the holder.
+    let r = http
+        .get(format!("{}/v1/sessions/s0", nodes[2].url))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    assert_eq!(
+        r.headers()["x-cairn-served-by"].to_str().unwrap(),
+        nodes[0].url,
+        "forwarded to the holder"
+    );
+
+    // Kill n0 while its runs wait: its sessions are taken over by n1 or
+    // n2 once the lease expires, and their runs restored by replay.
+    let killed = Instant::now();
+    nodes[0].signal(rustix::process::Signal::KILL);
+    for (k, s) in seen.iter().enumerate() {
+        let decision = decision_of(s).unwrap();
+        // Answered through the survivors, whoever holds the session.
+        approve(
+            &nodes[1 + k % 2].url,
+            &decision,
+            Duration::from_millis(TTL_MS) + Duration::from_secs(20),
+        );
+    }
+    wait_for("every run to end", Duration::from_secs(30), || {
+        seen.iter().all(|s| s.lock().unwrap().ended)
+    });
+    let failover = killed.elapsed();
+    assert!(
+        failover < Duration::from_millis(TTL_MS) + Duration::from_secs(20),
+        "failover took {failover:?}"
+    );
+    for f in followers {
+        f.join().unwrap();
+    }
+    let stored = rows(&tokio, &store);
+    for (k, s) in sessions.iter().enumerate() {
+        let rows = &stored[s];
+        // Dense from 1: no seq twice (the key) and none missing.
+        assert_eq!(
+            rows.keys().copied().collect::<Vec<_>>(),
+            (1..=rows.len() as u64).collect::<Vec<_>>(),
+            "{s}: seqs are dense"
+        );
+        // Everything a follower saw is stored, once, as it saw it.
+        let s_seen = seen[k].lock().unwrap();
+        let mut last = 0;
+        for (seq, line) in &s_seen.entries {
+            assert!(*seq > last, "{s}: a follower saw seq {seq} after {last}");
+            last = *seq;
+            assert_eq!(rows.get(seq), Some(line), "{s}: seq {seq} as stored");
+        }
+        let t = types(rows);
+        assert_eq!(
+            t.iter().filter(|t| *t == "finished").count(),
+            1,
+            "{s}: one run, one end: {t:?}"
+        );
+        if k % 3 == 0 {
+            assert!(
+                t.iter().any(|t| t == "resumed_by_replay"),
+                "{s} (held by the killed instance) went on by replay: {t:?}"
+            );
+        }
+    }
+
+    // A paused holder: n1 holds three waiting runs, stops; n2 takes them
+    // over and finishes them; n1 wakes and writes nothing.
+    let paused: Vec<String> = (0..3).map(|k| format!("p{k}")).collect();
+    for s in &paused {
+        let r = http
+            .post(format!("{}/v1/runs", nodes[1].url))
+            .json(&serde_json::json!({"component": "approval", "prompt": "pause", "session": s}))
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().unwrap());
+    }
+    let pending = |node: &Instance| -> Vec<(String, String)> {
+        let list: Vec<serde_json::Value> = client()
+            .get(format!("{}/v1/decisions", node.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        list.iter()
+            .filter(|d| paused.iter().any(|p| d["session_id"] == **p))
+            .map(|d| {
+                (
+                    d["session_id"].as_str().unwrap().to_string(),
+                    d["decision_id"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    wait_for("n1's runs to ask", Duration::from_secs(30), || {
+        pending(&nodes[1]).len() == 3
+    });
+    nodes[1].signal(rustix::process::Signal::STOP);
+    wait_for(
+        "n2 to take n1's sessions",
+        Duration::from_millis(TTL_MS) + Duration::from_secs(20),
+        || pending(&nodes[2]).len() == 3,
+    );
+    for (_, decision) in pending(&nodes[2]) {
+        approve(&nodes[2].url, &decision, Duration::from_secs(10));
+    }
+    let ended = |s: &str| {
+        types(rows(&tokio, &store).get(s).unwrap_or(&BTreeMap::new()))
+            .iter()
+            .any(|t| t == "finished")
+    };
+    wait_for(
+        "the taken-over runs to end",
+        Duration::from_secs(20),
+        || paused.iter().all(|s| ended(s)),
+    );
+    let before = rows(&tokio, &store);
+    nodes[1].signal(rustix::process::Signal::CONT);
+    wait_for(
+        "n1 to learn its leases moved",
+        Duration::from_secs(20),
+        || nodes[1].log().matches("moved to another instance").count() >= 3,
+    );
+    std::thread::sleep(Duration::from_millis(TTL_MS));
+    let after = rows(&tokio, &store);
+    for s in &paused {
+        assert_eq!(
+            before[s], after[s],
+            "{s}: the woken holder wrote nothing after its lease moved"
+        );
+        assert!(
+            types(&after[s]).iter().any(|t| t == "resumed_by_replay"),
+            "{s}: n2 went on by replay"
+        );
+    }
+    assert!(
+        nodes[1].log().contains("ends here"),
+        "n1 ended its runs with a clear note: {}",
+        nodes[1].log()
+    );
+    // And n1 still serves: a request for a session it lost is forwarded.
+    let r = http
+        .get(format!("{}/v1/sessions/p0", nodes[1].url))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    assert_eq!(
+        r.headers()["x-cairn-served-by"].to_str().unwrap(),
+        nodes[2].url
+    );
+}
