@@ -343,11 +343,52 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
     wait_for("n1's runs to ask", Duration::from_secs(30), || {
         pending(&nodes[1]).len() == 3
     });
+    // And a worktree n1 leaves: the next generation starts from it
+    // wherever it runs.
+    let r: serde_json::Value = http
+        .post(format!("{}/v1/runs", nodes[1].url))
+        .json(&serde_json::json!({"component": "sandbox-probe", "prompt": "", "session": "w"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let probe_run = r["run_id"].as_str().unwrap().to_string();
+    wait_for("the probe to end", Duration::from_secs(30), || {
+        let v: serde_json::Value = client()
+            .get(format!("{}/v1/runs/{probe_run}", nodes[1].url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["state"] == "finished"
+    });
     nodes[1].signal(rustix::process::Signal::STOP);
     wait_for(
         "n2 to take n1's sessions",
         Duration::from_millis(TTL_MS) + Duration::from_secs(20),
         || pending(&nodes[2]).len() == 3,
+    );
+    // n2 never ran the probe's generation 1; it has its worktree.
+    let carried = |node: &str, generation: u64| -> Option<String> {
+        let workers = dir.path().join(node).join("workers");
+        std::fs::read_dir(&workers).ok()?.find_map(|w| {
+            let path = w
+                .ok()?
+                .path()
+                .join(format!("runs/{generation}/artifacts/probe.txt"));
+            std::fs::read_to_string(path).ok()
+        })
+    };
+    let r = http
+        .post(format!("{}/v1/runs", nodes[2].url))
+        .json(&serde_json::json!({"prompt": "", "session": "w"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    assert_eq!(
+        carried("n2", 1).as_deref(),
+        Some("written by sandbox-probe\n"),
+        "generation 1's worktree came to n2 from the blob store"
     );
     for (_, decision) in pending(&nodes[2]) {
         approve(&nodes[2].url, &decision, Duration::from_secs(10));
@@ -395,5 +436,60 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
     assert_eq!(
         r.headers()["x-cairn-served-by"].to_str().unwrap(),
         nodes[2].url
+    );
+}
+
+#[test]
+fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
+    use cairn::worktree::{Budget, pack, unpack};
+    let tmp = tempfile::tempdir().unwrap();
+    let open =
+        |p: &Path| cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority()).unwrap();
+    let from = tmp.path().join("from");
+    std::fs::create_dir_all(from.join("a/b")).unwrap();
+    std::fs::write(from.join("top.txt"), b"top").unwrap();
+    std::fs::write(from.join("a/b/deep.bin"), [0u8, 1, 2, 255]).unwrap();
+    let budget = Budget::of(&cairn::limits::Limits::default());
+    let packed = pack(&open(&from), &budget)
+        .unwrap()
+        .expect("within the budget");
+    let to = tmp.path().join("to");
+    std::fs::create_dir(&to).unwrap();
+    unpack(&packed, &open(&to)).unwrap();
+    assert_eq!(std::fs::read(to.join("top.txt")).unwrap(), b"top");
+    assert_eq!(
+        std::fs::read(to.join("a/b/deep.bin")).unwrap(),
+        [0u8, 1, 2, 255]
+    );
+
+    // Over the budget: not packed (not carried, as locally).
+    let tiny = Budget { bytes: 2, ..budget };
+    assert!(pack(&open(&from), &tiny).unwrap().is_none());
+
+    // Hostile or broken snapshots name the problem and write nothing outside.
+    let hostile = |path: &str| {
+        let mut b = b"cairn-worktree 1\n".to_vec();
+        b.push(b'f');
+        b.extend_from_slice(&(path.len() as u32).to_be_bytes());
+        b.extend_from_slice(path.as_bytes());
+        b.extend_from_slice(&3u64.to_be_bytes());
+        b.extend_from_slice(b"bad");
+        b
+    };
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    for path in ["../escaped", "a/../../escaped", "/etc/escaped", ""] {
+        let e = unpack(&hostile(path), &open(&victim)).unwrap_err();
+        assert!(e.to_string().contains("not a path inside"), "{path}: {e}");
+    }
+    assert!(!tmp.path().join("escaped").exists());
+    let truncated = &packed[..packed.len() - 2];
+    std::fs::create_dir(tmp.path().join("to2")).unwrap();
+    let e = unpack(truncated, &open(&tmp.path().join("to2"))).unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    let e = unpack(b"not a snapshot", &open(&victim)).unwrap_err();
+    assert!(
+        e.to_string().contains("not a cairn worktree snapshot"),
+        "{e}"
     );
 }
