@@ -245,6 +245,34 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
     wait_for("every run to ask", Duration::from_secs(60), || {
         seen.iter().all(|s| decision_of(s).is_some())
     });
+    // Every instance lists every session and every pending decision.
+    for node in &nodes {
+        let listed: Vec<serde_json::Value> = http
+            .get(format!("{}/v1/sessions", node.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        for s in &sessions {
+            assert!(
+                listed.iter().any(|l| l["session_id"] == **s),
+                "{} lists {s}",
+                node.url
+            );
+        }
+        let pending: Vec<serde_json::Value> = http
+            .get(format!("{}/v1/decisions", node.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(
+            pending.len(),
+            20,
+            "{} lists every pending decision",
+            node.url
+        );
+    }
     // A request at any instance is served by the holder.
     let r = http
         .get(format!("{}/v1/sessions/s0", nodes[2].url))
@@ -427,6 +455,42 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         "n1 ended its runs with a clear note: {}",
         nodes[1].log()
     );
+    // A component uploaded at one instance runs at another; a session
+    // deleted at one is gone at every one.
+    let uploaded: serde_json::Value = http
+        .post(format!("{}/v1/components", nodes[2].url))
+        .header("content-type", "application/wasm")
+        .body(std::fs::read(fixture("counter")).unwrap())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let digest = uploaded["digest"].as_str().expect("uploaded").to_string();
+    let r = http
+        .post(format!("{}/v1/runs", nodes[1].url))
+        .json(&serde_json::json!({"component": digest, "prompt": "3", "session": "uploaded"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let listed: Vec<serde_json::Value> = http
+        .get(format!("{}/v1/components", nodes[1].url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(listed.iter().any(|c| c["digest"] == digest.as_str()));
+    let r = http
+        .delete(format!("{}/v1/sessions/s1", nodes[2].url))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    for node in &nodes[1..] {
+        let r = http
+            .get(format!("{}/v1/sessions/s1", node.url))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 404, "{} forgot the deleted session", node.url);
+    }
     // And n1 still serves: a request for a session it lost is forwarded.
     let r = http
         .get(format!("{}/v1/sessions/p0", nodes[1].url))

@@ -155,11 +155,11 @@ pub async fn own_run(s: &AppState, ws: &Workspace, run: RunId) -> Result<Session
 
 /// Whether the caller may run a component digest: a built-in, or one its
 /// workspace uploaded.
-pub fn own_component(s: &AppState, ws: &Workspace, digest: &str) -> Result<(), ApiError> {
+pub async fn own_component(s: &AppState, ws: &Workspace, digest: &str) -> Result<(), ApiError> {
     let built_in = crate::examples::BUILT_IN
         .iter()
         .any(|(_, b)| crate::component::digest_of(b) == digest);
-    if built_in || s.rt.home().granted(&ws.0).iter().any(|d| d == digest) {
+    if built_in || s.rt.may_use(&ws.0, digest).await {
         Ok(())
     } else {
         Err(ApiError::not_found(format!("no component {digest}")))

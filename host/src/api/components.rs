@@ -5,7 +5,7 @@ use super::AppState;
 use super::auth::Workspace;
 use super::error::ApiError;
 use super::wire::ComponentInfo;
-use crate::runtime::{ComponentRef, RuntimeError};
+use crate::runtime::ComponentRef;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -25,7 +25,7 @@ pub async fn upload(
     // A new digest counts against the workspace's upload quotas, reserved
     // before the (long) compile so two uploads at once cannot both slip in.
     let digest = crate::component::digest_of(&body);
-    let granted = s.rt.home().granted(&ws.0);
+    let granted = s.rt.granted(&ws.0).await;
     let _reserved = match granted.contains(&digest) {
         true => None,
         false => Some(s.uploads.reserve(&s, &ws.0, &granted, body.len() as u64)?),
@@ -33,9 +33,7 @@ pub async fn upload(
     let (digest, info) =
         s.rt.add_component(&ComponentRef::Bytes(Arc::new(body.to_vec())))
             .await?;
-    s.rt.home()
-        .grant_component(&ws.0, &digest)
-        .map_err(RuntimeError::from)?;
+    s.rt.grant(&ws.0, &digest).await?;
     Ok((
         StatusCode::CREATED,
         Json(ComponentInfo {
@@ -71,7 +69,7 @@ pub async fn usable(s: &AppState, ws: &Workspace) -> Result<Vec<ComponentInfo>, 
             built_in: Some(name.to_string()),
         });
     }
-    for digest in s.rt.home().granted(&ws.0) {
+    for digest in s.rt.granted(&ws.0).await {
         if out.iter().any(|c| c.digest == digest) {
             continue;
         }
@@ -118,10 +116,7 @@ impl Uploads {
             |q| q.component_bytes,
             crate::config::DEFAULT_COMPONENT_BYTES,
         );
-        let held: u64 = granted
-            .iter()
-            .filter_map(|d| s.rt.home().component_len(d))
-            .sum();
+        let held: u64 = granted.iter().filter_map(|d| s.rt.component_len(d)).sum();
         let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
         let (n, b) = reserved.get(workspace).copied().unwrap_or((0, 0));
         let full =

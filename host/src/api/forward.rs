@@ -28,6 +28,10 @@ use std::time::{Duration, Instant};
 /// receiver serves it itself, so a request is forwarded at most once.
 pub const FORWARDED: &str = "x-cairn-forwarded-by";
 
+/// How long another instance has to answer a listing or a decision
+/// this one does not know.
+const MERGE_WAIT: Duration = Duration::from_secs(2);
+
 /// What a request names.
 enum Names {
     Session(String),
@@ -35,12 +39,24 @@ enum Names {
     /// `POST /v1/runs`: the body's `session`.
     StartBody,
     Decision,
+    /// A listing every instance contributes to (`GET /v1/decisions`).
+    Everywhere,
     Nothing,
 }
 
-fn names(method: &Method, path: &str, headers: &HeaderMap) -> Names {
+fn names(method: &Method, path: &str, query: &str, headers: &HeaderMap) -> Names {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let session_query = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("session="))
+        .map(decode);
     match parts.as_slice() {
+        // One session's runs: where it is held.
+        ["v1", "runs"] if method == Method::GET => match session_query {
+            Some(s) => Names::Session(s),
+            None => Names::Nothing,
+        },
+        ["v1", "decisions"] if method == Method::GET => Names::Everywhere,
         // A stream follows the relay here; a listing is read here.
         ["v1", "sessions", _, "events"] | ["v1", "runs", _, "events"] => Names::Nothing,
         ["v1", "sessions", id] | ["v1", "sessions", id, _] => Names::Session(decode(id)),
@@ -86,8 +102,15 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         return next.run(req).await;
     }
     let path = req.uri().path().to_string();
-    match names(req.method(), &path, req.headers()) {
+    let query = req.uri().query().unwrap_or_default().to_string();
+    match names(req.method(), &path, &query, req.headers()) {
+        Names::Everywhere => merged(&s, req, next).await,
         Names::Nothing => {
+            if path == "/v1/sessions"
+                && let Err(e) = s.rt.sync_catalog().await
+            {
+                return ApiError::from(e).into_response();
+            }
             if let Some(session) = streamed_session(&path)
                 && let Err(e) = s.rt.ensure_known(&session).await
             {
@@ -179,18 +202,36 @@ async fn serve_at_holder(
                 let req = Request::from_parts(parts, Body::from(bytes));
                 return next.run(req).await;
             }
-            Ok(Route::Holder { holder, url }) => match send(s, &url, &parts, bytes.clone()).await {
-                Ok(response) => return response,
-                Err(e) if Instant::now() < deadline => {
-                    if !std::mem::replace(&mut told, true) {
-                        eprintln!(
-                            "cairn: session {session}: its holder {holder} at {url} does not answer ({e}); waiting for its lease to expire"
-                        );
+            Ok(Route::Holder { holder, url }) => {
+                // A paused holder accepts the connection and never
+                // answers: while waiting, watch its lease, and when it
+                // moved, ask again where the session is (the paused one
+                // can write nothing when it wakes: its token is stale).
+                let sent = send(s, &url, &parts, bytes.clone());
+                tokio::pin!(sent);
+                let answer = loop {
+                    tokio::select! {
+                        r = &mut sent => break Some(r),
+                        _ = tokio::time::sleep(s.rt.lease_ttl() / 2) => {
+                            if s.rt.lease_holder(&session).await.as_deref() != Some(holder.as_str()) {
+                                break None;
+                            }
+                        }
                     }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Err(e) => {
-                    return ApiError::new(
+                };
+                match answer {
+                    None => continue,
+                    Some(Ok(response)) => return response,
+                    Some(Err(e)) if Instant::now() < deadline => {
+                        if !std::mem::replace(&mut told, true) {
+                            eprintln!(
+                                "cairn: session {session}: its holder {holder} at {url} does not answer ({e}); waiting for its lease to expire"
+                            );
+                        }
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Some(Err(e)) => {
+                        return ApiError::new(
                             StatusCode::SERVICE_UNAVAILABLE,
                             "held_elsewhere",
                             format!(
@@ -198,8 +239,9 @@ async fn serve_at_holder(
                             ),
                         )
                         .into_response();
+                    }
                 }
-            },
+            }
             Err(e) => return ApiError::from(e).into_response(),
         }
     }
@@ -278,11 +320,49 @@ async fn decision_anywhere(s: &AppState, req: Request, next: Next) -> Response {
         return here;
     }
     for instance in s.rt.other_instances().await {
-        if let Ok(answer) = send(s, &instance, &parts, bytes.clone()).await
+        if let Ok(Ok(answer)) =
+            tokio::time::timeout(MERGE_WAIT, send(s, &instance, &parts, bytes.clone())).await
             && answer.status() != StatusCode::NOT_FOUND
         {
             return answer;
         }
     }
     here
+}
+
+/// A JSON-array listing from every live instance, merged (this one's
+/// first). An instance that does not answer is left out.
+async fn merged(s: &AppState, req: Request, next: Next) -> Response {
+    let (parts, _) = req.into_parts();
+    let here = next
+        .run(Request::from_parts(parts.clone(), Body::empty()))
+        .await;
+    if !here.status().is_success() {
+        return here;
+    }
+    let (head, body) = here.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut all: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap_or_default();
+    for instance in s.rt.other_instances().await {
+        // A paused instance answers nothing: it is left out.
+        let Ok(Ok(answer)) =
+            tokio::time::timeout(MERGE_WAIT, send(s, &instance, &parts, Bytes::new())).await
+        else {
+            continue;
+        };
+        if !answer.status().is_success() {
+            continue;
+        }
+        let Ok(bytes) = axum::body::to_bytes(answer.into_body(), usize::MAX).await else {
+            continue;
+        };
+        if let Ok(theirs) = serde_json::from_slice::<Vec<serde_json::Value>>(&bytes) {
+            all.extend(theirs);
+        }
+    }
+    let mut response = axum::Json(all).into_response();
+    *response.status_mut() = head.status;
+    response
 }

@@ -66,7 +66,7 @@ pub async fn add(
     Extension(ws): Extension<Workspace>,
     JsonBody(req): JsonBody<AddCard>,
 ) -> Result<(StatusCode, Json<Row>), ApiError> {
-    super::runs::component_ref(&s, &ws, &req.component)?;
+    super::runs::component_ref(&s, &ws, &req.component).await?;
     let row = s
         .queue
         .add(NewCard {

@@ -15,11 +15,15 @@ use axum::{Extension, Json};
 
 /// A component named on the wire: a built-in example or an uploaded digest
 /// of the caller's workspace, never a path on the server.
-pub fn component_ref(s: &AppState, ws: &Workspace, name: &str) -> Result<ComponentRef, ApiError> {
+pub async fn component_ref(
+    s: &AppState,
+    ws: &Workspace,
+    name: &str,
+) -> Result<ComponentRef, ApiError> {
     if let Some(c @ ComponentRef::BuiltIn(_)) = ComponentRef::named(name) {
         Ok(c)
     } else if name.starts_with("sha256:") {
-        own_component(s, ws, name)?;
+        own_component(s, ws, name).await?;
         Ok(ComponentRef::Digest(name.to_string()))
     } else {
         Err(ApiError::not_found(format!(
@@ -62,11 +66,10 @@ pub async fn start(
     {
         own_session(&s, &ws, session)?;
     }
-    let component = req
-        .component
-        .as_deref()
-        .map(|c| component_ref(&s, &ws, c))
-        .transpose()?;
+    let component = match req.component.as_deref() {
+        Some(c) => Some(component_ref(&s, &ws, c).await?),
+        None => None,
+    };
     let liveness = req.liveness.map(|l| l.resolve()).unwrap_or(Liveness {
         policy: LivenessPolicy::Continue,
         grace_ms: 0,

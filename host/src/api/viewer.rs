@@ -44,6 +44,7 @@ pub async fn component(
         return Ok(bytes_response(bytes.to_vec(), "application/wasm", true));
     }
     super::auth::own_component(&s, &ws, &name)
+        .await
         .map_err(|_| ApiError::not_found(format!("no component {name}")))?;
     let bytes =
         s.rt.home()

@@ -217,6 +217,15 @@ impl Runtime {
         )))
     }
 
+    /// The instance holding `session`'s unexpired lease, if any.
+    pub async fn lease_holder(&self, session: &SessionId) -> Option<String> {
+        let c = self.inner.cluster.as_ref()?;
+        match c.pg.lease(session).await {
+            Ok(Some(l)) if l.expires_in_ms > 0 => Some(l.holder),
+            _ => None,
+        }
+    }
+
     /// The session of a run, from the shared run index (a run this
     /// instance has not seen).
     pub(crate) async fn shared_session_of_run(
@@ -250,6 +259,20 @@ impl Runtime {
         Ok(true)
     }
 
+    /// Copy every session of the shared catalog this home does not have
+    /// yet (before a listing, so every instance lists the same sessions).
+    pub async fn sync_catalog(&self) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        for session in c.pg.sessions().await? {
+            if self.inner.home.lookup(&session)?.is_none() {
+                self.ensure_known(&session).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Take `session`'s lease (it is free or expired), bring its worker
     /// here and restore its interrupted run by replay. `false`: no such
     /// session. `LeaseHeld` when another instance took it first.
@@ -262,6 +285,18 @@ impl Runtime {
             return Ok(true);
         }
         let Some(record) = c.pg.worker_record(session).await? else {
+            // Deleted at another instance: this home's copy goes too.
+            if let Some(id) = self.inner.home.lookup(session)?
+                && self
+                    .inner
+                    .registry
+                    .sessions()
+                    .get(session)
+                    .is_none_or(|l| l.live_run().is_none())
+            {
+                self.inner.home.delete_worker(id, session)?;
+                self.inner.journals.close(session);
+            }
             return Ok(false);
         };
         let lease = c.pg.acquire(session, c.ttl).await?;
@@ -470,6 +505,15 @@ impl Runtime {
         Ok(())
     }
 
+    /// Give a session's lease up (a creation that failed).
+    pub(crate) async fn release_shared(&self, session: &SessionId) {
+        let Some(c) = &self.inner.cluster else { return };
+        c.held().remove(session);
+        if let Some(token) = c.pg.token(session) {
+            let _ = c.pg.release(session, token).await;
+        }
+    }
+
     /// Forget a session's shared rows (it was deleted here).
     pub(crate) async fn forget_shared(&self, session: &SessionId) -> Result<(), RuntimeError> {
         let Some(c) = &self.inner.cluster else {
@@ -506,6 +550,87 @@ impl Runtime {
             eprintln!("cairn: cannot share component {digest}: {e}");
         }
     }
+}
+
+impl Runtime {
+    /// The components `workspace` uploaded (`sha256:` digests). On a
+    /// shared store, uploads made at other instances are brought here
+    /// first (bytes and grant), so every instance offers the same ones.
+    pub async fn granted(&self, workspace: &str) -> Vec<String> {
+        let local = self.inner.home.granted(workspace);
+        let Some(c) = &self.inner.cluster else {
+            return local;
+        };
+        let prefix = format!("{}.", grant_prefix(workspace));
+        let keys = match c.pg.keys("grant").await {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("cairn: cannot read the shared grants of {workspace}: {e}");
+                return local;
+            }
+        };
+        for key in keys {
+            let name = key.rsplit('/').next().unwrap_or_default();
+            let Some(hex) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            let digest = format!("sha256:{hex}");
+            if local.contains(&digest) {
+                continue;
+            }
+            let Some(bytes) = self.shared_component(&digest).await else {
+                continue;
+            };
+            // Checked as any upload is: the bytes must be what they claim.
+            if crate::component::digest_of(&bytes) != digest {
+                eprintln!(
+                    "cairn: the shared component {digest} does not match its digest; not used"
+                );
+                continue;
+            }
+            if let Err(e) = self
+                .inner
+                .home
+                .put_component(&digest, &bytes)
+                .and_then(|()| self.inner.home.grant_component(workspace, &digest))
+            {
+                eprintln!("cairn: cannot keep shared component {digest}: {e}");
+            }
+        }
+        self.inner.home.granted(workspace)
+    }
+
+    /// Whether `workspace` uploaded `digest` (here first; then, on a
+    /// shared store, at any instance).
+    pub async fn may_use(&self, workspace: &str, digest: &str) -> bool {
+        let has = |list: Vec<String>| list.iter().any(|d| d == digest);
+        has(self.inner.home.granted(workspace))
+            || (self.clustered() && has(self.granted(workspace).await))
+    }
+
+    /// Let `workspace` use a stored component (here, and on a shared
+    /// store at every instance).
+    pub async fn grant(&self, workspace: &str, digest: &str) -> Result<(), RuntimeError> {
+        self.inner.home.grant_component(workspace, digest)?;
+        if let Some(c) = &self.inner.cluster
+            && let Some(hex) = digest.strip_prefix("sha256:")
+        {
+            c.pg.put(&format!("grant/{}.{hex}", grant_prefix(workspace)), b"")
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The stored size of a component this home keeps.
+    pub fn component_len(&self, digest: &str) -> Option<u64> {
+        self.inner.home.component_len(digest)
+    }
+}
+
+/// A workspace's part of a grant key (any workspace name fits a key).
+fn grant_prefix(workspace: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(workspace.as_bytes()))
 }
 
 /// `component/<hex>` for `sha256:<hex>`.

@@ -173,6 +173,7 @@ impl Runtime {
                 fs.forget(&session);
             }
             self.inner.home.discard_staged(&worker);
+            self.release_shared(&session).await;
             return Err(e);
         }
         self.inner.registry.drafts().remove(&session);

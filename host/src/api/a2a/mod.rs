@@ -95,7 +95,7 @@ pub struct Agent {
 }
 
 async fn agent(s: &AppState, ws: &Workspace, name: &str) -> Result<Agent, ApiError> {
-    let component = super::runs::component_ref(s, ws, name)?;
+    let component = super::runs::component_ref(s, ws, name).await?;
     let (digest, info) = s.rt.add_component(&component).await?;
     Ok(Agent {
         name: name.to_string(),

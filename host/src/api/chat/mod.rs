@@ -51,7 +51,7 @@ pub async fn completions(
         .map(ChatMessage::text)
         .collect::<Vec<_>>()
         .join("\n");
-    let component = component_ref(&s, &ws, &req.model)?;
+    let component = component_ref(&s, &ws, &req.model).await?;
     let streamed = req.stream.unwrap_or(false);
     // A streamed answer is an open event stream: its place first.
     let slot = match streamed {
