@@ -124,9 +124,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
     }
     if args.group.as_deref().is_none_or(|g| g == "journal") && only.wants("append") {
         match &args.store {
-            Some(url) => {
-                rows.extend(postgres::run(url, args.quick, &mut |line| eprintln!("{line}")).await?)
-            }
+            Some(url) => rows.extend(
+                postgres::run(url, scratch.path(), args.quick, &mut |line| {
+                    eprintln!("{line}")
+                })
+                .await?,
+            ),
             None => eprintln!("postgres: no --store URL given; its rows are skipped"),
         }
     }

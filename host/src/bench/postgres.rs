@@ -51,9 +51,135 @@ async fn raw_rate(url: &str, batch: usize, n: usize, line: &str) -> anyhow::Resu
     Ok(rate)
 }
 
+/// The lease time the failover row runs with.
+const FAILOVER_TTL_MS: u64 = 2_000;
+
+/// Failover: a `cairn serve` child holds a session whose run waits on a
+/// decision; it is killed with SIGKILL; an instance in this process (on the
+/// same database) follows the session through the relay and takes it over
+/// when the lease expires. Kill → first entry the new holder writes, beside
+/// the lease time (what no failover can beat).
+async fn failover(
+    url: &str,
+    scratch: &std::path::Path,
+    progress: &mut dyn FnMut(String),
+) -> anyhow::Result<Row> {
+    use crate::runtime::{AttachSpec, Runtime, RuntimeConfig};
+    progress(format!(
+        "postgres: failover: kill -9 a holder, lease {FAILOVER_TTL_MS} ms"
+    ));
+    let toml = format!("[store]\nlease_ttl_ms = {FAILOVER_TTL_MS}\n");
+    let dir = scratch.join(format!("failover-{}", uuid::Uuid::new_v4().simple()));
+    let (home_a, home_b) = (dir.join("a"), dir.join("b"));
+    for h in [&home_a, &home_b] {
+        std::fs::create_dir_all(h)?;
+        std::fs::write(h.join("cairn.toml"), &toml)?;
+    }
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "serve",
+            "--insecure-local",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            url,
+        ])
+        .arg("--home")
+        .arg(&home_a)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let killed = async {
+        let mut line = String::new();
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut reader = std::io::BufReader::new(stdout);
+        tokio::task::block_in_place(|| std::io::BufRead::read_line(&mut reader, &mut line))?;
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .ok_or_else(|| anyhow::anyhow!("the holder did not start"))?
+            .to_string();
+        let session = format!("failover-{}", uuid::Uuid::new_v4().simple());
+        let started = reqwest::Client::new()
+            .post(format!("{base}/v1/runs"))
+            .json(
+                &serde_json::json!({"component": "approval", "prompt": "wait", "session": session}),
+            )
+            .send()
+            .await?;
+        anyhow::ensure!(started.status().is_success(), "the holder refused the run");
+        let config = RuntimeConfig::load(&home_b, None)?;
+        let config = RuntimeConfig {
+            host: crate::config::HostConfig {
+                store: crate::config::SharedStoreConfig {
+                    url: Some(url.to_string()),
+                    ..config.host.store.clone()
+                },
+                ..config.host.clone()
+            },
+            ..config
+        };
+        let b = Runtime::open(config).await?;
+        b.join_cluster("http://127.0.0.1:9").await?;
+        let session = crate::ids::SessionId::parse(&session)?;
+        let mut follower = b
+            .attach(&session, AttachSpec::collecting(crate::ids::Seq(0)))
+            .await?;
+        // Until the run asks: the holder is mid-run.
+        loop {
+            match follower.next().await {
+                Some(Ok(crate::journal::Delivery::Event(e)))
+                    if e.line().contains("\"decision_requested\"") =>
+                {
+                    break;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => anyhow::bail!("following the session: {e}"),
+                None => anyhow::bail!("the follower ended"),
+            }
+        }
+        let _ = child.kill();
+        let at = Instant::now();
+        // The new holder's first entry: the restore's reservation.
+        loop {
+            match follower.next().await {
+                Some(Ok(crate::journal::Delivery::Event(e)))
+                    if e.line().contains("\"generation_reserved\"") =>
+                {
+                    break;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => anyhow::bail!("following the session: {e}"),
+                None => anyhow::bail!("the follower ended"),
+            }
+        }
+        let took = at.elapsed();
+        b.shutdown(std::time::Duration::from_secs(5)).await;
+        Ok::<_, anyhow::Error>(took)
+    }
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let took = killed?;
+    Ok(Row::new(
+        "postgres",
+        "failover: kill -9 of the holder → first entry on the new holder",
+        "ms",
+        took.as_secs_f64() * 1000.0,
+        format!("the lease time ({FAILOVER_TTL_MS} ms)"),
+        FAILOVER_TTL_MS as f64,
+        "lower",
+    ))
+}
+
 /// The PostgreSQL rows; `progress` gets a line per step.
 pub async fn run(
     url: &str,
+    scratch: &std::path::Path,
     quick: bool,
     progress: &mut dyn FnMut(String),
 ) -> anyhow::Result<Vec<Row>> {
@@ -80,5 +206,6 @@ pub async fn run(
             "higher",
         ));
     }
+    rows.push(failover(url, scratch, progress).await?);
     Ok(rows)
 }
