@@ -15,6 +15,7 @@ pub mod limits;
 pub mod migrate;
 pub mod queue;
 pub mod runtime;
+pub mod socket;
 pub mod store;
 pub mod worker;
 pub mod worktree;

@@ -19,7 +19,6 @@ pub mod replay;
 mod run;
 mod run_index;
 mod segments;
-mod socket;
 mod start;
 pub mod state;
 
@@ -49,6 +48,30 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub use config::{ComponentRef, RuntimeConfig, StartRun, Started, StoreKind};
+
+/// A seam told when a generation goes live (`worker.sock` is one): it
+/// serves what it serves through the runtime's public calls, and stops
+/// when the generation does.
+pub trait GenerationSeam: Send + Sync + 'static {
+    /// `generation` is live; the guard is stopped when it stops.
+    fn live(&self, rt: &Runtime, generation: LiveGeneration<'_>) -> Option<Box<dyn SeamGuard>>;
+}
+
+/// What a live generation is, for a [`GenerationSeam`].
+pub struct LiveGeneration<'a> {
+    /// The run.
+    pub run: RunId,
+    /// Its session.
+    pub session: &'a SessionId,
+    /// `runs/<gen>/`.
+    pub dir: &'a crate::worker::GenerationDir,
+}
+
+/// What a [`GenerationSeam`] serves for one generation.
+pub trait SeamGuard: Send {
+    /// The generation stopped.
+    fn stop(self: Box<Self>);
+}
 
 /// A live session's in-memory record: observers, claim, live run. Never
 /// serialized; a restart has none of it.
@@ -93,6 +116,9 @@ pub(crate) struct Inner {
     draining: AtomicBool,
     /// Set when shutdown begins: followers' streams end.
     closing: watch::Sender<bool>,
+    /// Told when a generation goes live (`worker.sock`, unless
+    /// `config.sockets` is off).
+    seams: Vec<Arc<dyn GenerationSeam>>,
     /// Ended runs since start: finished, failed, cancelled, parked.
     ended: [std::sync::atomic::AtomicU64; 4],
     config: RuntimeConfig,
@@ -189,6 +215,10 @@ impl Runtime {
                 broker: Arc::new(decisions::Broker::default()),
                 registry: Default::default(),
                 draining: AtomicBool::new(false),
+                seams: match config.sockets {
+                    true => vec![Arc::new(crate::socket::WorkerSocket)],
+                    false => Vec::new(),
+                },
                 closing: watch::channel(false).0,
                 ended: Default::default(),
                 config,

@@ -41,7 +41,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     let started_at_ms = crate::fsutil::now_ms();
     let mut first_seq: Option<Seq> = plan.replay.as_ref().map(|r| r.first_seq);
     let mut generation = Generation(0);
-    let mut socket = None;
+    let mut guards: Vec<Box<dyn crate::runtime::SeamGuard>> = Vec::new();
 
     // The worker's directory handles serve the start; the run holds none
     // while it lives (a waiting run costs no descriptors for them).
@@ -106,8 +106,13 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         .await
         .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
         let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
-        if inner.config.sockets {
-            socket = crate::runtime::socket::serve(&rt, &gen_dir, ctx.clone()).ok();
+        for seam in &inner.seams {
+            let live = crate::runtime::LiveGeneration {
+                run: ctx.run_id,
+                session: &ctx.session,
+                dir: &gen_dir,
+            };
+            guards.extend(seam.live(&rt, live));
         }
         let stdout = gen_dir.path.join("worker.out.log");
         let stderr = gen_dir.path.join("worker.err.log");
@@ -169,8 +174,8 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     }
     .await;
     ctx.activity.send_replace(Activity::Ended);
-    if let Some(socket) = socket {
-        socket.stop();
+    for guard in guards {
+        guard.stop();
     }
     // On a shared store the worktree outlives this instance: the next
     // generation, wherever it runs, starts from this snapshot.

@@ -9,31 +9,63 @@
 //!
 //! The socket is removed when the generation stops. A socket left behind by
 //! a killed host is evidence, never taken as live.
+//!
+//! A seam like the HTTP API: it uses only the runtime's public calls
+//! (`subscribe`, `decide`, `cancel`), and the runtime knows it only as a
+//! [`GenerationSeam`] it tells when a generation goes live.
 
-use super::Runtime;
-use super::run::RunCtx;
-use crate::ids::{DecisionId, Seq};
+use crate::ids::{DecisionId, RunId, Seq, SessionId};
 use crate::journal::Delivery;
 use crate::journal::event::CancelReason;
+use crate::runtime::{GenerationSeam, LiveGeneration, Runtime, SeamGuard};
 use crate::worker::GenerationDir;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 /// The longest path a Unix socket can bind.
 pub const MAX_SOCKET_PATH: usize = 107;
 
-/// A served socket; [`SocketHandle::stop`] closes and removes it.
-pub(crate) struct SocketHandle {
+/// `worker.sock` for every live generation.
+#[derive(Debug, Default)]
+pub struct WorkerSocket;
+
+impl GenerationSeam for WorkerSocket {
+    fn live(&self, rt: &Runtime, generation: LiveGeneration<'_>) -> Option<Box<dyn SeamGuard>> {
+        let run = Run {
+            id: generation.run,
+            session: generation.session.clone(),
+        };
+        match serve(rt, generation.dir, run) {
+            Ok(handle) => Some(Box::new(handle)),
+            Err(e) => {
+                eprintln!(
+                    "cairn: run {}: no worker.sock: {e}",
+                    generation.run
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The run a socket serves.
+#[derive(Clone)]
+struct Run {
+    id: RunId,
+    session: SessionId,
+}
+
+/// A served socket; stopping closes and removes it.
+struct SocketHandle {
     task: tokio::task::JoinHandle<()>,
     /// `runs/<gen>/worker.sock` (a path, not a held directory: a waiting
     /// run holds no descriptor for it but its listener).
     path: std::path::PathBuf,
 }
 
-impl SocketHandle {
-    pub(crate) fn stop(self) {
+impl SeamGuard for SocketHandle {
+    fn stop(self: Box<Self>) {
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
     }
@@ -62,16 +94,12 @@ fn bind(generation_dir: &GenerationDir) -> std::io::Result<UnixListener> {
     })
 }
 
-pub(crate) fn serve(
-    rt: &Runtime,
-    generation_dir: &GenerationDir,
-    ctx: Arc<RunCtx>,
-) -> std::io::Result<SocketHandle> {
+fn serve(rt: &Runtime, generation_dir: &GenerationDir, run: Run) -> std::io::Result<SocketHandle> {
     let listener = bind(generation_dir)?;
     let rt = rt.clone();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(connection(rt.clone(), ctx.clone(), stream));
+            tokio::spawn(connection(rt.clone(), run.clone(), stream));
         }
     });
     Ok(SocketHandle {
@@ -84,7 +112,7 @@ fn error_line(code: &str, message: impl std::fmt::Display) -> String {
     serde_json::json!({ "error": { "code": code, "message": message.to_string() } }).to_string()
 }
 
-async fn connection(rt: Runtime, ctx: Arc<RunCtx>, stream: UnixStream) {
+async fn connection(rt: Runtime, run: Run, stream: UnixStream) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -92,8 +120,10 @@ async fn connection(rt: Runtime, ctx: Arc<RunCtx>, stream: UnixStream) {
             Err(e) => error_line("invalid_json", format!("the request is not JSON: {e}")),
             Ok(req) => match req.get("op").and_then(|o| o.as_str()) {
                 Some("cancel") => {
-                    ctx.cancel(CancelReason::External, "cancelled through worker.sock");
-                    serde_json::json!({ "ok": true }).to_string()
+                    match rt.cancel(run.id, CancelReason::External, "cancelled through worker.sock") {
+                        Ok(()) => serde_json::json!({ "ok": true }).to_string(),
+                        Err(e) => error_line(e.code(), e),
+                    }
                 }
                 Some("decide") => {
                     let id = req
@@ -114,7 +144,7 @@ async fn connection(rt: Runtime, ctx: Arc<RunCtx>, stream: UnixStream) {
                 }
                 Some("follow") => {
                     let after = Seq(req.get("after").and_then(|a| a.as_u64()).unwrap_or(0));
-                    follow(&rt, &ctx, after, &mut write).await;
+                    follow(&rt, &run, after, &mut write).await;
                     return;
                 }
                 Some(other) => error_line(
@@ -136,18 +166,18 @@ async fn connection(rt: Runtime, ctx: Arc<RunCtx>, stream: UnixStream) {
 
 async fn follow(
     rt: &Runtime,
-    ctx: &RunCtx,
+    run: &Run,
     after: Seq,
     write: &mut tokio::net::unix::OwnedWriteHalf,
 ) {
-    let Ok(mut sub) = rt.subscribe(&ctx.session, after).await else {
+    let Ok(mut sub) = rt.subscribe(&run.session, after).await else {
         return;
     };
     while let Some(Ok(delivery)) = sub.next().await {
         let (line, end) = match &delivery {
             Delivery::Event(e) => (
                 e.line().to_string(),
-                e.run_id == Some(ctx.run_id) && e.facts.is_some(),
+                e.run_id == Some(run.id) && e.facts.is_some(),
             ),
             Delivery::Unknown { raw, .. } => (raw.clone(), false),
             Delivery::Gap { resumed_at } => (
