@@ -39,10 +39,7 @@ impl GenerationSeam for WorkerSocket {
         match serve(rt, generation.dir, run) {
             Ok(handle) => Some(Box::new(handle)),
             Err(e) => {
-                eprintln!(
-                    "cairn: run {}: no worker.sock: {e}",
-                    generation.run
-                );
+                eprintln!("cairn: run {}: no worker.sock: {e}", generation.run);
                 None
             }
         }
@@ -120,7 +117,11 @@ async fn connection(rt: Runtime, run: Run, stream: UnixStream) {
             Err(e) => error_line("invalid_json", format!("the request is not JSON: {e}")),
             Ok(req) => match req.get("op").and_then(|o| o.as_str()) {
                 Some("cancel") => {
-                    match rt.cancel(run.id, CancelReason::External, "cancelled through worker.sock") {
+                    match rt.cancel(
+                        run.id,
+                        CancelReason::External,
+                        "cancelled through worker.sock",
+                    ) {
                         Ok(()) => serde_json::json!({ "ok": true }).to_string(),
                         Err(e) => error_line(e.code(), e),
                     }
@@ -164,12 +165,7 @@ async fn connection(rt: Runtime, run: Run, stream: UnixStream) {
     }
 }
 
-async fn follow(
-    rt: &Runtime,
-    run: &Run,
-    after: Seq,
-    write: &mut tokio::net::unix::OwnedWriteHalf,
-) {
+async fn follow(rt: &Runtime, run: &Run, after: Seq, write: &mut tokio::net::unix::OwnedWriteHalf) {
     let Ok(mut sub) = rt.subscribe(&run.session, after).await else {
         return;
     };

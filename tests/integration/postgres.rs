@@ -108,20 +108,33 @@ impl Cluster {
             ],
             &[&c.data()],
         );
+        c.start_server();
+        c
+    }
+
+    /// Start the server (again).
+    pub fn start_server(&self) {
         let opts = format!(
             "-k {} -c listen_addresses= -p 5432 -c max_connections=300 -c shared_buffers=32MB",
-            c.dir.path().display()
+            self.dir.path().display()
         );
-        c.pg(
+        self.pg(
             &["pg_ctl", "-w", "-t", "60", "-o", &opts, "-l"],
             &[
-                &c.dir.path().join("log"),
+                &self.dir.path().join("log"),
                 Path::new("-D"),
-                &c.data(),
+                &self.data(),
                 Path::new("start"),
             ],
         );
-        c
+    }
+
+    /// Stop the server now (the database goes away under its clients).
+    pub fn stop_server(&self) {
+        self.pg(
+            &["pg_ctl", "-m", "fast", "-D"],
+            &[&self.data(), Path::new("stop")],
+        );
     }
 
     fn data(&self) -> PathBuf {

@@ -557,3 +557,61 @@ fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn an_instance_outlives_its_database_going_away_and_coming_back() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let pg = Cluster::start();
+    let store = tokio.block_on(pg.database());
+    let dir = tempfile::tempdir().unwrap();
+    let node = Instance::start(dir.path(), "solo", &store);
+    let http = client();
+    let run = |prompt: &str| {
+        http.post(format!("{}/v1/runs", node.url))
+            .json(&serde_json::json!({"component": "echo", "prompt": prompt, "session": "db"}))
+            .send()
+            .unwrap()
+    };
+    assert!(run("before").status().is_success());
+    pg.stop_server();
+    // Refused with a code that says why, promptly; nothing panics.
+    let r = run("while away");
+    assert_eq!(r.status(), 503);
+    let body: serde_json::Value = r.json().unwrap();
+    assert_eq!(body["error"]["code"], "storage", "{body}");
+    pg.start_server();
+    // Back: the next run is accepted (the pool reconnects) and finishes.
+    let mut accepted = None;
+    wait_for(
+        "a run after the database is back",
+        Duration::from_secs(20),
+        || {
+            let r = run("after");
+            if r.status().is_success() {
+                accepted = Some(r.json::<serde_json::Value>().unwrap());
+            }
+            accepted.is_some()
+        },
+    );
+    let run_id = accepted.unwrap()["run_id"].as_str().unwrap().to_string();
+    wait_for("it to finish", Duration::from_secs(20), || {
+        let v: serde_json::Value = http
+            .get(format!("{}/v1/runs/{run_id}", node.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["state"] == "finished"
+    });
+    // The run refused while the database was away ended, journaled once
+    // the database was back; seqs stay dense.
+    let stored = rows(&tokio, &store);
+    let rows = &stored["db"];
+    assert_eq!(
+        rows.keys().copied().collect::<Vec<_>>(),
+        (1..=rows.len() as u64).collect::<Vec<_>>()
+    );
+    let t = types(rows);
+    assert_eq!(t.iter().filter(|t| *t == "finished").count(), 2, "{t:?}");
+    assert!(node.log().contains("cannot renew its lease") || node.log().contains("database"));
+}

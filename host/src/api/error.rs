@@ -63,7 +63,7 @@ impl From<RuntimeError> for ApiError {
         let status = match code {
             "not_found" => StatusCode::NOT_FOUND,
             "live_run" | "conflict" | "corrupt" => StatusCode::CONFLICT,
-            "storage" | "held_elsewhere" | "lease_lost" => StatusCode::SERVICE_UNAVAILABLE,
+            "storage" | "held_elsewhere" | "lost_authority" => StatusCode::SERVICE_UNAVAILABLE,
             "capacity" => StatusCode::TOO_MANY_REQUESTS,
             "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "unsupported_policy" | "invalid_component" | "invalid_request" | "limit_exceeded" => {

@@ -668,5 +668,10 @@ pub(crate) async fn open(
         .clone()
         .unwrap_or_else(|| format!("i-{}", uuid::Uuid::new_v4().simple()));
     let ttl = Duration::from_millis(config.lease_ttl_ms.max(300));
-    Ok(Some(Cluster::connect(url, &instance, ttl).await?))
+    let cluster = Cluster::connect(url, &instance, ttl).await.map_err(|e| {
+        RuntimeError::Storage(format!(
+            "cannot open the shared store ([store] url / --store): {e}"
+        ))
+    })?;
+    Ok(Some(cluster))
 }

@@ -181,7 +181,8 @@ impl RuntimeError {
             RuntimeError::HomeBusy(_) => "home_busy",
             RuntimeError::Storage(_) => "storage",
             RuntimeError::HeldElsewhere { .. } => "held_elsewhere",
-            RuntimeError::Store(e) if e.is_lost_authority() => "lease_lost",
+            RuntimeError::Store(e) if e.is_lost_authority() => "lost_authority",
+            RuntimeError::Store(StoreError::Database { .. }) => "storage",
             RuntimeError::Corrupt { .. } => "corrupt",
             _ => "internal",
         }

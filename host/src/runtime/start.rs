@@ -462,9 +462,18 @@ impl Runtime {
         // Answer only once the run's first batch is durable, so an accepted
         // run id never disappears in a crash.
         if durable_rx.await.is_err() {
-            // The run ended before its first entries were written.
-            if let Err(RuntimeError::RunLost(message)) = self.wait(run_id).await {
-                return Err(RuntimeError::Storage(message));
+            // The run ended before its first entries were written (its
+            // end is retried while the store is away: not waited for long).
+            match tokio::time::timeout(Duration::from_secs(2), self.wait(run_id)).await {
+                Ok(Err(RuntimeError::RunLost(message))) => {
+                    return Err(RuntimeError::Storage(message));
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    return Err(RuntimeError::Storage(format!(
+                        "the store refused run {run_id}'s first entries; its end is written once the store is back"
+                    )));
+                }
             }
         }
         Ok(started)

@@ -79,14 +79,23 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                 seed,
             },
         };
-        let written = ctx
+        let written = match ctx
             .journal
             .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)])
             .await
-            .map_err(|e| {
+        {
+            Ok(written) => written,
+            Err(e) => {
+                // The number is consumed all the same (its directory
+                // exists): the next start goes past it.
+                let _ = worker.record_generation(generation, None);
+                // Whoever waits for the start hears now, not when the
+                // end is written (retried while the store is away).
+                drop(plan.durable.take());
                 let failure = ctx.refused("the run's first entries", e);
-                ErrorOrCancel::error(FailureCode::Storage.as_str(), failure.0)
-            })?;
+                return Err(ErrorOrCancel::error(FailureCode::Storage.as_str(), failure.0));
+            }
+        };
         if let Some(durable) = plan.durable.take() {
             let _ = durable.send(());
         }
@@ -309,7 +318,11 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                 .await;
                 return Ok(facts);
             }
-            Err(crate::store::StoreError::Io { .. }) if !inner.draining.load(Ordering::SeqCst) => {
+            // A disk that refused, a database that is away: the end is
+            // retried until it is written (the run stays live meanwhile).
+            Err(
+                crate::store::StoreError::Io { .. } | crate::store::StoreError::Database { .. },
+            ) if !inner.draining.load(Ordering::SeqCst) => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
