@@ -262,6 +262,10 @@ async fn the_conformance_suite_passes_against_every_store() {
     )
     .await;
 
+    // Catalogs: the home, the shared store.
+    conformance::catalog("file", &home, None).await;
+    conformance::catalog("postgres", &*a, Some(&*a)).await;
+
     // Blobs.
     conformance::blobs("memory", &MemoryBlobs::default()).await;
     let blobs =

@@ -24,7 +24,7 @@ use super::{Runtime, RuntimeError};
 use crate::ids::{Generation, SessionId, WorkerId};
 use crate::store::postgres::PgStore;
 use crate::store::postgres::relay::Relay;
-use crate::store::{BlobStore, LeaseStore, StoreError};
+use crate::store::{BlobStore, Catalog, LeaseStore, StoreError};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -252,7 +252,7 @@ impl Runtime {
         if self.inner.home.lookup(session)?.is_some() {
             return Ok(true);
         }
-        let Some(record) = c.pg.worker_record(session).await? else {
+        let Some(record) = c.pg.record(session).await? else {
             return Ok(false);
         };
         self.inner.home.adopt_worker(&record)?;
@@ -284,7 +284,7 @@ impl Runtime {
         if c.holds(session) {
             return Ok(true);
         }
-        let Some(record) = c.pg.worker_record(session).await? else {
+        let Some(record) = c.pg.record(session).await? else {
             // Deleted at another instance: this home's copy goes too.
             if let Some(id) = self.inner.home.lookup(session)?
                 && self
@@ -466,7 +466,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        if c.pg.worker_record(session).await?.is_some() {
+        if c.pg.record(session).await?.is_some() {
             return Err(RuntimeError::SessionExists(session.clone()));
         }
         match c.pg.acquire(session, c.ttl).await {
@@ -486,7 +486,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        if !c.pg.publish_worker(record).await? {
+        if !c.pg.publish(record).await? {
             return Err(RuntimeError::SessionExists(record.session_id.clone()));
         }
         Ok(())
@@ -501,7 +501,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        c.pg.bind_worker(session, digest).await?;
+        c.pg.bind(session, digest).await?;
         Ok(())
     }
 
@@ -519,7 +519,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        c.pg.delete_session(session).await?;
+        c.pg.forget(session).await?;
         c.held().remove(session);
         Ok(())
     }

@@ -598,3 +598,94 @@ pub async fn blobs(name: &str, store: &dyn BlobStore) {
         assert!(store.get(hostile).await.is_err(), "{name}: get {hostile:?}");
     }
 }
+
+/// [`super::Catalog`]: publish once, read back, bind once, list, forget.
+/// `journals`: the store whose journal a session needs before it is
+/// published (a shared store's catalog rows name the journal).
+pub async fn catalog(
+    name: &str,
+    catalog: &dyn super::Catalog,
+    journals: Option<&dyn super::JournalStore>,
+) {
+    use crate::worker::{WorkerRecord, WorkerStatus};
+    let session = fresh("catalog");
+    assert!(
+        catalog.record(&session).await.expect("record").is_none(),
+        "{name}: Catalog::record of an unknown session is None"
+    );
+    if let Some(j) = journals {
+        j.create(&session, SegmentId::new()).await.expect("create");
+    }
+    let record = WorkerRecord {
+        version: 1,
+        worker_id: WorkerId::new(),
+        session_id: session.clone(),
+        workspace: "team".into(),
+        component: None,
+        created_at_ms: 1,
+        last_generation: Generation(0),
+        status: WorkerStatus::Active,
+        parent: None,
+    };
+    assert!(
+        catalog.publish(&record).await.expect("publish"),
+        "{name}: Catalog::publish of a new session says it published"
+    );
+    let mut other = record.clone();
+    other.worker_id = WorkerId::new();
+    assert!(
+        !catalog.publish(&other).await.expect("publish again"),
+        "{name}: Catalog::publish of a session already there changes nothing"
+    );
+    let got = catalog
+        .record(&session)
+        .await
+        .expect("record")
+        .expect("published");
+    assert_eq!(
+        (
+            got.worker_id,
+            got.workspace.as_str(),
+            got.component.as_deref()
+        ),
+        (record.worker_id, "team", None),
+        "{name}: Catalog::record returns what was published first"
+    );
+    let (a, b) = (
+        format!("sha256:{}", "a".repeat(64)),
+        format!("sha256:{}", "b".repeat(64)),
+    );
+    catalog.bind(&session, &a).await.expect("bind");
+    catalog.bind(&session, &b).await.expect("bind again");
+    assert_eq!(
+        catalog
+            .record(&session)
+            .await
+            .expect("record")
+            .and_then(|r| r.component),
+        Some(a),
+        "{name}: Catalog::bind binds an unbound worker once; a bound one keeps its binding"
+    );
+    assert!(
+        catalog
+            .sessions()
+            .await
+            .expect("sessions")
+            .contains(&session),
+        "{name}: Catalog::sessions lists a published session"
+    );
+    catalog.forget(&session).await.expect("forget");
+    assert!(
+        catalog.record(&session).await.expect("record").is_none()
+            && !catalog
+                .sessions()
+                .await
+                .expect("sessions")
+                .contains(&session),
+        "{name}: Catalog::forget removes the session"
+    );
+    catalog
+        .forget(&session)
+        .await
+        .expect("forgetting again is not an error");
+}

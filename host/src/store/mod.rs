@@ -5,6 +5,7 @@
 //! against every implementation of every trait.
 
 pub mod blob;
+pub mod catalog;
 #[cfg(feature = "testing")]
 pub mod conformance;
 pub mod file;
@@ -13,6 +14,7 @@ pub mod memory;
 pub mod postgres;
 
 pub use blob::BlobStore;
+pub use catalog::Catalog;
 pub use lease::{Lease, LeaseStore};
 
 use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};

@@ -5,8 +5,36 @@
 
 use super::{PgStore, db};
 use crate::ids::{RunId, SessionId};
-use crate::store::StoreError;
+use crate::store::{Catalog, StoreError};
 use crate::worker::WorkerRecord;
+use async_trait::async_trait;
+
+#[async_trait]
+impl Catalog for PgStore {
+    async fn publish(&self, record: &WorkerRecord) -> Result<bool, StoreError> {
+        self.publish_worker(record).await
+    }
+
+    async fn record(&self, session: &SessionId) -> Result<Option<WorkerRecord>, StoreError> {
+        self.worker_record(session).await
+    }
+
+    async fn bind(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
+        self.bind_worker(session, digest).await
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+        self.catalog_sessions().await
+    }
+
+    async fn session_of_run(&self, run: RunId) -> Result<Option<SessionId>, StoreError> {
+        self.run_session(run).await
+    }
+
+    async fn forget(&self, session: &SessionId) -> Result<(), StoreError> {
+        self.delete_session(session).await
+    }
+}
 
 /// A registered instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +48,7 @@ pub struct Instance {
 impl PgStore {
     /// Publish a new session's worker (after its journal exists). `false`:
     /// the session is already in the catalog.
-    pub async fn publish_worker(&self, record: &WorkerRecord) -> Result<bool, StoreError> {
+    async fn publish_worker(&self, record: &WorkerRecord) -> Result<bool, StoreError> {
         let session = &record.session_id;
         let json = serde_json::to_string(record).map_err(|e| StoreError::Database {
             context: format!("session {session}: its worker record"),
@@ -44,7 +72,7 @@ impl PgStore {
     }
 
     /// Bind a session's worker to a component (an unbound one only).
-    pub async fn bind_worker(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
+    async fn bind_worker(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .execute(
@@ -59,10 +87,7 @@ impl PgStore {
     }
 
     /// The worker record the catalog holds for `session`, as published.
-    pub async fn worker_record(
-        &self,
-        session: &SessionId,
-    ) -> Result<Option<WorkerRecord>, StoreError> {
+    async fn worker_record(&self, session: &SessionId) -> Result<Option<WorkerRecord>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -82,7 +107,7 @@ impl PgStore {
     }
 
     /// Every session in the catalog, oldest first.
-    pub async fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+    async fn catalog_sessions(&self) -> Result<Vec<SessionId>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -99,7 +124,7 @@ impl PgStore {
 
     /// The session a run belongs to (every run is indexed by the append
     /// that starts it).
-    pub async fn session_of_run(&self, run: RunId) -> Result<Option<SessionId>, StoreError> {
+    async fn run_session(&self, run: RunId) -> Result<Option<SessionId>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -113,7 +138,7 @@ impl PgStore {
 
     /// Remove a session from the shared store: its journal, runs,
     /// checkpoints, catalog row, run index and lease, in one transaction.
-    pub async fn delete_session(&self, session: &SessionId) -> Result<(), StoreError> {
+    async fn delete_session(&self, session: &SessionId) -> Result<(), StoreError> {
         let ctx = format!("session {session}: deleting it");
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db(ctx.clone()))?;
