@@ -572,7 +572,17 @@ fn an_instance_outlives_its_database_going_away_and_coming_back() {
             .send()
             .unwrap()
     };
-    assert!(run("before").status().is_success());
+    let before: serde_json::Value = run("before").json().unwrap();
+    let before = before["run_id"].as_str().expect("accepted").to_string();
+    wait_for("the first run to end", Duration::from_secs(20), || {
+        let v: serde_json::Value = http
+            .get(format!("{}/v1/runs/{before}", node.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["state"] == "finished"
+    });
     pg.stop_server();
     // Refused with a code that says why, promptly; nothing panics.
     let r = run("while away");

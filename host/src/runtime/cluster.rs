@@ -44,6 +44,8 @@ pub(crate) struct Cluster {
     /// Where requests for a session held elsewhere are sent.
     pub(crate) http: reqwest::Client,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where this instance serves, once it does.
+    url: Mutex<Option<String>>,
 }
 
 impl Drop for Cluster {
@@ -90,6 +92,7 @@ impl Cluster {
             taking: tokio::sync::Mutex::new(()),
             http: reqwest::Client::new(),
             tasks: Mutex::new(Vec::new()),
+            url: Mutex::new(None),
         })
     }
 
@@ -341,26 +344,31 @@ impl Runtime {
         Ok(true)
     }
 
-    /// Start the keeper and the sweeper (once `url` is where this instance
-    /// serves).
-    pub async fn join_cluster(&self, url: &str) -> Result<(), RuntimeError> {
-        let Some(c) = &self.inner.cluster else {
-            return Ok(());
-        };
-        c.pg.register_instance(url).await?;
+    /// Start the keeper: every third of the lease time it renews what this
+    /// instance holds (and, once it serves, re-registers its URL and
+    /// sweeps for expired leases). Called when the runtime opens, so even
+    /// a one-shot `cairn run` keeps its session's lease.
+    pub(crate) fn start_keeper(&self) {
+        let Some(c) = &self.inner.cluster else { return };
         let weak = Arc::downgrade(&self.inner);
-        let url = url.to_string();
         let keeper = tokio::spawn(async move {
             loop {
                 let Some(inner) = weak.upgrade() else { return };
                 let rt = Runtime { inner };
-                let every = rt
-                    .inner
-                    .cluster
-                    .as_ref()
-                    .map_or(Duration::from_secs(1), |c| c.ttl / 3);
-                rt.keep(&url).await;
-                rt.sweep().await;
+                let Some(c) = rt.inner.cluster.as_ref() else {
+                    return;
+                };
+                let every = c.ttl / 3;
+                let url = c.url.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(url) = &url
+                    && let Err(e) = c.pg.register_instance(url).await
+                {
+                    eprintln!("cairn: cannot re-register this instance: {e}");
+                }
+                rt.keep().await;
+                if url.is_some() {
+                    rt.sweep().await;
+                }
                 drop(rt);
                 tokio::time::sleep(every).await;
             }
@@ -369,15 +377,22 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(keeper);
+    }
+
+    /// Serve as one of the instances: register `url` (other instances
+    /// forward there) and take part in sweeping for expired leases.
+    pub async fn join_cluster(&self, url: &str) -> Result<(), RuntimeError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        c.pg.register_instance(url).await?;
+        *c.url.lock().unwrap_or_else(|p| p.into_inner()) = Some(url.to_string());
         Ok(())
     }
 
     /// Renew every lease held; let go of those that moved.
-    async fn keep(&self, url: &str) {
+    async fn keep(&self) {
         let Some(c) = &self.inner.cluster else { return };
-        if let Err(e) = c.pg.register_instance(url).await {
-            eprintln!("cairn: cannot re-register this instance: {e}");
-        }
         let held: Vec<SessionId> = c.held().iter().cloned().collect();
         for session in held {
             let Some(token) = c.pg.token(&session) else {

@@ -227,6 +227,7 @@ impl Runtime {
         if restore {
             replay::restore_all(&rt).await?;
         }
+        rt.start_keeper();
         Ok(rt)
     }
 
