@@ -431,6 +431,58 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         Duration::from_secs(20),
         || paused.iter().all(|s| ended(s)),
     );
+    // A fork asked at one instance is made by the holder and published
+    // to all: it carries generation 1's worktree as its generation 0.
+    wait_for("w's second run to end", Duration::from_secs(20), || {
+        types(rows(&tokio, &store).get("w").unwrap_or(&BTreeMap::new()))
+            .iter()
+            .filter(|t| *t == "finished")
+            .count()
+            == 2
+    });
+    let w = rows(&tokio, &store)["w"].clone();
+    let second = w
+        .iter()
+        .filter(|(_, l)| l.contains("\"type\":\"started\""))
+        .nth(1)
+        .map(|(seq, _)| *seq)
+        .expect("w's second start");
+    let r = http
+        .post(format!("{}/v1/sessions/w/fork", nodes[2].url))
+        .json(&serde_json::json!({"before_seq": second, "id": "w-fork"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let fork: serde_json::Value = http
+        .get(format!("{}/v1/sessions/w-fork", nodes[2].url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let worker = fork["worker_id"]
+        .as_str()
+        .expect("the fork is served")
+        .to_string();
+    let snapshot: Option<Vec<u8>> = tokio.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&store, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .query_opt(
+                "SELECT bytes FROM cairn_blobs WHERE key = $1",
+                &[&format!("worktree/{worker}")],
+            )
+            .await
+            .unwrap()
+            .map(|r| r.get(0))
+    });
+    let snapshot = snapshot.expect("the fork's generation 0 is in the blob store");
+    assert_eq!(&snapshot[..8], &0u64.to_be_bytes(), "generation 0");
+    assert!(
+        snapshot.windows(9).any(|w| w == b"probe.txt"),
+        "it carries generation 1's worktree"
+    );
     let before = rows(&tokio, &store);
     nodes[1].signal(rustix::process::Signal::CONT);
     wait_for(

@@ -316,23 +316,24 @@ impl Runtime {
         {
             worker.record_generation(local.last_generation, Some(bound))?;
         }
-        if head.last_generation > local.last_generation {
-            // Generations ran elsewhere: start from the last worktree they
-            // left, and reserve past them.
-            if let Some(bytes) = c.pg.get(&Cluster::snapshot_key(worker.id())).await?
-                && bytes.len() >= 8
+        // The last worktree a generation left (elsewhere, or a fork's
+        // generation 0), when this home does not have it.
+        if let Some(bytes) = c.pg.get(&Cluster::snapshot_key(worker.id())).await?
+            && bytes.len() >= 8
+        {
+            let generation = Generation(u64::from_be_bytes(
+                bytes[..8].try_into().unwrap_or_default(),
+            ));
+            if generation >= local.last_generation
+                && let Err(e) = unpack_into(&worker, generation, &bytes[8..])
             {
-                let generation = Generation(u64::from_be_bytes(
-                    bytes[..8].try_into().unwrap_or_default(),
-                ));
-                if generation > local.last_generation
-                    && let Err(e) = unpack_into(&worker, generation, &bytes[8..])
-                {
-                    eprintln!(
-                        "cairn: session {session}: the worktree of generation {generation} is not carried over: {e}"
-                    );
-                }
+                eprintln!(
+                    "cairn: session {session}: the worktree of generation {generation} is not carried over: {e}"
+                );
             }
+        }
+        if head.last_generation > local.last_generation {
+            // Generations ran elsewhere: reserve past them.
             worker.record_generation(head.last_generation, None)?;
         }
         c.held().insert(session.clone());
@@ -505,6 +506,47 @@ impl Runtime {
             return Err(RuntimeError::SessionExists(record.session_id.clone()));
         }
         Ok(())
+    }
+
+    /// Snapshot a generation's worktree into the shared store, within
+    /// `workspace`'s ceilings (nothing on a store of its own).
+    pub(crate) async fn snapshot_generation(
+        &self,
+        worker: WorkerId,
+        generation: Generation,
+        workspace: &str,
+    ) {
+        let budget = crate::worktree::Budget::of(&self.inner.config.host.ceilings(workspace));
+        self.snapshot_with(worker, generation, budget).await;
+    }
+
+    /// Snapshot a generation's worktree within `budget`.
+    pub(crate) async fn snapshot_with(
+        &self,
+        worker: WorkerId,
+        generation: Generation,
+        budget: crate::worktree::Budget,
+    ) {
+        let Some(cluster) = &self.inner.cluster else {
+            return;
+        };
+        let artifacts = self
+            .inner
+            .home
+            .open_worker_any(worker)
+            .and_then(|w| w.generation_dir(generation))
+            .and_then(|d| {
+                d.open_dir("artifacts")
+                    .map_err(|source| crate::worker::WorkerError::Io {
+                        context: format!("generation {generation}: artifacts/"),
+                        source,
+                    })
+            });
+        if let Ok(artifacts) = artifacts {
+            cluster
+                .snapshot(worker, generation, artifacts, budget)
+                .await;
+        }
     }
 
     /// Record a worker's binding in the shared catalog.

@@ -176,6 +176,8 @@ impl Runtime {
             return Err(RuntimeError::SessionExists(child));
         }
         crash_point("fork-before-create");
+        // On a shared store: the new session's lease first.
+        self.lease_new(&child).await?;
         let worker = self.inner.home.create_worker_staged(
             &child,
             record.component.as_deref(),
@@ -282,6 +284,12 @@ impl Runtime {
             })
             .await?;
         crash_point("fork-before-publish");
+        if last_generation.is_some() {
+            // Generation 0 (the carried worktree) outlives this instance.
+            self.snapshot_generation(worker.id(), crate::ids::Generation(0), &record.workspace)
+                .await;
+        }
+        self.publish_new(&worker.record()?).await?;
         worker.publish()?;
         self.index_session(worker.session_id(), &record.workspace)
             .await;

@@ -188,24 +188,13 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     }
     // On a shared store the worktree outlives this instance: the next
     // generation, wherever it runs, starts from this snapshot.
-    if let Some(cluster) = &inner.cluster
-        && generation.0 > 0
-        && let Ok(artifacts) = inner
-            .home
-            .open_worker_any(plan.worker_id)
-            .and_then(|w| w.generation_dir(generation))
-            .and_then(|d| {
-                d.open_dir("artifacts")
-                    .map_err(|source| crate::worker::WorkerError::Io {
-                        context: format!("generation {generation}: artifacts/"),
-                        source,
-                    })
-            })
-    {
-        let budget = crate::worktree::Budget::of(&ctx.limits);
-        cluster
-            .snapshot(plan.worker_id, generation, artifacts, budget)
-            .await;
+    if generation.0 > 0 {
+        rt.snapshot_with(
+            plan.worker_id,
+            generation,
+            crate::worktree::Budget::of(&ctx.limits),
+        )
+        .await;
     }
     // Retention: older generations' worktrees go once this one has ended.
     let keep = inner.config.host.retention.keep_generations;
