@@ -58,11 +58,7 @@ pub async fn start(
         return Err(ApiError::not_found(format!("no session {session}")));
     }
     if let Some(session) = &session
-        && s.rt
-            .home()
-            .lookup(session)
-            .map_err(RuntimeError::from)?
-            .is_some()
+        && s.rt.session_exists(session)?
     {
         own_session(&s, &ws, session)?;
     }

@@ -47,8 +47,7 @@ pub async fn component(
         .await
         .map_err(|_| ApiError::not_found(format!("no component {name}")))?;
     let bytes =
-        s.rt.home()
-            .component(&name)
+        s.rt.component_bytes(&name)
             .ok_or_else(|| ApiError::not_found(format!("no component {name}")))?;
     Ok(bytes_response(bytes, "application/wasm", true))
 }

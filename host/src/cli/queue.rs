@@ -123,7 +123,7 @@ pub async fn queue(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
             let row = match (local_queue(&client)?, &client) {
                 (Some(q), Client::Local(rt)) => {
                     if crate::examples::built_in(&component).is_none()
-                        && rt.home().component_len(&component).is_none()
+                        && rt.component_len(&component).is_none()
                     {
                         anyhow::bail!(
                             "no component {component:?}: name a built-in example ({}) or the sha256:<hex> of one this home stores",

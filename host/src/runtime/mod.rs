@@ -231,7 +231,19 @@ impl Runtime {
         Ok(rt)
     }
 
-    /// The home.
+    /// Whether `session` is persisted here (a draft is not).
+    pub fn session_exists(&self, session: &SessionId) -> Result<bool, RuntimeError> {
+        Ok(self
+            .inner
+            .home
+            .lookup(session)
+            .map_err(|e| RuntimeError::from(e).for_session(session))?
+            .is_some())
+    }
+
+    /// The home: the file store's layout, for tools that inspect it
+    /// (`doctor`, the work queue's worktree markers, tests). Seams use the
+    /// runtime's calls instead.
     pub fn home(&self) -> &Home {
         &self.inner.home
     }

@@ -176,7 +176,7 @@ impl Call {
         let session = match context {
             Some(c) => {
                 let id = SessionId::parse(c).map_err(|e| RpcError::params(e.to_string()))?;
-                let known = rt.home().lookup(&id).map_err(RuntimeError::from)?.is_some();
+                let known = rt.session_exists(&id)?;
                 if known {
                     own_session(&self.s, &self.ws, &id)?;
                     id

@@ -68,11 +68,7 @@ pub async fn completions(
         None => None,
     };
     let existing = match &named {
-        Some(id) => rt
-            .home()
-            .lookup(id)
-            .map_err(crate::runtime::RuntimeError::from)?
-            .is_some(),
+        Some(id) => rt.session_exists(id)?,
         None => false,
     };
     let session = if existing {
