@@ -137,6 +137,32 @@ fn decision_of(seen: &Mutex<Seen>) -> Option<String> {
     })
 }
 
+/// Wait until run `run` (asked at `base`) has finished.
+fn wait_finished(base: &str, run: &str, what: &str, deadline: Duration) {
+    wait_for(what, deadline, || {
+        let v: serde_json::Value = client()
+            .get(format!("{base}/v1/runs/{run}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["state"] == "finished"
+    });
+}
+
+/// The instance that answered `GET /v1/sessions/{session}` asked at `base`.
+fn served_by(base: &str, session: &str) -> String {
+    let r = client()
+        .get(format!("{base}/v1/sessions/{session}"))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.headers()["x-cairn-served-by"]
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
 fn wait_for(what: &str, deadline: Duration, mut ok: impl FnMut() -> bool) {
     let until = Instant::now() + deadline;
     while !ok() {
@@ -274,13 +300,8 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         );
     }
     // A request at any instance is served by the holder.
-    let r = http
-        .get(format!("{}/v1/sessions/s0", nodes[2].url))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
     assert_eq!(
-        r.headers()["x-cairn-served-by"].to_str().unwrap(),
+        served_by(&nodes[2].url, "s0"),
         nodes[0].url,
         "forwarded to the holder"
     );
@@ -381,15 +402,12 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         .json()
         .unwrap();
     let probe_run = r["run_id"].as_str().unwrap().to_string();
-    wait_for("the probe to end", Duration::from_secs(30), || {
-        let v: serde_json::Value = client()
-            .get(format!("{}/v1/runs/{probe_run}", nodes[1].url))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        v["state"] == "finished"
-    });
+    wait_finished(
+        &nodes[1].url,
+        &probe_run,
+        "the probe to end",
+        Duration::from_secs(30),
+    );
     nodes[1].signal(rustix::process::Signal::STOP);
     wait_for(
         "n2 to take n1's sessions",
@@ -544,15 +562,7 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         assert_eq!(r.status(), 404, "{} forgot the deleted session", node.url);
     }
     // And n1 still serves: a request for a session it lost is forwarded.
-    let r = http
-        .get(format!("{}/v1/sessions/p0", nodes[1].url))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    assert_eq!(
-        r.headers()["x-cairn-served-by"].to_str().unwrap(),
-        nodes[2].url
-    );
+    assert_eq!(served_by(&nodes[1].url, "p0"), nodes[2].url);
 }
 
 #[test]
@@ -626,15 +636,12 @@ fn an_instance_outlives_its_database_going_away_and_coming_back() {
     };
     let before: serde_json::Value = run("before").json().unwrap();
     let before = before["run_id"].as_str().expect("accepted").to_string();
-    wait_for("the first run to end", Duration::from_secs(20), || {
-        let v: serde_json::Value = http
-            .get(format!("{}/v1/runs/{before}", node.url))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        v["state"] == "finished"
-    });
+    wait_finished(
+        &node.url,
+        &before,
+        "the first run to end",
+        Duration::from_secs(20),
+    );
     pg.stop_server();
     // Refused with a code that says why, promptly; nothing panics.
     let r = run("while away");
@@ -656,15 +663,7 @@ fn an_instance_outlives_its_database_going_away_and_coming_back() {
         },
     );
     let run_id = accepted.unwrap()["run_id"].as_str().unwrap().to_string();
-    wait_for("it to finish", Duration::from_secs(20), || {
-        let v: serde_json::Value = http
-            .get(format!("{}/v1/runs/{run_id}", node.url))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        v["state"] == "finished"
-    });
+    wait_finished(&node.url, &run_id, "it to finish", Duration::from_secs(20));
     // The run refused while the database was away ended, journaled once
     // the database was back; seqs stay dense.
     let stored = rows(&tokio, &store);

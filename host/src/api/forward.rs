@@ -134,16 +134,9 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         }
         Names::StartBody => {
             let (parts, body) = req.into_parts();
-            let bytes = match axum::body::to_bytes(body, super::body::MAX_JSON_BYTES).await {
+            let bytes = match buffered(body).await {
                 Ok(b) => b,
-                Err(_) => {
-                    return ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        "the request body is too large",
-                    )
-                    .into_response();
-                }
+                Err(response) => return response,
             };
             let session = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
@@ -157,6 +150,24 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         }
         Names::Decision => decision_anywhere(&s, req, next).await,
     }
+}
+
+/// A request body, held to be sent (again): at most the JSON bodies'
+/// limit.
+async fn buffered(body: Body) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, super::body::MAX_JSON_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the request body is over {} bytes",
+                    super::body::MAX_JSON_BYTES
+                ),
+            )
+            .into_response()
+        })
 }
 
 /// The session a stream names (copied here so the relay can serve it).
@@ -182,16 +193,9 @@ async fn serve_at_holder(
     let (parts, original) = req.into_parts();
     let bytes = match body {
         Some(b) => b,
-        None => match axum::body::to_bytes(original, super::body::MAX_JSON_BYTES).await {
+        None => match buffered(original).await {
             Ok(b) => b,
-            Err(_) => {
-                return ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "the request body is too large",
-                )
-                .into_response();
-            }
+            Err(response) => return response,
         },
     };
     let deadline = Instant::now() + s.rt.lease_ttl() + Duration::from_secs(5);
@@ -302,13 +306,9 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 /// the decision, at each other live instance until one does.
 async fn decision_anywhere(s: &AppState, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, super::body::MAX_JSON_BYTES).await else {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            "the request body is too large",
-        )
-        .into_response();
+    let bytes = match buffered(body).await {
+        Ok(b) => b,
+        Err(response) => return response,
     };
     let here = next
         .run(Request::from_parts(

@@ -54,6 +54,21 @@ async fn raw_rate(url: &str, batch: usize, n: usize, line: &str) -> anyhow::Resu
 /// The lease time the failover row runs with.
 const FAILOVER_TTL_MS: u64 = 2_000;
 
+/// Follow until an entry of type `kind`.
+async fn until(follower: &mut crate::runtime::Observation, kind: &str) -> anyhow::Result<()> {
+    let needle = format!("\"type\":\"{kind}\"");
+    loop {
+        match follower.next().await {
+            Some(Ok(crate::journal::Delivery::Event(e))) if e.line().contains(&needle) => {
+                return Ok(());
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => anyhow::bail!("following the session: {e}"),
+            None => anyhow::bail!("the follower ended"),
+        }
+    }
+}
+
 /// Failover: a `cairn serve` child holds a session whose run waits on a
 /// decision; it is killed with SIGKILL; an instance in this process (on the
 /// same database) follows the session through the relay and takes it over
@@ -129,33 +144,11 @@ async fn failover(
             .attach(&session, AttachSpec::collecting(crate::ids::Seq(0)))
             .await?;
         // Until the run asks: the holder is mid-run.
-        loop {
-            match follower.next().await {
-                Some(Ok(crate::journal::Delivery::Event(e)))
-                    if e.line().contains("\"decision_requested\"") =>
-                {
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => anyhow::bail!("following the session: {e}"),
-                None => anyhow::bail!("the follower ended"),
-            }
-        }
+        until(&mut follower, "decision_requested").await?;
         let _ = child.kill();
         let at = Instant::now();
         // The new holder's first entry: the restore's reservation.
-        loop {
-            match follower.next().await {
-                Some(Ok(crate::journal::Delivery::Event(e)))
-                    if e.line().contains("\"generation_reserved\"") =>
-                {
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => anyhow::bail!("following the session: {e}"),
-                None => anyhow::bail!("the follower ended"),
-            }
-        }
+        until(&mut follower, "generation_reserved").await?;
         let took = at.elapsed();
         b.shutdown(std::time::Duration::from_secs(5)).await;
         Ok::<_, anyhow::Error>(took)
