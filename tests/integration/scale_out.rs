@@ -563,6 +563,19 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
     }
     // And n1 still serves: a request for a session it lost is forwarded.
     assert_eq!(served_by(&nodes[1].url, "p0"), nodes[2].url);
+    // The survivor holds what it took over, and says so.
+    let metrics = http
+        .get(format!("{}/metrics", nodes[2].url))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let held: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cairn_leases_held "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("cairn_leases_held");
+    assert!(held >= 5, "n2 holds p0..p2, w and w-fork at least: {held}");
 }
 
 #[test]

@@ -58,6 +58,20 @@ pub async fn metrics(
         let _ = writeln!(out, "# TYPE {name} gauge");
         let _ = writeln!(out, "{name} {value}");
     }
+    if let Some((leases, heard)) = m.shared {
+        let _ = writeln!(
+            out,
+            "# HELP cairn_leases_held Session leases this instance holds on the shared store."
+        );
+        let _ = writeln!(out, "# TYPE cairn_leases_held gauge");
+        let _ = writeln!(out, "cairn_leases_held {leases}");
+        let _ = writeln!(
+            out,
+            "# HELP cairn_relay_notifications_total Appends other writers announced (LISTEN cairn_journal)."
+        );
+        let _ = writeln!(out, "# TYPE cairn_relay_notifications_total counter");
+        let _ = writeln!(out, "cairn_relay_notifications_total {heard}");
+    }
     let _ = RunState::Running;
     (
         [(

@@ -241,6 +241,9 @@ pub struct Metrics {
     pub open_journals: usize,
     /// Compiled components held ready, and their bytes.
     pub compiled_components: (usize, u64),
+    /// On a shared store: leases this instance holds, and relay
+    /// notifications heard since it started.
+    pub shared: Option<(usize, u64)>,
 }
 
 impl Runtime {
@@ -274,6 +277,7 @@ impl Runtime {
             decisions_pending: self.pending_decisions(None).len(),
             open_journals: self.inner.journals.open_count(),
             compiled_components: self.inner.components.cache_usage(),
+            shared: self.shared_metrics(),
         }
     }
 }

@@ -177,6 +177,12 @@ impl Runtime {
         }
     }
 
+    /// Leases held and relay notifications heard (a shared store only).
+    pub(crate) fn shared_metrics(&self) -> Option<(usize, u64)> {
+        let c = self.inner.cluster.as_ref()?;
+        Some((c.held().len(), c.relay.heard()))
+    }
+
     /// This instance's id in the shared store.
     pub fn instance_id(&self) -> Option<&str> {
         self.inner.cluster.as_ref().map(|c| c.pg.holder())
