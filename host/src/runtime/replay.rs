@@ -23,9 +23,14 @@ use std::sync::Arc;
 
 /// Restore every interrupted run in the home.
 pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
-    for worker_id in rt.inner.home.list_workers()? {
-        restore_worker(rt, worker_id).await;
-    }
+    // Sessions are independent: their journals are read a few at a time
+    // (each read is a blocking-pool hop; one after another, a home of
+    // thousands of sessions kept `serve` from listening for a while).
+    use futures_util::StreamExt;
+    let parallel = crate::store::file::cores().max(2) * 2;
+    futures_util::stream::iter(rt.inner.home.list_workers()?)
+        .for_each_concurrent(parallel, |worker_id| restore_worker(rt, worker_id))
+        .await;
     Ok(())
 }
 

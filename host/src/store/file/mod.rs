@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) mod segment;
 use segment::parse_lines;
-pub use segment::{Scan, Walked, index_segment, parse_line, scan_segment};
+pub use segment::{Scan, Walked, cores, index_segment, parse_line, scan_segment};
 
 /// Journals and run facts in worker aggregates under a [`Home`].
 pub struct FileStore {

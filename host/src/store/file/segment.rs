@@ -161,14 +161,7 @@ fn par_map<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> 
     if items.len() < 2 * PER_THREAD {
         return items.iter().map(&f).collect();
     }
-    // Asked once: the answer reads cgroup files, which costs more than a
-    // small segment's whole scan.
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let cores = cores();
     let threads = cores.min(items.len() / PER_THREAD).max(1);
     if threads == 1 {
         return items.iter().map(&f).collect();
@@ -222,5 +215,16 @@ pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
     Ok(JournalItem::Unknown {
         seq: Seq(seq),
         raw: String::from_utf8_lossy(line).into_owned(),
+    })
+}
+
+/// The cores this process may use, asked once: the answer reads cgroup
+/// files, which costs more than a small segment's whole scan.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     })
 }
