@@ -238,6 +238,20 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         .map(|i| Instance::start(dir.path(), &format!("n{i}"), &store))
         .collect();
     let http = client();
+    // A second process under a name in use is refused, naming the holder.
+    let out = cairn_bin()
+        .args(["serve", "--insecure-local", "--listen", "127.0.0.1:0"])
+        .arg("--home")
+        .arg(dir.path().join("twin"))
+        .args(["--store", &store, "--instance", "n1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a twin of n1 must not serve");
+    assert!(
+        err.contains("instance name \"n1\" is in use") && err.contains(&nodes[1].url),
+        "{err}"
+    );
 
     // 20 sessions, each made (and so held) by instance k % 3; each run
     // waits on an approval.

@@ -392,7 +392,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        c.pg.register_instance(url).await?;
+        c.pg.claim_instance(url, c.ttl).await?;
         *c.url.lock().unwrap_or_else(|p| p.into_inner()) = Some(url.to_string());
         Ok(())
     }

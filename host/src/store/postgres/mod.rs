@@ -157,6 +157,38 @@ impl PgStore {
         Ok(())
     }
 
+    /// Register this instance's URL when no other live process uses its
+    /// name: one seen within `within` at another URL refuses it (two
+    /// processes with one name would share every lease token).
+    pub async fn claim_instance(
+        &self,
+        url: &str,
+        within: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "INSERT INTO cairn_instances AS i (instance_id, url, seen_at) VALUES ($1, $2, now())
+                 ON CONFLICT (instance_id) DO UPDATE SET url = EXCLUDED.url, seen_at = now()
+                 WHERE i.url = EXCLUDED.url OR i.seen_at <= now() - $3 * interval '1 millisecond'
+                 RETURNING 1",
+                &[&self.holder, &url, &(within.as_secs_f64() * 1000.0)],
+            )
+            .await
+            .map_err(db("registering this instance"))?;
+        if row.is_some() {
+            return Ok(());
+        }
+        let other = self.instance_url(&self.holder).await?.unwrap_or_default();
+        Err(StoreError::Database {
+            context: "registering this instance".into(),
+            message: format!(
+                "instance name {:?} is in use by a running instance at {other}: give this one another name (--instance), or wait until that one has been gone for the lease time",
+                self.holder
+            ),
+        })
+    }
+
     /// The URL instance `holder` registered.
     pub async fn instance_url(&self, holder: &str) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
