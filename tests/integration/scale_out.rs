@@ -590,6 +590,41 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
         .and_then(|v| v.trim().parse().ok())
         .expect("cairn_leases_held");
     assert!(held >= 5, "n2 holds p0..p2, w and w-fork at least: {held}");
+
+    // A clean stop hands the sessions over: a run waiting at n2 when it
+    // gets SIGTERM is not cancelled; it goes on at n1 by replay.
+    let r = http
+        .post(format!("{}/v1/runs", nodes[2].url))
+        .json(&serde_json::json!({"component": "approval", "prompt": "rolling", "session": "t"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let asked = |node: &Instance| -> Option<String> {
+        let list: Vec<serde_json::Value> = client()
+            .get(format!("{}/v1/decisions?session=t", node.url))
+            .send()
+            .ok()?
+            .json()
+            .ok()?;
+        list.first()
+            .and_then(|d| d["decision_id"].as_str().map(str::to_string))
+    };
+    wait_for("t's run to ask at n2", Duration::from_secs(20), || {
+        asked(&nodes[2]).is_some()
+    });
+    nodes[2].signal(rustix::process::Signal::TERM);
+    let mut decision = None;
+    wait_for("n1 to take t over", Duration::from_secs(20), || {
+        decision = asked(&nodes[1]);
+        decision.is_some()
+    });
+    approve(&nodes[1].url, &decision.unwrap(), Duration::from_secs(10));
+    wait_for("t's run to end", Duration::from_secs(20), || ended("t"));
+    let t = types(&rows(&tokio, &store)["t"]);
+    assert!(
+        !t.iter().any(|t| t == "cancelled") && t.iter().any(|t| t == "resumed_by_replay"),
+        "handed over, not cancelled: {t:?}"
+    );
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub(crate) struct Cluster {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Where this instance serves, once it does.
     url: Mutex<Option<String>>,
+    /// Leases handed over when the instance began to stop, released when
+    /// it has stopped.
+    handed: Mutex<Vec<(SessionId, u64)>>,
 }
 
 impl Drop for Cluster {
@@ -93,6 +96,7 @@ impl Cluster {
             http: reqwest::Client::new(),
             tasks: Mutex::new(Vec::new()),
             url: Mutex::new(None),
+            handed: Mutex::new(Vec::new()),
         })
     }
 
@@ -466,6 +470,20 @@ impl Runtime {
         }
     }
 
+    /// A stop begins: this instance stops writing its sessions at once
+    /// (their runs are not ended here: each goes on at another instance,
+    /// restored by replay, instead of being cancelled by a rolling restart).
+    pub(crate) fn hand_over(&self) {
+        let Some(c) = &self.inner.cluster else { return };
+        let held: Vec<SessionId> = c.held().drain().collect();
+        let mut handed = c.handed.lock().unwrap_or_else(|p| p.into_inner());
+        for session in held {
+            if let Some(token) = c.pg.drop_token(&session) {
+                handed.push((session, token));
+            }
+        }
+    }
+
     /// Give every lease up (a clean stop): other instances take the
     /// sessions at once.
     pub(crate) async fn leave_cluster(&self) {
@@ -473,11 +491,10 @@ impl Runtime {
         for t in c.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             t.abort();
         }
-        let held: Vec<SessionId> = c.held().drain().collect();
-        for session in held {
-            if let Some(token) = c.pg.token(&session) {
-                let _ = c.pg.release(&session, token).await;
-            }
+        self.hand_over();
+        let handed = std::mem::take(&mut *c.handed.lock().unwrap_or_else(|p| p.into_inner()));
+        for (session, token) in handed {
+            let _ = c.pg.release(&session, token).await;
         }
         let _ = c.pg.unregister_instance().await;
     }

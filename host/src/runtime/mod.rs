@@ -535,6 +535,9 @@ impl Runtime {
 
     fn cancel_for_shutdown(&self) -> Vec<Arc<RunCtx>> {
         self.inner.draining.store(true, Ordering::SeqCst);
+        // On a shared store the sessions are handed over first: their runs
+        // write nothing more here and go on elsewhere by replay.
+        self.hand_over();
         self.inner.closing.send_replace(true);
         let live: Vec<Arc<RunCtx>> = {
             let runs = self.inner.registry.runs();

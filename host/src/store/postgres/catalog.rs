@@ -193,6 +193,14 @@ impl PgStore {
         Ok(())
     }
 
+    /// Stop carrying `session`'s lease token: this instance's appends to it
+    /// are refused from now on (the lease row is left for a release).
+    pub fn drop_token(&self, session: &SessionId) -> Option<u64> {
+        let token = self.token_of(session);
+        self.set_token(session, None);
+        token
+    }
+
     /// The lease token this instance carries for `session`, if any.
     pub fn token(&self, session: &SessionId) -> Option<u64> {
         self.token_of(session)
