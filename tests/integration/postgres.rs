@@ -10,7 +10,7 @@ use cairn::store::file::FileStore;
 use cairn::store::lease::MemoryLeases;
 use cairn::store::memory::MemoryStore;
 use cairn::store::postgres::{PgStore, migrations};
-use cairn::store::{LeaseStore, Store, StoreError};
+use cairn::store::{LeaseStore, MemoryRunIndex, Store, StoreError};
 use cairn::worker::Home;
 use cairn::{SegmentId, SessionId};
 use std::path::{Path, PathBuf};
@@ -265,6 +265,10 @@ async fn the_conformance_suite_passes_against_every_store() {
     // Catalogs: the home, the shared store.
     conformance::catalog("file", &home, None).await;
     conformance::catalog("postgres", &*a, Some(&*a)).await;
+
+    // Run indexes: the embedded one in memory, the shared one's rows.
+    conformance::run_index("memory", &MemoryRunIndex::default(), &home, None).await;
+    conformance::run_index("postgres", &*a, &*a, Some(&*a)).await;
 
     // Blobs.
     conformance::blobs("memory", &MemoryBlobs::default()).await;

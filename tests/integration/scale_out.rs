@@ -36,6 +36,10 @@ impl Drop for Instance {
 
 impl Instance {
     fn start(dir: &Path, name: &str, store: &str) -> Instance {
+        Instance::start_with(dir, name, store, &[])
+    }
+
+    fn start_with(dir: &Path, name: &str, store: &str, env: &[(&str, &str)]) -> Instance {
         let home = dir.join(name);
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(
@@ -49,6 +53,7 @@ impl Instance {
             .arg("--home")
             .arg(&home)
             .args(["--store", store, "--instance", name])
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
@@ -285,8 +290,39 @@ fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one
     wait_for("every run to ask", Duration::from_secs(60), || {
         seen.iter().all(|s| decision_of(s).is_some())
     });
-    // Every instance lists every session and every pending decision.
+    // Every instance lists every run, session and pending decision.
     for node in &nodes {
+        // Every run, from the shared run index, in pages (asked first: a
+        // listing of sessions brings their workers here).
+        let mut runs: Vec<serde_json::Value> = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut req = http.get(format!("{}/v1/runs?limit=7", node.url));
+            if let Some(c) = &cursor {
+                req = req.query(&[("cursor", c)]);
+            }
+            let r = req.send().unwrap();
+            cursor = r
+                .headers()
+                .get("x-next-cursor")
+                .map(|v| v.to_str().unwrap().to_string());
+            runs.extend(r.json::<Vec<serde_json::Value>>().unwrap());
+            if cursor.is_none() {
+                break;
+            }
+        }
+        let mut run_sessions: Vec<&str> = runs
+            .iter()
+            .map(|r| r["session_id"].as_str().unwrap())
+            .collect();
+        run_sessions.sort();
+        let mut want: Vec<&str> = sessions.iter().map(String::as_str).collect();
+        want.sort();
+        assert_eq!(
+            run_sessions, want,
+            "{} lists every instance's runs",
+            node.url
+        );
         let listed: Vec<serde_json::Value> = http
             .get(format!("{}/v1/sessions", node.url))
             .send()
@@ -737,4 +773,104 @@ fn an_instance_outlives_its_database_going_away_and_coming_back() {
     let t = types(rows);
     assert_eq!(t.iter().filter(|t| *t == "finished").count(), 2, "{t:?}");
     assert!(node.log().contains("cannot renew its lease") || node.log().contains("database"));
+}
+
+/// How many rows of `table` name `session`.
+fn count(rt: &tokio::runtime::Runtime, url: &str, table: &str, session: &str) -> i64 {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .query_one(
+                &format!("SELECT count(*) FROM {table} WHERE session_id = $1"),
+                &[&session],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    })
+}
+
+#[test]
+fn a_creation_that_dies_before_its_catalog_row_is_cleared_and_its_name_reusable() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let pg = Cluster::start();
+    let store = tokio.block_on(pg.database());
+    let dir = tempfile::tempdir().unwrap();
+    let http = client();
+    let create = |base: &str, session: &str| {
+        http.post(format!("{base}/v1/runs"))
+            .json(&serde_json::json!({"component": "echo", "prompt": "hi", "session": session}))
+            .send()
+    };
+    // Two creations die between the journal and the catalog row, at an
+    // instance that crashes there; each leaves a journal nobody lists.
+    for (name, session) in [("c1", "swept"), ("c2", "retried")] {
+        let doomed = Instance::start_with(
+            dir.path(),
+            name,
+            &store,
+            &[("CAIRN_CRASH_AT", "create-before-catalog")],
+        );
+        assert!(
+            create(&doomed.url, session).is_err(),
+            "{name} dies creating {session}"
+        );
+        assert_eq!(count(&tokio, &store, "cairn_journals", session), 1);
+        assert_eq!(count(&tokio, &store, "cairn_workers", session), 0);
+    }
+    let node = Instance::start(dir.path(), "n1", &store);
+    let listed: Vec<serde_json::Value> = http
+        .get(format!("{}/v1/sessions", node.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        listed.is_empty(),
+        "a half-made session is not listed: {listed:?}"
+    );
+    // Once the dead creator's lease expires a retry takes the name (its
+    // orphan goes, by the retry or by the sweep, whichever comes first).
+    std::thread::sleep(Duration::from_millis(TTL_MS + 200));
+    let r = create(&node.url, "retried").unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let run: serde_json::Value = r.json().unwrap();
+    wait_finished(
+        &node.url,
+        run["run_id"].as_str().unwrap(),
+        "the retried creation's run",
+        Duration::from_secs(20),
+    );
+    // The other is swept: its journal and lease go, nothing is listed.
+    wait_for(
+        "the sweep to clear the orphan",
+        Duration::from_secs(20),
+        || {
+            count(&tokio, &store, "cairn_journals", "swept") == 0
+                && count(&tokio, &store, "cairn_leases", "swept") == 0
+        },
+    );
+    let listed: Vec<serde_json::Value> = http
+        .get(format!("{}/v1/sessions", node.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let names: Vec<&str> = listed
+        .iter()
+        .filter_map(|l| l["session_id"].as_str())
+        .collect();
+    assert_eq!(names, vec!["retried"]);
+    assert!(
+        node.log()
+            .contains("session swept: cleared a creation that never finished"),
+        "{}",
+        node.log()
+    );
+    // And its name is free.
+    let r = create(&node.url, "swept").unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
 }

@@ -121,7 +121,11 @@ impl Runtime {
     ) -> Result<super::Page<RunSummary>, RuntimeError> {
         let before: Option<RunId> = super::listing::parse_cursor(cursor)?;
         let limit = limit.clamp(1, super::MAX_PAGE);
-        let (rows, more) = self.run_index().await?.page(workspace, before, limit);
+        let (rows, more) = self
+            .run_index()
+            .await?
+            .page(workspace, before, limit)
+            .await?;
         let live: std::collections::HashMap<RunId, bool> = {
             let sessions = self.inner.registry.sessions();
             sessions
@@ -159,7 +163,7 @@ impl Runtime {
         if let Some(r) = self.inner.registry.runs().get(&run) {
             return Ok(r.ctx.session.clone());
         }
-        if let Some(r) = self.run_index().await?.get(run) {
+        if let Some(r) = self.run_index().await?.get(run).await? {
             return Ok(r.session);
         }
         // On a shared store: a run another instance started.
@@ -217,7 +221,9 @@ impl Runtime {
         self.forget_shared(session).await?;
         self.inner.home.delete_worker(worker, session)?;
         self.inner.journals.close(session);
-        self.inner.run_index.forget_session(session);
+        if let Err(e) = self.inner.run_index.forget_session(session).await {
+            eprintln!("cairn: session {session}: its runs not unindexed: {e}");
+        }
         if let Some(fs) = &self.inner.file_store {
             fs.forget(session);
         }

@@ -463,10 +463,29 @@ impl Runtime {
                 continue;
             }
             match self.take(&lease.session).await {
-                Ok(_) => {}
+                Ok(true) => {}
+                // Leased but never published: a creation that died.
+                Ok(false) => self.clear_orphan(&lease.session).await,
                 Err(RuntimeError::Store(StoreError::LeaseHeld { .. })) => {}
                 Err(e) => eprintln!("cairn: cannot take session {}: {e}", lease.session),
             }
+        }
+    }
+
+    /// Clear a session whose creator died between its lease and its
+    /// catalog row (its journal, its lease), unless it is being created
+    /// now (its lease is live) or was published after all.
+    async fn clear_orphan(&self, session: &SessionId) {
+        let Some(c) = &self.inner.cluster else { return };
+        if c.pg.acquire(session, c.ttl).await.is_err() {
+            return;
+        }
+        match c.pg.drop_orphan(session, true).await {
+            Ok(true) => {
+                eprintln!("cairn: session {session}: cleared a creation that never finished")
+            }
+            Ok(false) => {}
+            Err(e) => eprintln!("cairn: session {session}: cannot clear it: {e}"),
         }
     }
 
@@ -509,8 +528,13 @@ impl Runtime {
             return Err(RuntimeError::SessionExists(session.clone()));
         }
         match c.pg.acquire(session, c.ttl).await {
-            Ok(_) => {
+            Ok(lease) => {
                 c.held().insert(session.clone());
+                // A lease before this one, and no catalog row: a creation
+                // that died half-way (its lease expired). Its journal goes.
+                if lease.token > 1 && c.pg.drop_orphan(session, false).await? {
+                    eprintln!("cairn: session {session}: cleared a creation that never finished");
+                }
                 Ok(())
             }
             Err(StoreError::LeaseHeld { .. }) => Err(RuntimeError::SessionExists(session.clone())),

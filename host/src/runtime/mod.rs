@@ -102,7 +102,9 @@ pub(crate) struct Inner {
     /// What the owner's open repaired, for people.
     recovery: Vec<String>,
     /// Run id → session and facts, without reading journals.
-    run_index: run_index::RunIndex,
+    run_index: Arc<dyn crate::store::RunIndex>,
+    /// Set once the embedded index is built from the journals.
+    run_index_built: tokio::sync::OnceCell<()>,
     store: Arc<dyn Store>,
     file_store: Option<Arc<FileStore>>,
     /// The shared store and this instance's leases (several instances on
@@ -189,6 +191,10 @@ impl Runtime {
             }
             (StoreKind::Memory { window }, None) => (Arc::new(MemoryStore::new(window)), None),
         };
+        let run_index: Arc<dyn crate::store::RunIndex> = match &cluster {
+            Some(c) => c.pg.clone(),
+            None => Arc::new(crate::store::MemoryRunIndex::default()),
+        };
         let journals = Journals::new(store.clone(), config.live_window)
             .with_window_bytes(config.live_window_bytes);
         let restore = config.restore && file_store.is_some() && !read_only;
@@ -206,7 +212,8 @@ impl Runtime {
                 home,
                 lock: Mutex::new(lock),
                 recovery,
-                run_index: Default::default(),
+                run_index,
+                run_index_built: Default::default(),
                 store,
                 file_store,
                 cluster,
@@ -298,8 +305,8 @@ impl Runtime {
                 }),
             };
         }
-        match self.run_index().await?.get(run) {
-            Some(run_index::IndexedRun {
+        match self.run_index().await?.get(run).await? {
+            Some(crate::store::IndexedRun {
                 session,
                 facts: Some(facts),
                 ..

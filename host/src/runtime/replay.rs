@@ -90,7 +90,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             return;
         }
     };
-    rt.inner.run_index.started(run, &session, &record.workspace);
+    rt.index_started(run, &session, &record.workspace).await;
     let Some(started) = started else {
         // It died between reserving a generation and starting: nothing
         // ran, and its prompt was never journaled. Close it, visibly.
@@ -272,7 +272,7 @@ async fn close_run(
     match closed {
         Ok(e) => {
             if let Some(f) = &e.facts {
-                rt.inner.run_index.ended(f);
+                rt.index_ended(f).await;
             }
         }
         Err(e) => eprintln!("cairn: cannot journal the end of run {run} of session {session}: {e}"),

@@ -1,93 +1,24 @@
-//! The run index: run id → its session, workspace and (once ended) facts.
-//! Built once from the journals (the first lookup after open; corrupt
-//! sessions are skipped), then kept current at every start and terminal
-//! write, so a lookup or a page of runs reads no journal.
+//! The runtime's use of the run index ([`crate::store::RunIndex`]): on the
+//! embedded store it is built once from the journals (the first lookup
+//! after open; corrupt sessions are skipped), then kept current at every
+//! start and terminal write, so a lookup or a page of runs reads no
+//! journal. A shared store's appends keep its index themselves.
 
 use super::state::runs_of;
 use super::{Runtime, RuntimeError};
 use crate::ids::{RunId, SessionId};
 use crate::journal::event::RunFacts;
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-
-/// What the index knows of one run.
-#[derive(Debug, Clone)]
-pub(crate) struct IndexedRun {
-    pub session: SessionId,
-    pub workspace: String,
-    pub facts: Option<RunFacts>,
-}
-
-#[derive(Default)]
-pub(crate) struct RunIndex {
-    built: tokio::sync::OnceCell<()>,
-    runs: Mutex<BTreeMap<RunId, IndexedRun>>,
-}
-
-impl RunIndex {
-    fn runs(&self) -> std::sync::MutexGuard<'_, BTreeMap<RunId, IndexedRun>> {
-        self.runs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A run started (or was restored) in `session`.
-    pub fn started(&self, run: RunId, session: &SessionId, workspace: &str) {
-        self.runs().entry(run).or_insert_with(|| IndexedRun {
-            session: session.clone(),
-            workspace: workspace.to_string(),
-            facts: None,
-        });
-    }
-
-    /// A run's terminal entry is durable.
-    pub fn ended(&self, facts: &RunFacts) {
-        if let Some(r) = self.runs().get_mut(&facts.run_id) {
-            r.facts = Some(facts.clone());
-        }
-    }
-
-    /// A session is gone.
-    pub fn forget_session(&self, session: &SessionId) {
-        self.runs().retain(|_, r| r.session != *session);
-    }
-
-    /// One run.
-    pub fn get(&self, run: RunId) -> Option<IndexedRun> {
-        self.runs().get(&run).cloned()
-    }
-
-    /// Runs of `workspace` (`None`: all), newest first, older than
-    /// `before`, at most `limit`; and whether more remain.
-    pub fn page(
-        &self,
-        workspace: Option<&str>,
-        before: Option<RunId>,
-        limit: usize,
-    ) -> (Vec<(RunId, IndexedRun)>, bool) {
-        let runs = self.runs();
-        let mut out = Vec::new();
-        let range = match before {
-            Some(b) => runs.range(..b),
-            None => runs.range(..),
-        };
-        for (id, r) in range.rev() {
-            if workspace.is_some_and(|ws| ws != r.workspace) {
-                continue;
-            }
-            if out.len() == limit {
-                return (out, true);
-            }
-            out.push((*id, r.clone()));
-        }
-        (out, false)
-    }
-}
+use crate::store::RunIndex;
 
 impl Runtime {
     /// The run index, built from the journals on first use.
-    pub(crate) async fn run_index(&self) -> Result<&RunIndex, RuntimeError> {
-        let index = &self.inner.run_index;
-        index
-            .built
+    pub(crate) async fn run_index(&self) -> Result<&dyn RunIndex, RuntimeError> {
+        let index = &*self.inner.run_index;
+        if index.kept_by_appends() {
+            return Ok(index);
+        }
+        self.inner
+            .run_index_built
             .get_or_try_init(|| async {
                 for id in self.inner.home.list_workers()? {
                     let entry = self.inner.home.worker_entry(id);
@@ -110,12 +41,33 @@ impl Runtime {
         let Ok(events) = self.events_of(session).await else {
             return;
         };
-        let index = &self.inner.run_index;
         for (run, _, terminal) in runs_of(&events) {
-            index.started(run, session, workspace);
+            self.index_started(run, session, workspace).await;
             if let Some(facts) = terminal.and_then(|t| t.facts) {
-                index.ended(&facts);
+                self.index_ended(&facts).await;
             }
+        }
+    }
+
+    /// Index a run that started (or is restored) here, unless the store's
+    /// appends did. The index is a cache of the journals: a failure to
+    /// update it is told, never the run's failure.
+    pub(crate) async fn index_started(&self, run: RunId, session: &SessionId, workspace: &str) {
+        let index = &self.inner.run_index;
+        if !index.kept_by_appends()
+            && let Err(e) = index.started(run, session, workspace).await
+        {
+            eprintln!("cairn: run {run} of session {session}: not indexed: {e}");
+        }
+    }
+
+    /// Index a run's end, unless the store's appends did.
+    pub(crate) async fn index_ended(&self, facts: &RunFacts) {
+        let index = &self.inner.run_index;
+        if !index.kept_by_appends()
+            && let Err(e) = index.ended(facts).await
+        {
+            eprintln!("cairn: run {}: its end not indexed: {e}", facts.run_id);
         }
     }
 }

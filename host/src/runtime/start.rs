@@ -159,6 +159,7 @@ impl Runtime {
         let created = async {
             let segment = worker.metadata()?.active_segment;
             self.inner.journals.create(&session, segment).await?;
+            crate::fsutil::crash_point("create-before-catalog");
             // On a shared store the catalog row publishes it to every
             // instance, once its journal exists.
             self.publish_new(&worker.record()?).await?;
@@ -422,7 +423,8 @@ impl Runtime {
                 None => break,
             }
         }
-        inner.run_index.started(run_id, &session, &record.workspace);
+        self.index_started(run_id, &session, &record.workspace)
+            .await;
         // Entries minted before the run (an observer's attach, pending
         // with its first commit) count as before it: no flush here.
         let after = journal.minted_seq().await;
@@ -494,7 +496,7 @@ impl Runtime {
         tokio::spawn(async move {
             let facts = run::run_task(rt.clone(), plan).await;
             if let Ok(f) = &facts {
-                rt.inner.run_index.ended(f);
+                rt.index_ended(f).await;
                 let i = match f.status {
                     RunStatus::Finished => 0,
                     RunStatus::Failed => 1,

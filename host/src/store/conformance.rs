@@ -689,3 +689,107 @@ pub async fn catalog(
         .await
         .expect("forgetting again is not an error");
 }
+
+/// [`super::RunIndex`]: runs are indexed once, found by id, paged newest
+/// first by workspace with a cursor, get their facts when they end, and
+/// leave with their session. `catalog` (and `journals`, when the index's
+/// rows name a journal) make the sessions the runs belong to exist.
+pub async fn run_index(
+    name: &str,
+    index: &dyn super::RunIndex,
+    catalog: &dyn super::Catalog,
+    journals: Option<&dyn super::JournalStore>,
+) {
+    use crate::worker::{WorkerRecord, WorkerStatus};
+    let mut sessions = Vec::new();
+    for ws in ["alpha", "beta"] {
+        let session = fresh("runindex");
+        if let Some(j) = journals {
+            j.create(&session, SegmentId::new()).await.expect("create");
+        }
+        let record = WorkerRecord {
+            version: 1,
+            worker_id: WorkerId::new(),
+            session_id: session.clone(),
+            workspace: ws.into(),
+            component: None,
+            created_at_ms: 1,
+            last_generation: Generation(0),
+            status: WorkerStatus::Active,
+            parent: None,
+        };
+        catalog.publish(&record).await.expect("publish");
+        sessions.push((session, ws));
+    }
+    // Five runs, alternating sessions, oldest first.
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        let run = RunId::new();
+        let (session, ws) = &sessions[i % 2];
+        index.started(run, session, ws).await.expect("started");
+        index
+            .started(run, session, ws)
+            .await
+            .expect("indexing a run twice is not an error");
+        runs.push(run);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let unknown = RunId::new();
+    assert!(
+        index.get(unknown).await.expect("get").is_none(),
+        "{name}: RunIndex::get of an unknown run is None"
+    );
+    let got = index.get(runs[1]).await.expect("get").expect("indexed");
+    assert_eq!(
+        (&got.session, got.workspace.as_str(), &got.facts),
+        (&sessions[1].0, "beta", &None),
+        "{name}: RunIndex::get returns the run's session and workspace, no facts before its end"
+    );
+    let ours = |page: &[(RunId, super::IndexedRun)]| -> Vec<RunId> {
+        page.iter()
+            .map(|(r, _)| *r)
+            .filter(|r| runs.contains(r))
+            .collect()
+    };
+    // The index may hold other runs (a shared store's other tests): page
+    // by workspace, which only ours use... and check order and cursor.
+    let (page, more) = index.page(Some("alpha"), None, 2).await.expect("page");
+    assert_eq!(
+        (ours(&page), more),
+        (vec![runs[4], runs[2]], true),
+        "{name}: RunIndex::page is newest first, at most `limit`, and says more remain"
+    );
+    let (page, more) = index
+        .page(Some("alpha"), Some(runs[2]), 2)
+        .await
+        .expect("page");
+    assert_eq!(
+        (ours(&page), more),
+        (vec![runs[0]], false),
+        "{name}: RunIndex::page continues after the cursor, and says when none remain"
+    );
+    let (page, _) = index.page(None, None, 1000).await.expect("page");
+    assert_eq!(
+        ours(&page),
+        runs.iter().rev().copied().collect::<Vec<_>>(),
+        "{name}: RunIndex::page without a workspace lists every run"
+    );
+    let f = facts(runs[3], &sessions[1].0, Seq(9));
+    index.ended(&f).await.expect("ended");
+    assert_eq!(
+        index.get(runs[3]).await.expect("get").and_then(|r| r.facts),
+        Some(f),
+        "{name}: RunIndex::ended records the run's facts"
+    );
+    for (session, _) in &sessions {
+        index.forget_session(session).await.expect("forget");
+    }
+    assert!(
+        index.get(runs[0]).await.expect("get").is_none()
+            && ours(&index.page(None, None, 1000).await.expect("page").0).is_empty(),
+        "{name}: RunIndex::forget_session removes its runs"
+    );
+    for (session, _) in &sessions {
+        catalog.forget(session).await.expect("forget");
+    }
+}

@@ -1,4 +1,4 @@
-//! Where journals, run facts, leases and blobs are kept. The runtime holds
+//! Where journals, run facts, the run index, leases and blobs are kept. The runtime holds
 //! stores as `Arc<dyn …>`; [`memory`], [`file`] (the embedded default) and
 //! [`postgres`] (shared by several instances) implement them, and one
 //! conformance suite ([`conformance`], behind the `testing` feature) runs
@@ -12,10 +12,12 @@ pub mod file;
 pub mod lease;
 pub mod memory;
 pub mod postgres;
+pub mod run_index;
 
 pub use blob::BlobStore;
 pub use catalog::Catalog;
 pub use lease::{Lease, LeaseStore};
+pub use run_index::{IndexedRun, MemoryRunIndex, RunIndex};
 
 use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};

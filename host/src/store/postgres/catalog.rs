@@ -155,6 +155,56 @@ impl PgStore {
         Ok(())
     }
 
+    /// Clear what a creation that died before publishing left (a journal
+    /// with no catalog row), once this instance holds the session's lease
+    /// (so that creator's lease expired): the journal goes unless the
+    /// session was published after all; with `release`, the lease too.
+    /// `true`: an orphan was cleared.
+    pub async fn drop_orphan(
+        &self,
+        session: &SessionId,
+        release: bool,
+    ) -> Result<bool, StoreError> {
+        let Some(token) = self.token_of(session) else {
+            return Ok(false);
+        };
+        let ctx = format!("session {session}: clearing a creation that never finished");
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        let held = tx
+            .query_opt(
+                "SELECT 1 FROM cairn_leases WHERE session_id = $1 AND holder = $2 AND token = $3
+                 FOR UPDATE",
+                &[&session.as_str(), &self.holder, &(token as i64)],
+            )
+            .await
+            .map_err(db(ctx.clone()))?;
+        if held.is_none() {
+            return Ok(false);
+        }
+        let dropped = tx
+            .execute(
+                "DELETE FROM cairn_journals j WHERE j.session_id = $1
+                 AND NOT EXISTS (SELECT 1 FROM cairn_workers w WHERE w.session_id = $1)",
+                &[&session.as_str()],
+            )
+            .await
+            .map_err(db(ctx.clone()))?;
+        if release {
+            tx.execute(
+                "DELETE FROM cairn_leases WHERE session_id = $1 AND holder = $2 AND token = $3",
+                &[&session.as_str(), &self.holder, &(token as i64)],
+            )
+            .await
+            .map_err(db(ctx.clone()))?;
+        }
+        tx.commit().await.map_err(db(ctx))?;
+        if release {
+            self.set_token(session, None);
+        }
+        Ok(dropped > 0)
+    }
+
     /// Instances seen within `within` (their keepers re-register every
     /// third of the lease time), this one excluded.
     pub async fn live_instances(

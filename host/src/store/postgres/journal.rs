@@ -225,11 +225,18 @@ impl PgStore {
 #[async_trait]
 impl JournalStore for PgStore {
     async fn create(&self, session: &SessionId, segment: SegmentId) -> Result<(), StoreError> {
+        // Fenced like an append: a creator that carries a lease token
+        // creates the journal only while that token is the session's (a
+        // creator paused past its lease, whose half-made session was
+        // cleared, cannot bring it back).
+        let token = self.token_of(session).map(|t| t as i64);
         let client = self.client().await?;
-        client
+        let n = client
             .execute(
-                "INSERT INTO cairn_journals (session_id, active_segment) VALUES ($1, $2)",
-                &[&session.as_str(), &segment.to_string()],
+                "INSERT INTO cairn_journals (session_id, active_segment)
+                 SELECT $1, $2 WHERE $3::BIGINT IS NULL OR EXISTS
+                   (SELECT 1 FROM cairn_leases WHERE session_id = $1 AND holder = $4 AND token = $3)",
+                &[&session.as_str(), &segment.to_string(), &token, &self.holder],
             )
             .await
             .map_err(|e| match e.code() {
@@ -238,6 +245,17 @@ impl JournalStore for PgStore {
                 }
                 _ => db(format!("session {session}: create"))(e),
             })?;
+        if n == 0 {
+            let now = match crate::store::LeaseStore::lease(self, session).await? {
+                Some(l) => l.to_string(),
+                None => "no lease".to_string(),
+            };
+            return Err(StoreError::LeaseLost {
+                session: session.clone(),
+                token: token.unwrap_or(0) as u64,
+                now,
+            });
+        }
         Ok(())
     }
 

@@ -15,6 +15,7 @@ mod journal;
 mod lease;
 pub mod migrations;
 pub mod relay;
+mod run_index;
 
 use super::StoreError;
 use crate::ids::SessionId;
