@@ -530,6 +530,25 @@ pub async fn appends_are_fenced_by_the_lease(
         .await
         .expect("b goes on");
     b.0.release(&session, lease.token).await.expect("release");
+
+    // Creation is fenced too: a creator that took a new session's lease,
+    // paused past it while another took the name, creates no journal.
+    let late = fresh("fenced-create");
+    let segment = prepare(late.clone()).await;
+    a.0.acquire(&late, Duration::from_millis(150))
+        .await
+        .expect("a leases a new session");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lease =
+        b.0.acquire(&late, Duration::from_secs(30))
+            .await
+            .expect("b takes the name");
+    match a.1.create(&late, segment).await {
+        Err(e @ StoreError::LeaseLost { .. }) => assert!(e.is_lost_authority()),
+        other => panic!("a stale creator must not create the journal: {other:?}"),
+    }
+    b.1.create(&late, segment).await.expect("b creates it");
+    b.0.release(&late, lease.token).await.expect("release");
 }
 
 /// Every `BlobStore` rule: put, replace, get, delete, list a namespace,
