@@ -874,3 +874,92 @@ fn a_creation_that_dies_before_its_catalog_row_is_cleared_and_its_name_reusable(
     let r = create(&node.url, "swept").unwrap();
     assert!(r.status().is_success(), "{}", r.text().unwrap());
 }
+
+#[test]
+fn an_a2a_call_at_any_instance_is_served_where_its_context_is_held() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let pg = Cluster::start();
+    let store = tokio.block_on(pg.database());
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = [
+        Instance::start(dir.path(), "a0", &store),
+        Instance::start(dir.path(), "a1", &store),
+    ];
+    let http = client();
+    let rpc = |base: &str, method: &str, params: serde_json::Value| {
+        let r = http
+            .post(format!("{base}/v1/a2a/echo"))
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+            )
+            .send()
+            .unwrap();
+        let served = r
+            .headers()
+            .get("x-cairn-served-by")
+            .map(|v| v.to_str().unwrap().to_string());
+        (served, r.json::<serde_json::Value>().unwrap())
+    };
+    let message = |id: &str, extra: serde_json::Value| {
+        let mut m =
+            serde_json::json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": id}]});
+        m.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::json!({ "message": m })
+    };
+    // A new context, made (and so held) at a0.
+    let (_, first) = rpc(
+        &nodes[0].url,
+        "SendMessage",
+        message("one", serde_json::json!({})),
+    );
+    let task = first["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    let context = first["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{first}"
+    );
+    // At a1: the task, read where its context is held.
+    let (served, got) = rpc(&nodes[1].url, "GetTask", serde_json::json!({ "id": task }));
+    assert_eq!(got["result"]["id"], task.as_str(), "{got}");
+    assert_eq!(served.as_deref(), Some(nodes[0].url.as_str()));
+    // At a1: a second message in the same context runs at its holder.
+    let (served, second) = rpc(
+        &nodes[1].url,
+        "SendMessage",
+        message("two", serde_json::json!({ "contextId": context })),
+    );
+    assert_eq!(
+        (
+            second["result"]["task"]["contextId"].as_str(),
+            second["result"]["task"]["status"]["state"].as_str()
+        ),
+        (Some(context.as_str()), Some("TASK_STATE_COMPLETED")),
+        "{second}"
+    );
+    assert_eq!(served.as_deref(), Some(nodes[0].url.as_str()));
+    // At a1: both tasks of the context, and of the workspace.
+    let (_, listed) = rpc(
+        &nodes[1].url,
+        "ListTasks",
+        serde_json::json!({ "contextId": context }),
+    );
+    assert_eq!(
+        listed["result"]["tasks"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    let (_, all) = rpc(&nodes[1].url, "ListTasks", serde_json::json!({}));
+    assert_eq!(
+        all["result"]["tasks"].as_array().map(Vec::len),
+        Some(2),
+        "{all}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Any instance serves any request (several instances on one shared
 //! store). A request that names a session — in its path, through a run of
-//! it, in `POST /v1/runs`'s body or chat's `x-cairn-session` header — is
+//! it, in `POST /v1/runs`'s body, chat's `x-cairn-session` header or an
+//! A2A call's context or task — is
 //! served where the session's lease is: here when this instance holds it
 //! (or takes it now, because nobody does), otherwise forwarded to the
 //! holder's registered URL and its response streamed back. A holder that
@@ -38,6 +39,8 @@ enum Names {
     Run(String),
     /// `POST /v1/runs`: the body's `session`.
     StartBody,
+    /// An A2A call: its message's `contextId` or `taskId`, or its `id`.
+    A2aBody,
     Decision,
     /// A listing every instance contributes to (`GET /v1/decisions`).
     Everywhere,
@@ -62,6 +65,7 @@ fn names(method: &Method, path: &str, query: &str, headers: &HeaderMap) -> Names
         ["v1", "sessions", id] | ["v1", "sessions", id, _] => Names::Session(decode(id)),
         ["v1", "runs", id] | ["v1", "runs", id, _] => Names::Run(decode(id)),
         ["v1", "runs"] if method == Method::POST => Names::StartBody,
+        ["v1", "a2a", _] if method == Method::POST => Names::A2aBody,
         ["v1", "decisions" | "approvals", _] if method == Method::POST => Names::Decision,
         ["v1", "chat", "completions"] => {
             match headers.get("x-cairn-session").and_then(|v| v.to_str().ok()) {
@@ -149,7 +153,41 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
             }
         }
         Names::Decision => decision_anywhere(&s, req, next).await,
+        Names::A2aBody => {
+            let (parts, body) = req.into_parts();
+            let bytes = match buffered(body).await {
+                Ok(b) => b,
+                Err(response) => return response,
+            };
+            let session = a2a_session(&s, &bytes).await;
+            let req = Request::from_parts(parts, Body::from(bytes.clone()));
+            match session {
+                Some(session) => serve_at_holder(&s, session, req, Some(bytes), next).await,
+                None => next.run(req).await,
+            }
+        }
     }
+}
+
+/// The session an A2A call is about (task id = run id, contextId =
+/// session id): its message's task or context, or the task it names
+/// (`GetTask`, `CancelTask`, `SubscribeToTask`), or the context it lists.
+/// `None`: a new context, or a call that names none (served here).
+async fn a2a_session(s: &AppState, body: &[u8]) -> Option<SessionId> {
+    let call: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let params = call.get("params")?;
+    let field = |v: &serde_json::Value, k: &str| v.get(k)?.as_str().map(str::to_string);
+    let message = params.get("message");
+    let task = message
+        .and_then(|m| field(m, "taskId"))
+        .or_else(|| field(params, "id"));
+    if let Some(run) = task.and_then(|t| super::runs::run_id(&t).ok()) {
+        return s.rt.session_of_run(run).await.ok();
+    }
+    message
+        .and_then(|m| field(m, "contextId"))
+        .or_else(|| field(params, "contextId"))
+        .and_then(|c| SessionId::parse(&c).ok())
 }
 
 /// A request body, held to be sent (again): at most the JSON bodies'

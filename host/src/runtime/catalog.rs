@@ -189,7 +189,7 @@ impl Runtime {
     pub async fn delete_session(&self, session: &SessionId) -> Result<(), RuntimeError> {
         let worker = self
             .inner
-            .home
+            .workers
             .lookup(session)?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
         let live = {
@@ -208,7 +208,7 @@ impl Runtime {
         // A child deleted ends its loan: its parent records it pruned.
         let parent = self
             .inner
-            .home
+            .workers
             .open_worker(worker)
             .and_then(|w| w.record())
             .ok()
@@ -219,7 +219,7 @@ impl Runtime {
         super::segments::crash_point("delete-before-remove");
         // The shared store's rows first: no instance serves it after this.
         self.forget_shared(session).await?;
-        self.inner.home.delete_worker(worker, session)?;
+        self.inner.workers.delete_worker(worker, session)?;
         self.inner.journals.close(session);
         if let Err(e) = self.inner.run_index.forget_session(session).await {
             eprintln!("cairn: session {session}: its runs not unindexed: {e}");

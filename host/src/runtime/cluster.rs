@@ -258,17 +258,17 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(true);
         };
-        if self.inner.home.lookup(session)?.is_some() {
+        if self.inner.workers.lookup(session)?.is_some() {
             return Ok(true);
         }
         let _guard = c.taking.lock().await;
-        if self.inner.home.lookup(session)?.is_some() {
+        if self.inner.workers.lookup(session)?.is_some() {
             return Ok(true);
         }
         let Some(record) = c.pg.record(session).await? else {
             return Ok(false);
         };
-        self.inner.home.adopt_worker(&record)?;
+        self.inner.workers.adopt_worker(&record)?;
         Ok(true)
     }
 
@@ -279,7 +279,7 @@ impl Runtime {
             return Ok(());
         };
         for session in c.pg.sessions().await? {
-            if self.inner.home.lookup(&session)?.is_none() {
+            if self.inner.workers.lookup(&session)?.is_none() {
                 self.ensure_known(&session).await?;
             }
         }
@@ -299,7 +299,7 @@ impl Runtime {
         }
         let Some(record) = c.pg.record(session).await? else {
             // Deleted at another instance: this home's copy goes too.
-            if let Some(id) = self.inner.home.lookup(session)?
+            if let Some(id) = self.inner.workers.lookup(session)?
                 && self
                     .inner
                     .registry
@@ -307,7 +307,7 @@ impl Runtime {
                     .get(session)
                     .is_none_or(|l| l.live_run().is_none())
             {
-                self.inner.home.delete_worker(id, session)?;
+                self.inner.workers.delete_worker(id, session)?;
                 self.inner.journals.close(session);
             }
             return Ok(false);
@@ -316,9 +316,9 @@ impl Runtime {
         // Whatever this instance knew of the session's head is stale now.
         self.inner.journals.close(session);
         let head = self.inner.store.head(session).await?;
-        let worker = match self.inner.home.lookup(session)? {
-            Some(id) => self.inner.home.open_worker_any(id)?,
-            None => self.inner.home.adopt_worker(&record)?,
+        let worker = match self.inner.workers.lookup(session)? {
+            Some(id) => self.inner.workers.open_worker_any(id)?,
+            None => self.inner.workers.adopt_worker(&record)?,
         };
         let local = worker.record()?;
         if local.component.is_none()
@@ -579,7 +579,7 @@ impl Runtime {
         };
         let artifacts = self
             .inner
-            .home
+            .workers
             .open_worker_any(worker)
             .and_then(|w| w.generation_dir(generation))
             .and_then(|d| {
@@ -661,7 +661,7 @@ impl Runtime {
     /// shared store, uploads made at other instances are brought here
     /// first (bytes and grant), so every instance offers the same ones.
     pub async fn granted(&self, workspace: &str) -> Vec<String> {
-        let local = self.inner.home.granted(workspace);
+        let local = self.inner.bytes.granted(workspace);
         let Some(c) = &self.inner.cluster else {
             return local;
         };
@@ -694,28 +694,28 @@ impl Runtime {
             }
             if let Err(e) = self
                 .inner
-                .home
+                .bytes
                 .put_component(&digest, &bytes)
-                .and_then(|()| self.inner.home.grant_component(workspace, &digest))
+                .and_then(|()| self.inner.bytes.grant_component(workspace, &digest))
             {
                 eprintln!("cairn: cannot keep shared component {digest}: {e}");
             }
         }
-        self.inner.home.granted(workspace)
+        self.inner.bytes.granted(workspace)
     }
 
     /// Whether `workspace` uploaded `digest` (here first; then, on a
     /// shared store, at any instance).
     pub async fn may_use(&self, workspace: &str, digest: &str) -> bool {
         let has = |list: Vec<String>| list.iter().any(|d| d == digest);
-        has(self.inner.home.granted(workspace))
+        has(self.inner.bytes.granted(workspace))
             || (self.clustered() && has(self.granted(workspace).await))
     }
 
     /// Let `workspace` use a stored component (here, and on a shared
     /// store at every instance).
     pub async fn grant(&self, workspace: &str, digest: &str) -> Result<(), RuntimeError> {
-        self.inner.home.grant_component(workspace, digest)?;
+        self.inner.bytes.grant_component(workspace, digest)?;
         if let Some(c) = &self.inner.cluster
             && let Some(hex) = digest.strip_prefix("sha256:")
         {
@@ -727,7 +727,7 @@ impl Runtime {
 
     /// The stored size of a component this home keeps.
     pub fn component_len(&self, digest: &str) -> Option<u64> {
-        self.inner.home.component_len(digest)
+        self.inner.bytes.component_len(digest)
     }
 }
 

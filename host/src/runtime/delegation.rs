@@ -32,7 +32,10 @@ fn update_meta(
     change: impl FnOnce(&mut crate::worker::WorkerMetadata) -> Result<bool, String>,
 ) -> Result<(), String> {
     let _guard = LINKS.lock().unwrap_or_else(|p| p.into_inner());
-    let w = rt.home().open_worker(worker).map_err(|e| e.to_string())?;
+    let w = rt
+        .workers()
+        .open_worker(worker)
+        .map_err(|e| e.to_string())?;
     let mut meta = w.metadata().map_err(|e| e.to_string())?;
     if change(&mut meta)? {
         w.write_metadata(&meta).map_err(|e| e.to_string())?;
@@ -158,7 +161,7 @@ pub(crate) fn loan_path(artifacts: &Path, scope: &str) -> Result<PathBuf, String
 
 async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String> {
     let place = place(ctx)?.clone();
-    let home = rt.home();
+    let home = rt.workers();
     let n = ctx.spawned.load(std::sync::atomic::Ordering::Relaxed);
     if n > ctx.limits.children_per_run {
         return Err(ctx.break_limit("children_per_run", n, ctx.limits.children_per_run));
@@ -175,7 +178,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     let name = call["component"].as_str().unwrap_or_default();
     let component = match super::ComponentRef::named(name) {
         Some(c @ super::ComponentRef::BuiltIn(_)) => c,
-        Some(c) if home.granted(&workspace).iter().any(|d| d == name) => c,
+        Some(c) if rt.may_use(&workspace, name).await => c,
         _ => {
             return Err(format!(
                 "component {name:?} is not one workspace {workspace:?} may use (a built-in example name, or the digest of an upload)"
@@ -343,7 +346,7 @@ fn related(
 ) -> Result<(SessionId, Option<ChildRef>), String> {
     let place = place(ctx)?;
     let meta = rt
-        .home()
+        .workers()
         .open_worker(place.worker_id)
         .and_then(|w| w.metadata())
         .map_err(|e| e.to_string())?;
@@ -440,7 +443,7 @@ fn reconcile(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, status: &Value) {
     };
     let Ok(place) = place(ctx) else { return };
     let mut reclaimed = false;
-    if let Ok(child) = rt.home().open_worker(worker)
+    if let Ok(child) = rt.workers().open_worker(worker)
         && let Ok(mut record) = child.record()
         && let Some(p) = record.parent.clone()
         && p.loan_run.is_some()
@@ -531,7 +534,7 @@ fn register_peer(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, 
     if worker == place.worker_id {
         return Err("a worker is not its own peer".into());
     }
-    let home = rt.home();
+    let home = rt.workers();
     let parent = home
         .open_worker(place.worker_id)
         .map_err(|e| e.to_string())?;
@@ -558,7 +561,7 @@ fn register_peer(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, 
 fn peers(rt: &Runtime, ctx: &RunCtx) -> Result<Value, String> {
     let place = place(ctx)?;
     let meta = rt
-        .home()
+        .workers()
         .open_worker(place.worker_id)
         .and_then(|w| w.metadata())
         .map_err(|e| e.to_string())?;
@@ -574,7 +577,7 @@ fn peers(rt: &Runtime, ctx: &RunCtx) -> Result<Value, String> {
 /// holds the loan (the child's first run, or its restore) and it has not
 /// been reclaimed.
 pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<PathBuf> {
-    let home = rt.home();
+    let home = rt.workers();
     let child = home.open_worker(worker).ok()?;
     let mut record = child.record().ok()?;
     let parent = record.parent.clone()?;
@@ -610,7 +613,7 @@ pub(crate) async fn child_ended(
     status: RunStatus,
     shutdown: bool,
 ) {
-    let home = rt.home();
+    let home = rt.workers();
     let Ok(child) = home.open_worker(worker) else {
         return;
     };
@@ -669,10 +672,10 @@ impl Runtime {
     pub async fn prune(&self, session: &SessionId) -> Result<(), RuntimeError> {
         let worker = self
             .inner
-            .home
+            .workers
             .lookup(session)?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
-        let child = self.inner.home.open_worker(worker)?;
+        let child = self.inner.workers.open_worker(worker)?;
         let mut record = child.record()?;
         let Some(parent) = record.parent.clone() else {
             return Err(RuntimeError::InvalidRequest(format!(

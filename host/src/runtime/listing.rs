@@ -24,7 +24,7 @@ impl Runtime {
     /// `text` with this home's host path left out (`workers/…` stays): what
     /// a tenant is told about its damaged session names no host layout.
     pub(crate) fn strip_home(&self, text: &str) -> String {
-        let home = self.inner.home.path().display().to_string();
+        let home = self.inner.workers.path().display().to_string();
         text.replace(&format!("{home}/"), "")
             .replace(&home, "<home>")
     }
@@ -44,8 +44,8 @@ impl Runtime {
     /// ones are left out; [`Runtime::sessions_page`] shows them).
     pub async fn list_sessions(&self) -> Result<Vec<SessionId>, RuntimeError> {
         let mut out = Vec::new();
-        for id in self.inner.home.list_workers()? {
-            let entry = self.inner.home.worker_entry(id);
+        for id in self.inner.workers.list_workers()? {
+            let entry = self.inner.workers.worker_entry(id);
             if let (Some(s), None) = (entry.session_id, entry.problem) {
                 out.push(s);
             }
@@ -78,11 +78,11 @@ impl Runtime {
         let mut items = Vec::new();
         let mut last = None;
         let mut more = false;
-        for id in self.inner.home.list_workers()? {
+        for id in self.inner.workers.list_workers()? {
             if after.is_some_and(|a| id <= a) {
                 continue;
             }
-            let entry = self.inner.home.worker_entry(id);
+            let entry = self.inner.workers.worker_entry(id);
             if !self.shows(&entry, workspace) {
                 continue;
             }

@@ -95,7 +95,14 @@ impl SessionLive {
 }
 
 pub(crate) struct Inner {
+    /// The home's layout, for the tools that inspect its files
+    /// ([`Runtime::home`]); the runtime itself goes through `workers` and
+    /// `bytes`.
     home: Home,
+    /// The workers this instance serves, with their generation directories.
+    workers: Arc<dyn crate::store::Workers>,
+    /// Component bytes and workspace grants.
+    bytes: Arc<dyn crate::store::ComponentBytes>,
     /// The home's OS lock, held while this runtime owns the home (none for
     /// a reader).
     lock: Mutex<Option<crate::home_lock::HomeLock>>,
@@ -209,6 +216,8 @@ impl Runtime {
         components.set_cache_budget(config.host.limits.component_cache_bytes);
         let rt = Runtime {
             inner: Arc::new(Inner {
+                workers: Arc::new(home.clone()),
+                bytes: Arc::new(home.clone()),
                 home,
                 lock: Mutex::new(lock),
                 recovery,
@@ -242,7 +251,7 @@ impl Runtime {
     pub fn session_exists(&self, session: &SessionId) -> Result<bool, RuntimeError> {
         Ok(self
             .inner
-            .home
+            .workers
             .lookup(session)
             .map_err(|e| RuntimeError::from(e).for_session(session))?
             .is_some())
@@ -253,6 +262,12 @@ impl Runtime {
     /// runtime's calls instead.
     pub fn home(&self) -> &Home {
         &self.inner.home
+    }
+
+    /// The workers this instance serves (their documents and generation
+    /// directories).
+    pub fn workers(&self) -> &dyn crate::store::Workers {
+        &*self.inner.workers
     }
 
     /// What recovery did while opening the home and its journals, for
@@ -386,7 +401,7 @@ impl Runtime {
 
     /// The session a worker holds.
     pub fn session_of_worker(&self, worker: WorkerId) -> Result<SessionId, RuntimeError> {
-        Ok(self.inner.home.open_worker(worker)?.session_id().clone())
+        Ok(self.inner.workers.open_worker(worker)?.session_id().clone())
     }
 
     /// Read a session's stored entries after `after`.
@@ -455,11 +470,11 @@ impl Runtime {
     pub fn session_workspace(&self, session: &SessionId) -> Result<String, RuntimeError> {
         let worker = self
             .inner
-            .home
+            .workers
             .lookup(session)
             .map_err(|e| RuntimeError::from(e).for_session(session))?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
-        let entry = self.inner.home.worker_entry(worker);
+        let entry = self.inner.workers.worker_entry(worker);
         match entry.workspace {
             Some(ws) => Ok(ws),
             // Nothing names its workspace any more: the host's own.

@@ -28,7 +28,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
     // thousands of sessions kept `serve` from listening for a while).
     use futures_util::StreamExt;
     let parallel = crate::store::file::cores().max(2) * 2;
-    futures_util::stream::iter(rt.inner.home.list_workers()?)
+    futures_util::stream::iter(rt.inner.workers.list_workers()?)
         .for_each_concurrent(parallel, |worker_id| restore_worker(rt, worker_id))
         .await;
     Ok(())
@@ -37,7 +37,7 @@ pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
 /// Restore the interrupted run of one worker, if it has one (a worker an
 /// instance takes over from the shared store, or each one at open).
 pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId) {
-    let worker = match rt.inner.home.open_worker(worker_id) {
+    let worker = match rt.inner.workers.open_worker(worker_id) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("cairn: not restoring worker {worker_id}: {e}");

@@ -20,8 +20,8 @@ impl Runtime {
         self.inner
             .run_index_built
             .get_or_try_init(|| async {
-                for id in self.inner.home.list_workers()? {
-                    let entry = self.inner.home.worker_entry(id);
+                for id in self.inner.workers.list_workers()? {
+                    let entry = self.inner.workers.worker_entry(id);
                     let (Some(session), None, Some(ws)) =
                         (entry.session_id, entry.problem, entry.workspace)
                     else {

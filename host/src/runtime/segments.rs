@@ -172,13 +172,13 @@ impl Runtime {
             .collect();
 
         let child = new_id.unwrap_or_default();
-        if self.inner.home.lookup(&child)?.is_some() {
+        if self.inner.workers.lookup(&child)?.is_some() {
             return Err(RuntimeError::SessionExists(child));
         }
         crash_point("fork-before-create");
         // On a shared store: the new session's lease first.
         self.lease_new(&child).await?;
-        let worker = self.inner.home.create_worker_staged(
+        let worker = self.inner.workers.create_worker_staged(
             &child,
             record.component.as_deref(),
             &record.workspace,

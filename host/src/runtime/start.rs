@@ -44,7 +44,7 @@ impl Runtime {
                             .shared_component(digest)
                             .await
                             .ok_or_else(|| RuntimeError::UnknownComponent(digest.clone()))?;
-                        self.inner.home.put_component(digest, &b)?;
+                        self.inner.bytes.put_component(digest, &b)?;
                         b
                     }
                 };
@@ -55,7 +55,7 @@ impl Runtime {
 
     /// A component's bytes by digest: stored in this home, or built in.
     pub fn component_bytes(&self, digest: &str) -> Option<Vec<u8>> {
-        self.inner.home.component(digest).or_else(|| {
+        self.inner.bytes.component(digest).or_else(|| {
             crate::examples::BUILT_IN
                 .iter()
                 .find(|(_, b)| crate::component::digest_of(b) == digest)
@@ -70,7 +70,7 @@ impl Runtime {
     ) -> Result<(String, Info), RuntimeError> {
         let (p, bytes) = self.resolve(component).await?;
         if let Some(bytes) = bytes {
-            self.inner.home.put_component(p.digest(), &bytes)?;
+            self.inner.bytes.put_component(p.digest(), &bytes)?;
             self.share_component(p.digest(), &bytes).await;
         }
         Ok((p.digest().to_string(), p.info().clone()))
@@ -88,8 +88,8 @@ impl Runtime {
             .collect();
         let budget = self.inner.config.host.limits.component_cache_bytes;
         let mut stored = 0u64;
-        for digest in self.inner.home.component_digests() {
-            stored += self.inner.home.component_len(&digest).unwrap_or(0);
+        for digest in self.inner.bytes.component_digests() {
+            stored += self.inner.bytes.component_len(&digest).unwrap_or(0);
             if stored > budget {
                 report(format!(
                     "not compiling the rest of the stored components before ready: \
@@ -118,7 +118,7 @@ impl Runtime {
     ) -> Result<SessionId, RuntimeError> {
         let session = id.unwrap_or_default();
         let mut drafts = self.inner.registry.drafts();
-        if drafts.contains_key(&session) || self.inner.home.lookup(&session)?.is_some() {
+        if drafts.contains_key(&session) || self.inner.workers.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
         }
         drafts.insert(session.clone(), workspace.to_string());
@@ -147,13 +147,16 @@ impl Runtime {
         workspace: &str,
     ) -> Result<(SessionId, WorkerId), RuntimeError> {
         let session = id.unwrap_or_default();
-        if self.inner.home.lookup(&session)?.is_some() {
+        if self.inner.workers.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
         }
         // On a shared store: the session's lease first, so no other
         // instance writes it.
         self.lease_new(&session).await?;
-        let worker = self.inner.home.create_worker(&session, None, workspace)?;
+        let worker = self
+            .inner
+            .workers
+            .create_worker(&session, None, workspace)?;
         // Staged until its first entry is durable; a failure undoes it, a
         // crash leaves it to the next owner to roll back.
         let created = async {
@@ -173,7 +176,7 @@ impl Runtime {
             if let Some(fs) = &self.inner.file_store {
                 fs.forget(&session);
             }
-            self.inner.home.discard_staged(&worker);
+            self.inner.workers.discard_staged(&worker);
             self.release_shared(&session).await;
             return Err(e);
         }
@@ -184,10 +187,10 @@ impl Runtime {
     pub(crate) fn open_worker_of(&self, session: &SessionId) -> Result<WorkerDir, RuntimeError> {
         let id = self
             .inner
-            .home
+            .workers
             .lookup(session)?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
-        Ok(self.inner.home.open_worker(id)?)
+        Ok(self.inner.workers.open_worker(id)?)
     }
 
     /// Start a run. Returns once the run is held (Preparing); it goes on in
@@ -231,18 +234,19 @@ impl Runtime {
         // Find or make the worker.
         let existing = match (req.worker, &req.session) {
             (Some(w), _) => Some(w),
-            (None, Some(s)) => inner.home.lookup(s)?,
+            (None, Some(s)) => inner.workers.lookup(s)?,
             (None, None) => None,
         };
         let worker = match existing {
             Some(worker_id) => {
-                let worker = inner
-                    .home
-                    .open_worker(worker_id)
-                    .map_err(|e| match &req.session {
-                        Some(s) => RuntimeError::from(e).for_session(s),
-                        None => e.into(),
-                    })?;
+                let worker =
+                    inner
+                        .workers
+                        .open_worker(worker_id)
+                        .map_err(|e| match &req.session {
+                            Some(s) => RuntimeError::from(e).for_session(s),
+                            None => e.into(),
+                        })?;
                 if let Some(given) = &req.session
                     && given != worker.session_id()
                 {
@@ -262,7 +266,7 @@ impl Runtime {
                 let (_, worker) = self
                     .create_session_in(req.session.clone(), &workspace)
                     .await?;
-                inner.home.open_worker(worker)?
+                inner.workers.open_worker(worker)?
             }
         };
         let session = worker.session_id().clone();
@@ -305,7 +309,7 @@ impl Runtime {
             Some(_) => {}
             None => {
                 if let Some(bytes) = &bytes {
-                    inner.home.put_component(prepared.digest(), bytes)?;
+                    inner.bytes.put_component(prepared.digest(), bytes)?;
                     self.share_component(prepared.digest(), bytes).await;
                 }
             }

@@ -13,11 +13,13 @@ pub mod lease;
 pub mod memory;
 pub mod postgres;
 pub mod run_index;
+pub mod workers;
 
 pub use blob::BlobStore;
 pub use catalog::Catalog;
 pub use lease::{Lease, LeaseStore};
 pub use run_index::{IndexedRun, MemoryRunIndex, RunIndex};
+pub use workers::{ComponentBytes, Workers};
 
 use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::journal::event::{RunFacts, SessionEvent};

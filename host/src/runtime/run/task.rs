@@ -200,7 +200,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     let keep = inner.config.host.retention.keep_generations;
     if generation.0 > keep
         && keep > 0
-        && let Ok(handle) = inner.home.open_worker_any(plan.worker_id)
+        && let Ok(handle) = inner.workers.open_worker_any(plan.worker_id)
     {
         tokio::task::spawn_blocking(move || {
             if let Err(e) = handle.prune_worktrees(generation, keep) {
@@ -215,7 +215,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         .failure()
         .is_some_and(|f| FailureCode::ReplayDiverged.is(&f.code))
         && let Err(e) = inner
-            .home
+            .workers
             .open_worker_any(plan.worker_id)
             .and_then(|w| w.mark_stale())
     {
