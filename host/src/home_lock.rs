@@ -16,6 +16,15 @@ use std::path::{Path, PathBuf};
 /// The lock file's name inside a home.
 pub const LOCK_FILE: &str = "cairn.lock";
 
+/// Left by an owner that stopped cleanly: every run it held had ended,
+/// everything it wrote was synced, and it had recovered the home (or found
+/// it clean) when it started. The next owner removes it, durably, as it
+/// takes the lock, before it writes anything; finding it, that owner skips
+/// the walk that looks for crash remains and interrupted runs (a start of
+/// a home of thousands of sessions then reads none of them). A crash
+/// leaves no marker, so the next start walks everything.
+pub const CLEAN_FILE: &str = "cairn.clean";
+
 /// What the lock file says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
@@ -88,6 +97,8 @@ pub struct HomeLock {
     file: File,
     path: PathBuf,
     holder: Holder,
+    /// The previous owner stopped cleanly ([`CLEAN_FILE`] was there).
+    was_clean: bool,
 }
 
 impl HomeLock {
@@ -138,11 +149,59 @@ impl HomeLock {
                 started_at_ms: crate::fsutil::now_ms(),
                 url: None,
             },
+            was_clean: false,
         };
         if let Err(e) = lock.write() {
             return Err(io(e));
         }
+        // Consumed before anything is written: a crash of this owner must
+        // leave no marker behind.
+        let marker = home.join(CLEAN_FILE);
+        lock.was_clean = match std::fs::remove_file(&marker) {
+            Ok(()) => {
+                File::open(home)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|source| LockError::Io {
+                        path: marker.clone(),
+                        source,
+                    })?;
+                true
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(source) => {
+                return Err(LockError::Io {
+                    path: marker,
+                    source,
+                });
+            }
+        };
         Ok(lock)
+    }
+
+    /// Whether the previous owner stopped cleanly.
+    pub fn was_clean(&self) -> bool {
+        self.was_clean
+    }
+
+    /// Give the lock up after a clean stop: sync the home's filesystem,
+    /// then leave [`CLEAN_FILE`] (synced) for the next owner.
+    pub fn release_clean(self) -> std::io::Result<()> {
+        rustix::fs::syncfs(&self.file)?;
+        let home = self.path.parent().unwrap_or(Path::new("."));
+        let mut marker = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(crate::fsutil::FILE_MODE)
+            .open(home.join(CLEAN_FILE))?;
+        writeln!(
+            marker,
+            "stopped cleanly by pid {} at {} ms",
+            self.holder.pid,
+            crate::fsutil::now_ms()
+        )?;
+        marker.sync_all()?;
+        File::open(home)?.sync_all()
     }
 
     /// Record the URL this process serves the home at.

@@ -385,3 +385,139 @@ fn cairn_replay_reports_matches_and_divergence() {
         "{report}"
     );
 }
+
+/// Stop a served home with SIGTERM and wait for the process to end.
+fn stop(mut served: Served) -> std::process::ExitStatus {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&served.child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    served.child.wait().unwrap()
+}
+
+#[test]
+fn a_clean_stop_marks_the_home_and_a_crash_after_the_next_start_is_still_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let marker = home.join(cairn::home_lock::CLEAN_FILE);
+    let http = reqwest::blocking::Client::new();
+    let wait_for = |what: &str, mut ok: Box<dyn FnMut() -> bool + '_>| {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(
+                std::time::Instant::now() < until,
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // A run that ends, then a clean stop: the home is marked.
+    let served = serve(&home);
+    let r: serde_json::Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&serde_json::json!({"component": "echo", "prompt": "hi", "session": "done"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let run = r["run_id"].as_str().expect("accepted").to_string();
+    let url = served.url.clone();
+    wait_for(
+        "the run to end",
+        Box::new(|| {
+            http.get(format!("{url}/v1/runs/{run}"))
+                .send()
+                .ok()
+                .and_then(|r| r.json::<serde_json::Value>().ok())
+                .is_some_and(|v| v["state"] == "finished")
+        }),
+    );
+    assert!(stop(served).success());
+    assert!(marker.exists(), "a clean stop leaves {}", marker.display());
+
+    // The next owner consumes the marker as it starts; killed with a run
+    // waiting on a decision, it leaves none.
+    let served = serve(&home);
+    assert!(
+        !marker.exists(),
+        "the marker is gone once the home is owned"
+    );
+    let r: serde_json::Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(
+            &serde_json::json!({"component": "approval", "prompt": "deploy", "session": "waiting"}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let waiting = r["run_id"].as_str().expect("accepted").to_string();
+    let url = served.url.clone();
+    wait_for(
+        "the run to ask",
+        Box::new(|| {
+            http.get(format!("{url}/v1/decisions?session=waiting"))
+                .send()
+                .ok()
+                .and_then(|r| r.json::<Vec<serde_json::Value>>().ok())
+                .is_some_and(|d| !d.is_empty())
+        }),
+    );
+    let mut served = served;
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    assert!(!marker.exists(), "a crash leaves no marker");
+
+    // So the start after the crash walks the home: the run is restored by
+    // replay, asks again, and finishes when answered.
+    let served = serve(&home);
+    let url = served.url.clone();
+    let mut pending = Vec::new();
+    wait_for(
+        "the restored run to ask",
+        Box::new(|| {
+            pending = http
+                .get(format!("{url}/v1/decisions?session=waiting"))
+                .send()
+                .ok()
+                .and_then(|r| r.json::<Vec<serde_json::Value>>().ok())
+                .unwrap_or_default();
+            !pending.is_empty()
+        }),
+    );
+    let id = pending[0]["decision_id"].as_str().unwrap().to_string();
+    let decided = http
+        .post(format!("{url}/v1/decisions/{id}"))
+        .json(&serde_json::json!({"value": {"approved": true}}))
+        .send()
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    wait_for(
+        "the restored run to finish",
+        Box::new(|| {
+            http.get(format!("{url}/v1/runs/{waiting}"))
+                .send()
+                .ok()
+                .and_then(|r| r.json::<serde_json::Value>().ok())
+                .is_some_and(|v| v["state"] == "finished")
+        }),
+    );
+    let journal: serde_json::Value = http
+        .get(format!("{url}/v1/sessions/waiting/journal"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        journal["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["payload"]["event"]["type"] == "resumed_by_replay"),
+        "the run went on by replay: {journal}"
+    );
+    // A clean stop with nothing live marks it again.
+    assert!(stop(served).success());
+    assert!(marker.exists());
+}

@@ -134,6 +134,23 @@ impl Journals {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Make every open journal's pending entries durable (a clean stop).
+    /// `false` when one could not be.
+    pub async fn commit_all(&self) -> bool {
+        let open: Vec<Arc<SessionJournal>> = self
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut all = true;
+        for j in open {
+            all &= j.commit().await.is_ok();
+        }
+        all
+    }
+
     /// Drop the in-memory handle of a session (its subscribers end).
     pub fn close(&self, session: &SessionId) {
         self.open

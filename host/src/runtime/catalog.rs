@@ -205,6 +205,7 @@ impl Runtime {
         for pending in self.pending_decisions(Some(session)) {
             self.inner.broker.withdraw(&pending.decision_id);
         }
+        let window = self.crash_window();
         // A child deleted ends its loan: its parent records it pruned.
         let parent = self
             .inner
@@ -228,6 +229,7 @@ impl Runtime {
             fs.forget(session);
         }
         self.inner.registry.sessions().remove(session);
+        window.closed();
         Ok(())
     }
 }

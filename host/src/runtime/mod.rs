@@ -123,6 +123,9 @@ pub(crate) struct Inner {
     /// Live sessions, hosted runs, drafts, restored runs: one lock.
     registry: registry::Registry,
     draining: AtomicBool,
+    /// Whether a clean stop may leave the marker that lets the next owner
+    /// skip recovery (cleared when a restore leaves a run unrestored).
+    may_mark_clean: AtomicBool,
     /// Set when shutdown begins: followers' streams end.
     closing: watch::Sender<bool>,
     /// Told when a generation goes live (`worker.sock`, unless
@@ -166,6 +169,9 @@ impl Runtime {
                 &config.command,
             )?),
         };
+        // The previous owner stopped cleanly: nothing to repair, no run
+        // interrupted (the walks below are skipped).
+        let was_clean = lock.as_ref().is_some_and(|l| l.was_clean());
         let home = match read_only {
             true => Home::open_existing(&config.home)?,
             false => Home::open(&config.home)?,
@@ -179,7 +185,9 @@ impl Runtime {
                     StoreKind::File => crate::migrate::at_startup(&home),
                     StoreKind::Memory { .. } => Vec::new(),
                 };
-                notes.extend(home.recover().notes());
+                if !was_clean {
+                    notes.extend(home.recover().notes());
+                }
                 notes
             }
         };
@@ -204,7 +212,12 @@ impl Runtime {
         };
         let journals = Journals::new(store.clone(), config.live_window)
             .with_window_bytes(config.live_window_bytes);
-        let restore = config.restore && file_store.is_some() && !read_only;
+        let restore = config.restore && file_store.is_some() && !read_only && !was_clean;
+        // This owner may leave the clean-stop marker when it stops if it
+        // knows the home has nothing to repair or restore: it found it
+        // clean, or walks it now.
+        let may_mark_clean =
+            file_store.is_some() && cluster.is_none() && !read_only && (was_clean || restore);
         // The owner keeps compiled code in the home (a reader writes
         // nothing there).
         let cache_dir = (!read_only).then(|| config.home.join("cache").join("compiled"));
@@ -231,6 +244,7 @@ impl Runtime {
                 broker: Arc::new(decisions::Broker::default()),
                 registry: Default::default(),
                 draining: AtomicBool::new(false),
+                may_mark_clean: AtomicBool::new(may_mark_clean),
                 seams: match config.sockets {
                     true => vec![Arc::new(crate::socket::WorkerSocket)],
                     false => Vec::new(),
@@ -606,8 +620,67 @@ impl Runtime {
         }
         // Drained: other instances may take this one's sessions now.
         self.leave_cluster().await;
+        // Every run ended and every entry durable: the next owner needs
+        // no recovery walk.
+        let ended = self
+            .inner
+            .registry
+            .runs()
+            .values()
+            .all(|r| r.done.borrow().is_some());
+        let clean = ended
+            && self.inner.may_mark_clean.load(Ordering::SeqCst)
+            && self.inner.journals.commit_all().await;
+        let lock = self
+            .inner
+            .lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         // This runtime no longer owns the home.
-        self.release_home();
+        if let (true, Some(lock)) = (clean, lock)
+            && let Err(e) = lock.release_clean()
+        {
+            eprintln!(
+                "cairn: note: cannot mark the home as stopped cleanly (the next start walks it): {e}"
+            );
+        }
+    }
+
+    /// An operation that leaves remains for recovery if it is abandoned
+    /// half-way (a creation, fork or delete whose request was dropped):
+    /// unless it is [`CrashWindow::closed`], this stop is not clean.
+    pub(crate) fn crash_window(&self) -> CrashWindow<'_> {
+        CrashWindow {
+            rt: self,
+            open: true,
+        }
+    }
+
+    /// A restore left a run as it was: the next start must look again.
+    pub(crate) fn restore_incomplete(&self) {
+        self.inner.may_mark_clean.store(false, Ordering::SeqCst);
+    }
+}
+
+/// See [`Runtime::crash_window`].
+pub(crate) struct CrashWindow<'a> {
+    rt: &'a Runtime,
+    open: bool,
+}
+
+impl CrashWindow<'_> {
+    /// The operation finished: it left nothing to recover.
+    pub(crate) fn closed(mut self) {
+        self.open = false;
+    }
+}
+
+impl Drop for CrashWindow<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.rt.restore_incomplete();
+        }
     }
 }
 

@@ -40,6 +40,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     let worker = match rt.inner.workers.open_worker(worker_id) {
         Ok(w) => w,
         Err(e) => {
+            rt.restore_incomplete();
             eprintln!("cairn: not restoring worker {worker_id}: {e}");
             return;
         }
@@ -47,6 +48,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     let record = match worker.record() {
         Ok(r) => r,
         Err(e) => {
+            rt.restore_incomplete();
             eprintln!("cairn: not restoring worker {worker_id}: {e}");
             return;
         }
@@ -58,6 +60,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     let items = match rt.read(&session, Seq(0)).await {
         Ok(items) => items,
         Err(e) => {
+            rt.restore_incomplete();
             eprintln!("cairn: not restoring session {session}: {e}");
             return;
         }
@@ -86,6 +89,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     let journal = match rt.inner.journals.open(&session).await {
         Ok(j) => j,
         Err(e) => {
+            rt.restore_incomplete();
             eprintln!("cairn: not restoring session {session}: {e}");
             return;
         }
@@ -275,7 +279,10 @@ async fn close_run(
                 rt.index_ended(f).await;
             }
         }
-        Err(e) => eprintln!("cairn: cannot journal the end of run {run} of session {session}: {e}"),
+        Err(e) => {
+            rt.restore_incomplete();
+            eprintln!("cairn: cannot journal the end of run {run} of session {session}: {e}")
+        }
     }
 }
 

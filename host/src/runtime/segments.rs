@@ -46,15 +46,36 @@ pub struct Forked {
 pub(crate) use crate::fsutil::crash_point;
 
 impl Runtime {
-    fn no_live_run(&self, session: &SessionId) -> Result<(), RuntimeError> {
-        let sessions = self.inner.registry.sessions();
-        if let Some(run) = sessions.get(session).and_then(|l| l.live_run()) {
-            return Err(RuntimeError::LiveRun {
-                session: session.clone(),
-                run: run.run_id,
-            });
+    /// Refuse while the session has a live run. A run whose terminal
+    /// entry is being written is waited for (briefly), as a start does:
+    /// whoever read its end may act on the session at once.
+    async fn no_live_run(&self, session: &SessionId) -> Result<(), RuntimeError> {
+        let mut waited = false;
+        loop {
+            let live = self
+                .inner
+                .registry
+                .sessions()
+                .get(session)
+                .and_then(|l| l.live_run().cloned());
+            match live {
+                None => return Ok(()),
+                Some(run) if run.finishing.load(std::sync::atomic::Ordering::SeqCst) && !waited => {
+                    waited = true;
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_secs(5),
+                        self.wait(run.run_id),
+                    )
+                    .await;
+                }
+                Some(run) => {
+                    return Err(RuntimeError::LiveRun {
+                        session: session.clone(),
+                        run: run.run_id,
+                    });
+                }
+            }
         }
-        Ok(())
     }
 
     /// A session's well-formed entries, in order (unknown ones left out).
@@ -77,7 +98,7 @@ impl Runtime {
     /// the active lineage so far.
     pub async fn compact(&self, session: &SessionId) -> Result<SegmentStarted, RuntimeError> {
         self.open_worker_of(session)?;
-        self.no_live_run(session)?;
+        self.no_live_run(session).await?;
         let events = self.events_of(session).await?;
         let mut summary = String::new();
         for turn in super::history::turns_of(&events, None, usize::MAX) {
@@ -111,7 +132,7 @@ impl Runtime {
         at: Seq,
     ) -> Result<SegmentStarted, RuntimeError> {
         self.open_worker_of(session)?;
-        self.no_live_run(session)?;
+        self.no_live_run(session).await?;
         let events = self.events_of(session).await?;
         if !active_lineage(&events).iter().any(|e| e.seq == at) {
             return Err(RuntimeError::InvalidRequest(format!(
@@ -178,6 +199,7 @@ impl Runtime {
         crash_point("fork-before-create");
         // On a shared store: the new session's lease first.
         self.lease_new(&child).await?;
+        let window = self.crash_window();
         let worker = self.inner.workers.create_worker_staged(
             &child,
             record.component.as_deref(),
@@ -291,6 +313,7 @@ impl Runtime {
         }
         self.publish_new(&worker.record()?).await?;
         worker.publish()?;
+        window.closed();
         self.index_session(worker.session_id(), &record.workspace)
             .await;
         Ok(Forked {

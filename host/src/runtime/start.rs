@@ -99,9 +99,20 @@ impl Runtime {
             }
             refs.push(ComponentRef::Digest(digest));
         }
+        // Several at once (a restart loads each from the compiled cache:
+        // reading, decompressing and mapping it keeps a core busy).
+        use futures_util::StreamExt;
+        let results: Vec<_> = futures_util::stream::iter(refs)
+            .map(|component| async move {
+                let r = self.resolve(&component).await;
+                (component, r)
+            })
+            .buffer_unordered(crate::store::file::cores())
+            .collect()
+            .await;
         let mut compiled = 0;
-        for component in refs {
-            match self.resolve(&component).await {
+        for (component, r) in results {
+            match r {
                 Ok(_) => compiled += 1,
                 Err(e) => report(format!("component {component:?} not compiled: {e}")),
             }
@@ -153,6 +164,7 @@ impl Runtime {
         // On a shared store: the session's lease first, so no other
         // instance writes it.
         self.lease_new(&session).await?;
+        let window = self.crash_window();
         let worker = self
             .inner
             .workers
@@ -181,6 +193,7 @@ impl Runtime {
             return Err(e);
         }
         self.inner.registry.drafts().remove(&session);
+        window.closed();
         Ok((session, worker.id()))
     }
 
