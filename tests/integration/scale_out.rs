@@ -85,6 +85,15 @@ impl Instance {
     }
 }
 
+/// A runtime for the test's own database reads, a PostgreSQL cluster, a
+/// fresh database's URL on it, and a directory for the instances' homes.
+fn shared_store() -> (tokio::runtime::Runtime, Cluster, String, tempfile::TempDir) {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let pg = Cluster::start();
+    let store = tokio.block_on(pg.database());
+    (tokio, pg, store, tempfile::tempdir().unwrap())
+}
+
 fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))
@@ -235,10 +244,7 @@ fn types(rows: &BTreeMap<u64, String>) -> Vec<String> {
 
 #[test]
 fn three_instances_share_sessions_survive_a_killed_holder_and_fence_a_paused_one() {
-    let tokio = tokio::runtime::Runtime::new().unwrap();
-    let pg = Cluster::start();
-    let store = tokio.block_on(pg.database());
-    let dir = tempfile::tempdir().unwrap();
+    let (tokio, _pg, store, dir) = shared_store();
     let nodes: Vec<Instance> = (0..3)
         .map(|i| Instance::start(dir.path(), &format!("n{i}"), &store))
         .collect();
@@ -720,10 +726,7 @@ fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
 
 #[test]
 fn an_instance_outlives_its_database_going_away_and_coming_back() {
-    let tokio = tokio::runtime::Runtime::new().unwrap();
-    let pg = Cluster::start();
-    let store = tokio.block_on(pg.database());
-    let dir = tempfile::tempdir().unwrap();
+    let (tokio, pg, store, dir) = shared_store();
     let node = Instance::start(dir.path(), "solo", &store);
     let http = client();
     let run = |prompt: &str| {
@@ -795,10 +798,7 @@ fn count(rt: &tokio::runtime::Runtime, url: &str, table: &str, session: &str) ->
 
 #[test]
 fn a_creation_that_dies_before_its_catalog_row_is_cleared_and_its_name_reusable() {
-    let tokio = tokio::runtime::Runtime::new().unwrap();
-    let pg = Cluster::start();
-    let store = tokio.block_on(pg.database());
-    let dir = tempfile::tempdir().unwrap();
+    let (tokio, _pg, store, dir) = shared_store();
     let http = client();
     let create = |base: &str, session: &str| {
         http.post(format!("{base}/v1/runs"))
@@ -877,10 +877,7 @@ fn a_creation_that_dies_before_its_catalog_row_is_cleared_and_its_name_reusable(
 
 #[test]
 fn an_a2a_call_at_any_instance_is_served_where_its_context_is_held() {
-    let tokio = tokio::runtime::Runtime::new().unwrap();
-    let pg = Cluster::start();
-    let store = tokio.block_on(pg.database());
-    let dir = tempfile::tempdir().unwrap();
+    let (_tokio, _pg, store, dir) = shared_store();
     let nodes = [
         Instance::start(dir.path(), "a0", &store),
         Instance::start(dir.path(), "a1", &store),

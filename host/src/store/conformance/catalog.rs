@@ -2,8 +2,25 @@
 //! [`crate::store::RunIndex`].
 
 use super::{facts, fresh};
+use crate::ids::SessionId;
 use crate::ids::{Generation, RunId, SegmentId, Seq, WorkerId};
+use crate::worker::{WorkerRecord, WorkerStatus};
 use std::time::Duration;
+
+/// A new session's worker record, in `workspace`.
+fn new_record(session: &SessionId, workspace: &str) -> WorkerRecord {
+    WorkerRecord {
+        version: 1,
+        worker_id: WorkerId::new(),
+        session_id: session.clone(),
+        workspace: workspace.into(),
+        component: None,
+        created_at_ms: 1,
+        last_generation: Generation(0),
+        status: WorkerStatus::Active,
+        parent: None,
+    }
+}
 
 /// [`crate::store::Catalog`]: publish once, read back, bind once, list, forget.
 /// `journals`: the store whose journal a session needs before it is
@@ -13,7 +30,6 @@ pub async fn catalog(
     catalog: &dyn crate::store::Catalog,
     journals: Option<&dyn crate::store::JournalStore>,
 ) {
-    use crate::worker::{WorkerRecord, WorkerStatus};
     let session = fresh("catalog");
     assert!(
         catalog.record(&session).await.expect("record").is_none(),
@@ -22,17 +38,7 @@ pub async fn catalog(
     if let Some(j) = journals {
         j.create(&session, SegmentId::new()).await.expect("create");
     }
-    let record = WorkerRecord {
-        version: 1,
-        worker_id: WorkerId::new(),
-        session_id: session.clone(),
-        workspace: "team".into(),
-        component: None,
-        created_at_ms: 1,
-        last_generation: Generation(0),
-        status: WorkerStatus::Active,
-        parent: None,
-    };
+    let record = new_record(&session, "team");
     assert!(
         catalog.publish(&record).await.expect("publish"),
         "{name}: Catalog::publish of a new session says it published"
@@ -106,24 +112,13 @@ pub async fn run_index(
     catalog: &dyn crate::store::Catalog,
     journals: Option<&dyn crate::store::JournalStore>,
 ) {
-    use crate::worker::{WorkerRecord, WorkerStatus};
     let mut sessions = Vec::new();
     for ws in ["alpha", "beta"] {
         let session = fresh("runindex");
         if let Some(j) = journals {
             j.create(&session, SegmentId::new()).await.expect("create");
         }
-        let record = WorkerRecord {
-            version: 1,
-            worker_id: WorkerId::new(),
-            session_id: session.clone(),
-            workspace: ws.into(),
-            component: None,
-            created_at_ms: 1,
-            last_generation: Generation(0),
-            status: WorkerStatus::Active,
-            parent: None,
-        };
+        let record = new_record(&session, ws);
         catalog.publish(&record).await.expect("publish");
         sessions.push((session, ws));
     }

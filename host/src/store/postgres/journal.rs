@@ -446,14 +446,7 @@ impl RunStore for PgStore {
         let session = &terminal.session_id;
         let mut all = before.to_vec();
         all.push(terminal.clone());
-        let facts_json = serde_json::to_string(facts).map_err(|e| StoreError::Database {
-            context: format!("run {}: its facts", facts.run_id),
-            message: e.to_string(),
-        })?;
-        let status = serde_json::to_value(facts.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let (status, facts_json) = super::facts_row(facts)?;
         let ctx = format!("run {}: its end", facts.run_id);
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db(ctx.clone()))?;

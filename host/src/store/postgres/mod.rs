@@ -56,6 +56,21 @@ pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Erro
     }
 }
 
+/// A run's facts as `cairn_runs` keeps them: (status, facts JSON).
+pub(crate) fn facts_row(
+    facts: &crate::journal::event::RunFacts,
+) -> Result<(String, String), StoreError> {
+    let json = serde_json::to_string(facts).map_err(|e| StoreError::Database {
+        context: format!("run {}: its facts", facts.run_id),
+        message: e.to_string(),
+    })?;
+    let status = serde_json::to_value(facts.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    Ok((status, json))
+}
+
 /// A database error as people read it: the server's message and detail
 /// when there is one, the client's otherwise.
 fn describe(e: &tokio_postgres::Error) -> String {

@@ -70,14 +70,7 @@ impl RunIndex for PgStore {
         // The end wrote the facts with the terminal entry; this only fills
         // them in for a run whose end was recorded some other way.
         let run = facts.run_id;
-        let json = serde_json::to_string(facts).map_err(|e| StoreError::Database {
-            context: format!("run {run}: its facts"),
-            message: e.to_string(),
-        })?;
-        let status = serde_json::to_value(facts.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let (status, json) = super::facts_row(facts)?;
         let client = self.client().await?;
         client
             .execute(
