@@ -513,6 +513,7 @@ fn bench_runtime_measures_every_figure_beside_its_baseline() {
         "waiting session",
         "parked session",
         "restore",
+        "after a clean stop",
         "subscribers",
         "replay read",
     ] {

@@ -85,14 +85,16 @@ pub struct BenchArgs {
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Only these figures, comma-separated: append, emit, start, density,
-    /// parked, restore, fanout, replay, migrate (for profiling one of them).
+    /// parked, restore, reopen, fanout, replay, migrate (for profiling one
+    /// of them).
     #[arg(long, value_name = "FIGURES", value_delimiter = ',', value_parser = FIGURES)]
     only: Vec<String>,
 }
 
 /// The figure families `--only` selects.
-pub const FIGURES: [&str; 9] = [
-    "append", "emit", "start", "density", "parked", "restore", "fanout", "replay", "migrate",
+pub const FIGURES: [&str; 10] = [
+    "append", "emit", "start", "density", "parked", "restore", "reopen", "fanout", "replay",
+    "migrate",
 ];
 
 /// Which figure families to measure.

@@ -412,6 +412,44 @@ async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
     Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// Process-free start → first trivial run ended, on a home of `n` ended
+/// sessions: after a clean stop (the next owner finds `cairn.clean` and
+/// skips the walk) and after a crash (no marker: the walk for crash remains
+/// and interrupted runs reads every session). Milliseconds, (clean, crash).
+async fn reopen(dir: &Path, n: usize) -> anyhow::Result<(f64, f64)> {
+    let home = dir.join("reopen-home");
+    let mut config = RuntimeConfig::new(&home);
+    config.sockets = false;
+    {
+        let rt = Runtime::open(config.clone()).await?;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(32) {
+            let mut runs = Vec::new();
+            for _ in chunk {
+                let req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "hi");
+                runs.push(rt.start(req).await?.run_id);
+            }
+            for run in runs {
+                rt.wait(run).await?;
+            }
+        }
+        rt.shutdown(Duration::from_secs(10)).await;
+    }
+    let first = |config: RuntimeConfig| async move {
+        let t = Instant::now();
+        let rt = Runtime::open(config).await?;
+        let req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "first");
+        let run = rt.start(req).await?.run_id;
+        rt.wait(run).await?;
+        Ok::<_, anyhow::Error>((rt, t.elapsed().as_secs_f64() * 1000.0))
+    };
+    let (rt, clean) = first(config.clone()).await?;
+    // A crash: the lock goes with no marker left behind.
+    rt.release_home();
+    let (rt, crash) = first(config).await?;
+    rt.shutdown(Duration::from_secs(10)).await;
+    Ok((clean, crash))
+}
+
 /// Run the runtime figures.
 pub async fn run(
     dir: &Path,
@@ -535,6 +573,23 @@ pub async fn run(
             ms,
             "1 s (target for 1,000)",
             1000.0 * n_restore as f64 / 1000.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("reopen") {
+        let n = if quick { 200 } else { 1_000 };
+        progress(format!(
+            "runtime: reopen, {n} sessions, then start → first run after a clean stop and after a crash"
+        ));
+        let (clean, crash) = reopen(dir, n).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("open → first run, {n} sessions, after a clean stop"),
+            "ms",
+            clean,
+            "the same after a crash (walks them all)",
+            crash,
             "lower",
         ));
     }
