@@ -115,12 +115,17 @@ pub async fn run_once(
     let session = match (req.worker, &req.session) {
         (Some(worker), _) => rt.session_of_worker(worker)?,
         (None, Some(session)) => session.clone(),
-        (None, None) => rt.create_session(None).await?.0,
+        (None, None) => {
+            rt.create_session_first(None, rt.default_workspace())
+                .await?
+                .0
+        }
     };
-    let after = rt.last_seq(&session).await?;
+    let after = rt.minted_seq(&session).await?;
     let mut sub = rt
         .attach(&session, AttachSpec::claiming_present(after))
         .await?;
+    sub.leave_with_run();
     req.session = Some(session);
     req.worker = None;
     let started = rt.start(req).await?;

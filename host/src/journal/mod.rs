@@ -84,6 +84,28 @@ impl Journals {
         Ok(journal)
     }
 
+    /// [`Journals::create`] whose first entry is pending: committed with
+    /// the session's next write, or within the defer delay.
+    pub async fn create_pending(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+    ) -> Result<Arc<SessionJournal>, StoreError> {
+        self.store.create(session, segment).await?;
+        let journal = self.open(session).await?;
+        journal
+            .defer(
+                None,
+                vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
+                    segment_id: segment,
+                    compacted_from: None,
+                    forked_from: None,
+                })],
+            )
+            .await?;
+        Ok(journal)
+    }
+
     /// Open an existing session's journal (shared by every caller).
     pub async fn open(&self, session: &SessionId) -> Result<Arc<SessionJournal>, StoreError> {
         if let Some(j) = self

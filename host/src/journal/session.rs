@@ -579,18 +579,21 @@ impl SessionJournal {
         payload: LifecycleEvent,
         facts: impl FnOnce(Seq, u64) -> RunFacts,
     ) -> Result<SessionEvent, StoreError> {
-        self.finish_then(run_id, payload, facts, || {}).await
+        self.finish_then(run_id, payload, facts, Vec::new(), || {})
+            .await
     }
 
     /// [`SessionJournal::finish`], calling `stored` once the terminal entry
     /// is durable and before anyone can see it (so whoever sees the end of
     /// a run finds the run already let go of). Pending entries go to the
-    /// store in the same write, ahead of it.
+    /// store in the same write, ahead of it, and `behind` (a claimant that
+    /// leaves with the run) right after it.
     pub async fn finish_then(
         &self,
         run_id: RunId,
         payload: LifecycleEvent,
         facts: impl FnOnce(Seq, u64) -> RunFacts,
+        behind: Vec<Payload>,
         stored: impl FnOnce(),
     ) -> Result<SessionEvent, StoreError> {
         debug_assert!(payload.is_terminal());
@@ -611,12 +614,23 @@ impl SessionJournal {
             facts: Some(facts.clone()),
             line: Default::default(),
         });
+        let mut last = seq;
+        let behind: Vec<Arc<SessionEvent>> = behind
+            .into_iter()
+            .map(|payload| {
+                last = last.next();
+                core.event(last, event.segment_id, None, at_ms, payload)
+            })
+            .collect();
         // The pending entries and the end: one store call. On failure they
         // stay pending (and the journal sealed) for the retried end.
-        core.store.finish(&minting.pending, &event, &facts).await?;
+        core.store
+            .finish(&minting.pending, &event, &behind, &facts)
+            .await?;
         let mut all = std::mem::take(&mut minting.pending);
         all.push(event.clone());
-        minting.last_seq = seq;
+        all.extend(behind);
+        minting.last_seq = last;
         minting.timer = false;
         minting.kicked = false;
         // The run that saw a failed commit has ended: later runs start clean.
@@ -624,7 +638,7 @@ impl SessionJournal {
         let was_sealed = std::mem::replace(&mut minting.sealed, false);
         drop(minting);
         stored();
-        core.published(&mut durable, &all, seq);
+        core.published(&mut durable, &all, last);
         drop(durable);
         if was_sealed {
             core.unsealed.notify_waiters();

@@ -79,6 +79,8 @@ pub trait SeamGuard: Send {
 pub(crate) struct SessionLive {
     observers: HashMap<u64, crate::journal::event::Observer>,
     claimant: Option<u64>,
+    /// A claimant whose detach goes in the next run's end write.
+    leaves_with_run: Option<u64>,
     run: Option<Arc<RunCtx>>,
     grace: Option<tokio::task::JoinHandle<()>>,
     deleting: bool,
@@ -408,6 +410,17 @@ impl Runtime {
     pub async fn last_seq(&self, session: &SessionId) -> Result<Seq, RuntimeError> {
         match self.inner.journals.open(session).await {
             Ok(j) => Ok(j.last_seq().await),
+            Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The last seq minted in a session, committed or not: where an
+    /// observer about to start a run subscribes from (it sees what comes
+    /// after, once committed) without forcing a commit of its own.
+    pub async fn minted_seq(&self, session: &SessionId) -> Result<Seq, RuntimeError> {
+        match self.inner.journals.open(session).await {
+            Ok(j) => Ok(j.minted_seq().await),
             Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
             Err(e) => Err(e.into()),
         }

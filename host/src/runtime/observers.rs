@@ -100,6 +100,24 @@ impl Observation {
         }
     }
 
+    /// A claimant that leaves when the next run of its session ends (a
+    /// chat call, `cairn run`): its detach is journaled in the run's end
+    /// write, right behind the terminal entry, instead of in a write of its
+    /// own after it; dropping it later journals nothing more. Call it
+    /// before starting the run. An observation dropped before that run ends
+    /// detaches as usual.
+    pub fn leave_with_run(&self) {
+        let Some(inner) = self.guard.runtime.upgrade() else {
+            return;
+        };
+        let mut sessions = inner.registry.sessions();
+        if let Some(live) = sessions.get_mut(&self.guard.session)
+            && live.claimant == Some(self.guard.id)
+        {
+            live.leaves_with_run = Some(self.guard.id);
+        }
+    }
+
     /// Detach now and wait until the detach is journaled.
     pub async fn detach(mut self) {
         if let Some(inner) = self.guard.runtime.upgrade() {
@@ -395,6 +413,33 @@ impl Runtime {
             let present = live.observers.values().filter(|o| o.present).count();
             (live.observers.len() - claiming, claiming, present)
         })
+    }
+}
+
+impl Runtime {
+    /// The detach of a claimant that leaves with the run ending now
+    /// ([`Observation::leave_with_run`]), for the end's write: it is no
+    /// longer an observer from here on.
+    pub(crate) fn leaving_with_run(&self, session: &SessionId) -> Vec<Payload> {
+        let mut sessions = self.inner.registry.sessions();
+        let Some(live) = sessions.get_mut(session) else {
+            return Vec::new();
+        };
+        let Some(id) = live.leaves_with_run.take() else {
+            return Vec::new();
+        };
+        if live.claimant != Some(id) {
+            return Vec::new();
+        }
+        let Some(observer) = live.observers.remove(&id) else {
+            return Vec::new();
+        };
+        live.claimant = None;
+        refresh_presence(live);
+        vec![Payload::Lifecycle(LifecycleEvent::ObserverDetached {
+            observer,
+            because: DetachCause::Released,
+        })]
     }
 }
 

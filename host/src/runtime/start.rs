@@ -151,8 +151,31 @@ impl Runtime {
     }
 
     /// Persist a new session (and its worker) now, in `workspace`; no
-    /// component yet.
+    /// component yet. Durable when it returns.
     pub async fn create_session_in(
+        &self,
+        id: Option<SessionId>,
+        workspace: &str,
+    ) -> Result<(SessionId, WorkerId), RuntimeError> {
+        let (session, worker) = self.create_session_first(id, workspace).await?;
+        if self.inner.file_store.is_some() {
+            self.inner
+                .journals
+                .open(&session)
+                .await?
+                .commit()
+                .await
+                .map_err(|e| RuntimeError::from(e).for_session(&session))?;
+        }
+        Ok((session, worker))
+    }
+
+    /// A new session for a caller whose next write (a run's start, an
+    /// import) commits it: on the file store its first entry stays
+    /// pending, so the creation and that write are made durable together
+    /// (one `syncfs`; within the defer delay if no write follows). Every
+    /// reader of this process sees it at once.
+    pub(crate) async fn create_session_first(
         &self,
         id: Option<SessionId>,
         workspace: &str,
@@ -165,21 +188,38 @@ impl Runtime {
         // instance writes it.
         self.lease_new(&session).await?;
         let window = self.crash_window();
-        let worker = self
-            .inner
-            .workers
-            .create_worker(&session, None, workspace)?;
+        // On the file store the journal's first commit makes the worker
+        // durable; beside a shared store it is synced step by step.
+        let with_first_commit = self.inner.file_store.is_some();
+        let worker = if with_first_commit {
+            self.inner
+                .workers
+                .create_worker_unsynced(&session, None, workspace)?
+        } else {
+            self.inner
+                .workers
+                .create_worker(&session, None, workspace)?
+        };
         // Staged until its first entry is durable; a failure undoes it, a
         // crash leaves it to the next owner to roll back.
         let created = async {
             let segment = worker.metadata()?.active_segment;
-            self.inner.journals.create(&session, segment).await?;
+            if with_first_commit {
+                self.inner
+                    .journals
+                    .create_pending(&session, segment)
+                    .await?;
+            } else {
+                self.inner.journals.create(&session, segment).await?;
+            }
             crate::fsutil::crash_point("create-before-catalog");
             // On a shared store the catalog row publishes it to every
             // instance, once its journal exists.
             self.publish_new(&worker.record()?).await?;
             crate::fsutil::crash_point("create-before-publish");
-            worker.publish()?;
+            if !with_first_commit {
+                worker.publish()?;
+            }
             Ok::<_, RuntimeError>(())
         }
         .await;
@@ -277,7 +317,7 @@ impl Runtime {
                     .clone()
                     .unwrap_or_else(|| inner.config.workspace.clone());
                 let (_, worker) = self
-                    .create_session_in(req.session.clone(), &workspace)
+                    .create_session_first(req.session.clone(), &workspace)
                     .await?;
                 inner.workers.open_worker(worker)?
             }

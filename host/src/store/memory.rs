@@ -179,11 +179,13 @@ impl RunStore for MemoryStore {
         &self,
         before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
+        after: &[Arc<SessionEvent>],
         facts: &RunFacts,
     ) -> Result<(), StoreError> {
         let session = &terminal.session_id;
         let mut all = before.to_vec();
         all.push(terminal.clone());
+        all.extend_from_slice(after);
         self.with(session, |s| {
             self.push(s, session, all[0].seq, &all)?;
             s.runs.insert(facts.run_id, facts.clone());

@@ -248,12 +248,15 @@ pub trait RunStore: Send + Sync + 'static {
     /// The terminal write, in one call: `before` (entries minted ahead of
     /// it — a run's last emits — dense and continuing the journal) and
     /// `terminal` (which carries `facts`) are appended and the facts
-    /// recorded together, so no crash leaves one without the other. Fenced
-    /// like an append; one write and one sync on the file store.
+    /// recorded together, so no crash leaves one without the other; `after`
+    /// (entries minted right behind it — a claimant that leaves with the
+    /// run) goes in the same write. Fenced like an append; one write and
+    /// one sync on the file store.
     async fn finish(
         &self,
         before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
+        after: &[Arc<SessionEvent>],
         facts: &RunFacts,
     ) -> Result<(), StoreError>;
 

@@ -34,6 +34,16 @@ pub trait Workers: Send + Sync + std::fmt::Debug + 'static {
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError>;
 
+    /// Lay out a new session's worker unsynced: the file store's first
+    /// commit of its journal makes it durable and publishes it (served by
+    /// this process meanwhile). Only beside the file store of this home.
+    fn create_worker_unsynced(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError>;
+
     /// Like [`Workers::create_worker`], for a fork.
     fn create_worker_staged(
         &self,
@@ -99,6 +109,14 @@ impl Workers for Home {
         workspace: &str,
     ) -> Result<WorkerDir, WorkerError> {
         Home::create_worker(self, session, component, workspace)
+    }
+    fn create_worker_unsynced(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        Home::create_worker_unsynced(self, session, component, workspace)
     }
     fn create_worker_staged(
         &self,

@@ -32,6 +32,9 @@ pub struct Recovery {
     pub deleted: Vec<WorkerId>,
     /// Staged workers (a creation or fork a crash interrupted) rolled back.
     pub rolled_back: Vec<WorkerId>,
+    /// Creations whose first commit was whole (a crash came before their
+    /// marker was removed): published.
+    pub published: Vec<WorkerId>,
     /// Index entries written again for workers that had lost theirs.
     pub reindexed: Vec<SessionId>,
     /// What could not be repaired (the workers stay listed as corrupt).
@@ -48,6 +51,11 @@ impl Recovery {
         for w in &self.rolled_back {
             out.push(format!(
                 "rolled back worker {w}: its creation (or fork) was interrupted before it was published"
+            ));
+        }
+        for w in &self.published {
+            out.push(format!(
+                "published worker {w}: its creation was committed before the crash"
             ));
         }
         for s in &self.reindexed {
@@ -181,6 +189,25 @@ impl Home {
                 continue;
             }
             let deleting = dir.exists(DELETING);
+            if !deleting
+                && dir.exists(CREATING)
+                && !dir.exists(FORKING)
+                && first_commit_whole(id, &dir)
+            {
+                // Committed (its journal's first entry is whole, so the
+                // tree was synced with it): the marker's removal was lost.
+                let published = dir
+                    .remove_file(CREATING)
+                    .and_then(|()| fsutil::sync_dir(&dir));
+                match published {
+                    Ok(()) => out.published.push(id),
+                    Err(e) => out
+                        .problems
+                        .push(format!("cannot publish worker {id}: {e}")),
+                }
+                self.reindex(id, &dir, &mut out);
+                continue;
+            }
             if deleting || is_staged(&dir) {
                 let session = dir
                     .open_dir("session")
@@ -240,4 +267,36 @@ impl Home {
             },
         }
     }
+}
+
+/// Whether a staged creation's journal holds a whole first entry of its
+/// session (and its documents are whole): the one `syncfs` of its first
+/// commit made all of it durable before any of it was acknowledged, so a
+/// creation that has it was committed and one that lacks it never was.
+fn first_commit_whole(id: WorkerId, dir: &Dir) -> bool {
+    let Some(doc) = dir
+        .open_dir("session")
+        .ok()
+        .and_then(|d| fsutil::read_document::<SessionDoc>(&d, "session.json", DOC_VERSION).ok())
+    else {
+        return false;
+    };
+    let record = fsutil::read_document::<WorkerRecord>(dir, "worker.json", DOC_VERSION);
+    let Ok(meta) = fsutil::read_document::<WorkerMetadata>(dir, "metadata.json", DOC_VERSION)
+    else {
+        return false;
+    };
+    if doc.worker_id != id || !record.is_ok_and(|r| r.worker_id == id) {
+        return false;
+    }
+    let Ok(bytes) = dir.read(format!("session/segments/{}.jsonl", meta.active_segment)) else {
+        return false;
+    };
+    let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    matches!(
+        crate::store::file::parse_line(&bytes[..end]),
+        Ok(crate::store::JournalItem::Event(e)) if e.seq.0 == 1 && e.session_id == doc.session_id
+    )
 }

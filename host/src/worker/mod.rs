@@ -24,11 +24,12 @@ pub(crate) const DOC_VERSION: u64 = 1;
 
 mod cleanup;
 mod components;
+mod creation;
 mod docs;
 mod generation;
 pub(crate) use cleanup::MIGRATING;
 pub use cleanup::Recovery;
-use cleanup::{CREATING, DELETING, FORKING, LAYING_OUT, is_staged};
+use cleanup::{CREATING, DELETING, FORKING};
 pub use docs::*;
 pub use generation::{GenerationDir, Reserved};
 
@@ -102,6 +103,10 @@ struct HomeInner {
     /// this process owns the home is written again instead of letting the
     /// session id get a second worker.
     known: Mutex<std::collections::HashMap<SessionId, WorkerId>>,
+    /// New sessions' workers laid out unsynced, served by this process,
+    /// whose journals' first commit has not happened yet (their marker is
+    /// still on disk).
+    unsynced: Mutex<std::collections::HashSet<WorkerId>>,
 }
 
 impl std::fmt::Debug for Home {
@@ -157,6 +162,7 @@ impl Home {
                 workers,
                 reserve: Mutex::new(()),
                 known: Mutex::new(Default::default()),
+                unsynced: Mutex::new(Default::default()),
             }),
         }
     }
@@ -265,7 +271,7 @@ impl Home {
             self.inner
                 .workers
                 .open_dir(id.to_string())
-                .is_ok_and(|d| !is_staged(&d))
+                .is_ok_and(|d| !self.staged(*id, &d))
         }))
     }
 
@@ -275,9 +281,9 @@ impl Home {
         let mut ids: Vec<WorkerId> = self
             .worker_dirs()?
             .into_iter()
-            .filter(|(_, dir)| {
+            .filter(|(id, dir)| {
                 !dir.as_ref()
-                    .is_some_and(|d| d.exists(DELETING) || is_staged(d))
+                    .is_some_and(|d| d.exists(DELETING) || self.staged(*id, d))
             })
             .map(|(id, _)| id)
             .collect();
@@ -349,186 +355,11 @@ impl Home {
         Ok(dirs)
     }
 
-    /// Create a new worker aggregate holding `session`, bound to
-    /// `component`. It stays invisible (a `creating` marker) until
-    /// [`WorkerDir::publish`]: a crash before that leaves nothing served, and
-    /// the next owner rolls it back.
-    pub fn create_worker(
-        &self,
-        session: &SessionId,
-        component: Option<&str>,
-        workspace: &str,
-    ) -> Result<WorkerDir, WorkerError> {
-        self.create_worker_inner(session, component, workspace, CREATING, None)
-    }
-
-    /// Lay out, published, a worker another instance created (the shared
-    /// catalog's `record`: same worker id, session, workspace, binding and
-    /// parent). Nothing in this home names the session yet.
-    pub fn adopt_worker(&self, record: &WorkerRecord) -> Result<WorkerDir, WorkerError> {
-        let worker = self.create_worker_inner(
-            &record.session_id,
-            record.component.as_deref(),
-            &record.workspace,
-            CREATING,
-            Some(record),
-        )?;
-        worker.publish()?;
-        Ok(worker)
-    }
-
-    /// A new worker, published at once (for tools and tests that write its
-    /// journal themselves; the runtime stages a creation until its first
-    /// entry is durable).
-    pub fn create_published_worker(
-        &self,
-        session: &SessionId,
-        component: Option<&str>,
-        workspace: &str,
-    ) -> Result<WorkerDir, WorkerError> {
-        let worker = self.create_worker(session, component, workspace)?;
-        worker.publish()?;
-        Ok(worker)
-    }
-
-    /// Like [`Home::create_worker`], for a fork (a `forking` marker).
-    pub fn create_worker_staged(
-        &self,
-        session: &SessionId,
-        component: Option<&str>,
-        workspace: &str,
-    ) -> Result<WorkerDir, WorkerError> {
-        self.create_worker_inner(session, component, workspace, FORKING, None)
-    }
-
-    /// The aggregate is laid out under a name no walk sees, renamed into
-    /// place whole (with its marker), and only then named by the index: at
-    /// no moment does the index name a half-made worker.
-    fn create_worker_inner(
-        &self,
-        session: &SessionId,
-        component: Option<&str>,
-        workspace: &str,
-        marker: &str,
-        given: Option<&WorkerRecord>,
-    ) -> Result<WorkerDir, WorkerError> {
-        let worker_id = given.map_or_else(WorkerId::new, |r| r.worker_id);
-        let segment = SegmentId::new();
-        let now = given.map_or_else(fsutil::now_ms, |r| r.created_at_ms);
-        let ctx = format!("cannot create worker {worker_id}");
-        let temp = format!("{LAYING_OUT}{worker_id}");
-        let index_name = Self::index_name(session);
-        let index_temp = format!(".{index_name}.tmp-{}", uuid::Uuid::new_v4().simple());
-        // Everything is written unsynced, then synced at once (one wait for
-        // the lot: the files' contents and every new directory entry),
-        // before the rename makes the aggregate visible; the index entry's
-        // content is synced with them and renamed into place after.
-        let laid_out = (|| -> Result<(), WorkerError> {
-            let dir =
-                fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
-            // The marker's presence is what counts (synced with the
-            // directory), not its bytes.
-            fsutil::write_new(&dir, marker, b"{\"version\": 1}\n").map_err(io_err(ctx.clone()))?;
-            let session_dir =
-                fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
-            let segments =
-                fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
-            fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
-            for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
-                fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
-            }
-            let doc = SessionDoc {
-                version: DOC_VERSION,
-                format: FORMAT.to_string(),
-                session_id: session.clone(),
-                worker_id,
-                created_at_ms: now,
-                workspace: Some(workspace.to_string()),
-            };
-            let meta = WorkerMetadata {
-                version: DOC_VERSION,
-                active_segment: segment,
-                pending_segment: None,
-                segments: vec![SegmentRef {
-                    segment_id: segment,
-                    parent: None,
-                }],
-                children: vec![],
-                forked_from: None,
-                peers: vec![],
-            };
-            let record = WorkerRecord {
-                version: DOC_VERSION,
-                worker_id,
-                session_id: session.clone(),
-                workspace: workspace.to_string(),
-                component: component.map(str::to_string),
-                created_at_ms: now,
-                last_generation: given.map_or(Generation(0), |r| r.last_generation),
-                status: given.map_or(WorkerStatus::Active, |r| r.status),
-                parent: given.and_then(|r| r.parent.clone()),
-            };
-            let handles = vec![
-                fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),
-                fsutil::write_new(&dir, "metadata.json", &to_json(&meta)),
-                fsutil::write_new(&dir, "worker.json", &to_json(&record)),
-                fsutil::write_new(
-                    &self.inner.index,
-                    &index_temp,
-                    &Self::index_doc(session, worker_id),
-                ),
-                fsutil::dir_handle(&segments),
-                fsutil::dir_handle(&session_dir),
-                fsutil::dir_handle(&dir),
-            ]
-            .into_iter()
-            .collect::<io::Result<Vec<_>>>()
-            .map_err(io_err(ctx.clone()))?;
-            fsutil::sync_together(handles).map_err(io_err(ctx.clone()))?;
-            fsutil::crash_point("create-laid-out");
-            self.inner
-                .workers
-                .rename(&temp, &self.inner.workers, worker_id.to_string())
-                .map_err(io_err(ctx.clone()))?;
-            fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx.clone()))?;
-            Ok(())
-        })();
-        if let Err(e) = laid_out {
-            let _ = fsutil::remove_tree(&self.inner.workers, &temp);
-            let _ = self.inner.index.remove_file(&index_temp);
-            return Err(e);
-        }
-        fsutil::crash_point("create-before-index");
-        let indexed = self
-            .inner
-            .index
-            .rename(&index_temp, &self.inner.index, &index_name)
-            .and_then(|()| fsutil::sync_dir(&self.inner.index));
-        if let Err(e) = indexed {
-            let _ = self.inner.index.remove_file(&index_temp);
-            let _ = self.remove_worker_dir(&worker_id.to_string());
-            return Err(io_err(format!(
-                "cannot write the index entry of session {session}"
-            ))(e));
-        }
-        fsutil::crash_point("create-after-index");
-        self.known().insert(session.clone(), worker_id);
-        self.open_worker_any(worker_id)
-    }
-
-    /// Undo a staged worker this process could not finish (a failed
-    /// creation): its index entry and its directory.
-    pub fn discard_staged(&self, worker: &WorkerDir) {
-        if is_staged(&worker.dir) {
-            let _ = self.delete_worker(worker.id, &worker.session);
-        }
-    }
-
     /// Open an existing worker aggregate, checking that its documents agree.
     /// A worker being deleted, or a fork not yet published, is not there.
     pub fn open_worker(&self, worker_id: WorkerId) -> Result<WorkerDir, WorkerError> {
         let worker = self.open_worker_any(worker_id)?;
-        if is_staged(&worker.dir) {
+        if self.staged(worker_id, &worker.dir) {
             return Err(WorkerError::NoSuchWorker(worker_id));
         }
         Ok(worker)
@@ -620,6 +451,11 @@ impl WorkerDir {
             dir: self.dir.try_clone()?,
             session_dir: self.session_dir.try_clone()?,
         })
+    }
+
+    /// The home it is in.
+    pub(crate) fn home(&self) -> &Home {
+        &self.home
     }
 
     /// The worker's id.

@@ -117,7 +117,7 @@ impl Call {
         continues: Option<RunId>,
     ) -> Result<Begun, RpcError> {
         let rt = self.rt();
-        let after = rt.last_seq(session).await?;
+        let after = rt.minted_seq(session).await?;
         let spec = AttachSpec {
             role: crate::journal::event::ObserverRole::Claiming,
             present: false,
@@ -181,10 +181,10 @@ impl Call {
                     own_session(&self.s, &self.ws, &id)?;
                     id
                 } else {
-                    rt.create_session_in(Some(id), &self.ws.0).await?.0
+                    rt.create_session_first(Some(id), &self.ws.0).await?.0
                 }
             }
-            None => rt.create_session_in(None, &self.ws.0).await?.0,
+            None => rt.create_session_first(None, &self.ws.0).await?.0,
         };
         let prompt = match (text.is_empty(), data) {
             (false, _) | (true, None) => text,

@@ -76,7 +76,7 @@ pub async fn completions(
         own_session(&s, &ws, &id)?;
         id
     } else {
-        let id = rt.create_session_in(named, &ws.0).await?.0;
+        let id = rt.create_session_first(named, &ws.0).await?.0;
         // A new session starts from the conversation the client brought.
         let earlier = &req.messages[..range.start];
         if !earlier.is_empty() {
@@ -85,10 +85,12 @@ pub async fn completions(
         }
         id
     };
-    let after = rt.last_seq(&session).await?;
+    let after = rt.minted_seq(&session).await?;
     let obs = rt
         .attach(&session, AttachSpec::claiming_present(after))
         .await?;
+    // The call ends with its run: its detach goes in the run's end write.
+    obs.leave_with_run();
     let started = rt
         .start(StartRun {
             session: Some(session.clone()),

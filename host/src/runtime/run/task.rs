@@ -277,12 +277,13 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     // until it takes it, so no run stays `running` without a task; the
     // session's run slot stays held meanwhile.
     let mut backoff = Duration::from_millis(50);
+    let behind = rt.leaving_with_run(&session);
     ctx.finishing.store(true, Ordering::SeqCst);
     loop {
         let stored = || ctx.ended.store(true, Ordering::SeqCst);
         match ctx
             .journal
-            .finish_then(run_id, terminal.clone(), &facts, stored)
+            .finish_then(run_id, terminal.clone(), &facts, behind.clone(), stored)
             .await
         {
             Ok(e) => {

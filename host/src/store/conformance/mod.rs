@@ -271,7 +271,7 @@ pub async fn journal_and_runs(s: &Subject<'_>) {
     let terminal = Arc::new(terminal);
     let stale = [entry(&session, next_segment, 7, text(7))];
     assert!(
-        store.finish(&stale, &terminal, &f).await.is_err(),
+        store.finish(&stale, &terminal, &[], &f).await.is_err(),
         "{name}: an end that does not continue the head is refused"
     );
     assert_eq!(
@@ -279,7 +279,12 @@ pub async fn journal_and_runs(s: &Subject<'_>) {
         None,
         "{name}: ...and records no facts"
     );
-    store.finish(&before, &terminal, &f).await.expect("finish");
+    // A claimant leaving with the run rides behind the terminal entry.
+    let after = [entry(&session, next_segment, 10, text(10))];
+    store
+        .finish(&before, &terminal, &after, &f)
+        .await
+        .expect("finish");
     assert_eq!(
         store.run_facts(&session, run).await.expect("facts"),
         Some(f),
@@ -295,8 +300,8 @@ pub async fn journal_and_runs(s: &Subject<'_>) {
     );
     assert_eq!(
         seqs(&store.read(&session, Seq(7), 10).await.expect("read")),
-        [8, 9],
-        "{name}: the end's entries"
+        [8, 9, 10],
+        "{name}: the end's entries, the one behind it included"
     );
 
     // Checkpoints.

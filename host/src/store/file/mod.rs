@@ -37,6 +37,9 @@ pub const MAX_OPEN_SESSIONS: usize = 1024;
 
 struct SessionFiles {
     last_used: std::sync::atomic::AtomicU64,
+    /// A new session whose worker was laid out unsynced: the first commit
+    /// syncs the filesystem (see `crate::worker`'s creation notes).
+    fresh: std::sync::atomic::AtomicBool,
     worker: WorkerDir,
     segments_path: PathBuf,
     writer: Mutex<Writer>,
@@ -62,6 +65,32 @@ pub(crate) struct LineRef {
     segment: u32,
     offset: u64,
     len: u32,
+}
+
+impl SessionFiles {
+    /// Make what was written to `file` durable: its data (`fdatasync`),
+    /// or — the first commit of a new session laid out unsynced — the
+    /// whole filesystem's (`syncfs`: the worker's tree, its index entry and
+    /// this batch at once), after which the creation is published.
+    fn sync(&self, file: &std::fs::File) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        fsutil::count_sync();
+        if !self.fresh.load(Ordering::Acquire) {
+            return file.sync_data();
+        }
+        rustix::fs::syncfs(file)?;
+        fsutil::crash_point("create-committed");
+        self.fresh.store(false, Ordering::Release);
+        let worker = &self.worker;
+        if let Err(e) = worker.home().creation_committed(worker) {
+            // Durable either way: the next owner publishes it.
+            eprintln!(
+                "cairn: worker {}: cannot remove its creating marker: {e}",
+                worker.id()
+            );
+        }
+        Ok(())
+    }
 }
 
 /// A process-wide use counter (an order, not a time).
@@ -242,6 +271,7 @@ impl FileStore {
             .map_or(0, |l| l.offset + u64::from(l.len) + 1);
         let files = Arc::new(SessionFiles {
             last_used: std::sync::atomic::AtomicU64::new(use_tick()),
+            fresh: self.home.awaits_first_commit(worker_id).into(),
             worker,
             segments_path,
             writer: Mutex::new(Writer {
@@ -289,11 +319,10 @@ impl FileStore {
             .join(format!("{}.jsonl", writer.segment));
         Self::fence(&writer, &path, session, expected, events)?;
         let (buf, spans) = encode(events);
-        fsutil::count_sync();
         let result = writer
             .file
             .write_all(&buf)
-            .and_then(|()| writer.file.sync_data());
+            .and_then(|()| files.sync(&writer.file));
         if let Err(e) = result {
             // Cut a partial write back so the segment stays well-formed.
             let _ = writer.file.set_len(writer.len);
@@ -554,9 +583,8 @@ impl JournalStore for FileStore {
                 .into_std();
             fsutil::create_file_new(&dir, &format!("{segment}.trace.jsonl"))
                 .map_err(io(format!("cannot create {}", path.display())))?;
-            fsutil::count_sync();
             file.write_all(&buf)
-                .and_then(|()| file.sync_data())
+                .and_then(|()| files.sync(&file))
                 .map_err(io(format!("cannot write {}", path.display())))?;
             fsutil::sync_dir(&dir)
                 .map_err(io(format!("cannot sync {}", files.segments_path.display())))?;
@@ -603,12 +631,14 @@ impl RunStore for FileStore {
         &self,
         before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
+        after: &[Arc<SessionEvent>],
         _facts: &RunFacts,
     ) -> Result<(), StoreError> {
         // The facts ride on the terminal line itself: one batch, one sync.
         debug_assert!(terminal.facts.is_some());
         let mut all = before.to_vec();
         all.push(terminal.clone());
+        all.extend_from_slice(after);
         self.append(&terminal.session_id, all[0].seq, &all).await
     }
 

@@ -441,11 +441,13 @@ impl RunStore for PgStore {
         &self,
         before: &[Arc<SessionEvent>],
         terminal: &Arc<SessionEvent>,
+        after: &[Arc<SessionEvent>],
         facts: &RunFacts,
     ) -> Result<(), StoreError> {
         let session = &terminal.session_id;
         let mut all = before.to_vec();
         all.push(terminal.clone());
+        all.extend_from_slice(after);
         let (status, facts_json) = super::facts_row(facts)?;
         let ctx = format!("run {}: its end", facts.run_id);
         let mut client = self.client().await?;
