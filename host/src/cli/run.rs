@@ -112,13 +112,15 @@ pub async fn run_once(
     if let Some(component) = &req.component {
         rt.add_component(component).await?;
     }
-    let session = match (req.worker, &req.session) {
-        (Some(worker), _) => rt.session_of_worker(worker)?,
-        (None, Some(session)) => session.clone(),
+    // A session made here is started by its worker (no lookup to repeat).
+    let (session, made) = match (req.worker, &req.session) {
+        (Some(worker), _) => (rt.session_of_worker(worker)?, None),
+        (None, Some(session)) => (session.clone(), None),
         (None, None) => {
-            rt.create_session_first(None, rt.default_workspace())
-                .await?
-                .0
+            let (session, worker) = rt
+                .create_session_first(None, rt.default_workspace())
+                .await?;
+            (session, Some(worker))
         }
     };
     let after = rt.minted_seq(&session).await?;
@@ -127,7 +129,7 @@ pub async fn run_once(
         .await?;
     sub.leave_with_run();
     req.session = Some(session);
-    req.worker = None;
+    req.worker = made;
     let started = rt.start(req).await?;
     if !json {
         writeln!(

@@ -180,6 +180,16 @@ impl Runtime {
         id: Option<SessionId>,
         workspace: &str,
     ) -> Result<(SessionId, WorkerId), RuntimeError> {
+        let (session, worker) = self.create_session_with(id, workspace).await?;
+        Ok((session, worker.id()))
+    }
+
+    /// [`Runtime::create_session_first`], keeping the worker it opened.
+    async fn create_session_with(
+        &self,
+        id: Option<SessionId>,
+        workspace: &str,
+    ) -> Result<(SessionId, WorkerDir), RuntimeError> {
         let session = id.unwrap_or_default();
         if self.inner.workers.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
@@ -204,7 +214,9 @@ impl Runtime {
         // crash leaves it to the next owner to roll back.
         let created = async {
             let segment = worker.metadata()?.active_segment;
-            if with_first_commit {
+            if let Some(fs) = self.inner.file_store.as_ref().filter(|_| with_first_commit) {
+                // Its files are open from here on, known to be empty.
+                fs.adopt_created(&worker)?;
                 self.inner
                     .journals
                     .create_pending(&session, segment)
@@ -234,7 +246,7 @@ impl Runtime {
         }
         self.inner.registry.drafts().remove(&session);
         window.closed();
-        Ok((session, worker.id()))
+        Ok((session, worker))
     }
 
     pub(crate) fn open_worker_of(&self, session: &SessionId) -> Result<WorkerDir, RuntimeError> {
@@ -316,10 +328,9 @@ impl Runtime {
                     .workspace
                     .clone()
                     .unwrap_or_else(|| inner.config.workspace.clone());
-                let (_, worker) = self
-                    .create_session_first(req.session.clone(), &workspace)
-                    .await?;
-                inner.workers.open_worker(worker)?
+                self.create_session_with(req.session.clone(), &workspace)
+                    .await?
+                    .1
             }
         };
         let session = worker.session_id().clone();

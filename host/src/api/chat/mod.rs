@@ -71,19 +71,20 @@ pub async fn completions(
         Some(id) => rt.session_exists(id)?,
         None => false,
     };
-    let session = if existing {
+    // A session made here is started by its worker (no lookup to repeat).
+    let (session, made) = if existing {
         let id = named.expect("an existing session was named");
         own_session(&s, &ws, &id)?;
-        id
+        (id, None)
     } else {
-        let id = rt.create_session_first(named, &ws.0).await?.0;
+        let (id, worker) = rt.create_session_first(named, &ws.0).await?;
         // A new session starts from the conversation the client brought.
         let earlier = &req.messages[..range.start];
         if !earlier.is_empty() {
             rt.import_history(&id, earlier.iter().map(imported).collect(), None)
                 .await?;
         }
-        id
+        (id, Some(worker))
     };
     let after = rt.minted_seq(&session).await?;
     let obs = rt
@@ -94,7 +95,7 @@ pub async fn completions(
     let started = rt
         .start(StartRun {
             session: Some(session.clone()),
-            worker: None,
+            worker: made,
             component: Some(component),
             prompt,
             liveness: Liveness {

@@ -285,6 +285,62 @@ impl FileStore {
                 lines,
             }),
         });
+        Ok((self.keep_open(session, files), scanned))
+    }
+
+    /// A worker just made here for `session`, its only segment empty:
+    /// opened as such, without reading back what was just written.
+    pub(crate) fn adopt_created(&self, worker: &WorkerDir) -> Result<(), StoreError> {
+        let session = worker.session_id().clone();
+        let meta = worker.metadata()?;
+        let segments_path = worker.path().join("session").join("segments");
+        let active = format!("{}.jsonl", meta.active_segment);
+        let active_path = segments_path.join(&active);
+        let segments = worker
+            .session_dir()
+            .open_dir("segments")
+            .map_err(io(format!("cannot open {}", segments_path.display())))?;
+        let file = fsutil::open_append(&segments, &active)
+            .map_err(io(format!("cannot open {}", active_path.display())))?
+            .into_std();
+        let len = file
+            .metadata()
+            .map_err(io(format!("cannot read {}", active_path.display())))?
+            .len();
+        if len != 0 || meta.segments.len() != 1 {
+            return Err(StoreError::SessionExists(session));
+        }
+        let reader = Arc::new(
+            segments
+                .open(&active)
+                .map_err(io(format!("cannot open {}", active_path.display())))?
+                .into_std(),
+        );
+        let files = Arc::new(SessionFiles {
+            last_used: std::sync::atomic::AtomicU64::new(use_tick()),
+            fresh: self.home.awaits_first_commit(worker.id()).into(),
+            worker: worker
+                .try_clone()
+                .map_err(io(format!("cannot open worker {}", worker.id())))?,
+            segments_path,
+            writer: Mutex::new(Writer {
+                order: vec![meta.active_segment],
+                readers: vec![reader],
+                file,
+                len: 0,
+                last_seq: Seq(0),
+                last_generation: Generation(0),
+                segment: meta.active_segment,
+                lines: Vec::new(),
+            }),
+        });
+        self.keep_open(&session, files);
+        Ok(())
+    }
+
+    /// `files` kept as `session`'s open files (or the ones another caller
+    /// kept first), closing idle sessions past the bound.
+    fn keep_open(&self, session: &SessionId, files: Arc<SessionFiles>) -> Arc<SessionFiles> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.len() >= MAX_OPEN_SESSIONS {
             // Close the least recently used idle quarter (nobody holds them).
@@ -303,8 +359,7 @@ impl FileStore {
                 sessions.remove(&id);
             }
         }
-        let files = sessions.entry(session.clone()).or_insert(files).clone();
-        Ok((files, scanned))
+        sessions.entry(session.clone()).or_insert(files).clone()
     }
 
     fn write_batch(
