@@ -70,6 +70,47 @@ pub fn write_new(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<cap_std::fs:
     Ok(file)
 }
 
+/// Unwritten bytes on this machine at most which a first commit still
+/// syncs its whole filesystem (`[store] first_commit_sync = "auto"`): a
+/// backlog this small is flushed in a few milliseconds.
+pub const SYNCFS_DIRTY_MAX: u64 = 8 << 20;
+
+/// Bytes dirty or under writeback on this machine (`/proc/meminfo`), when
+/// it says.
+pub fn unwritten_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let mut total = 0;
+    let mut seen = 0;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if key == "Dirty" || key == "Writeback" {
+            let kb: u64 = value.trim().trim_end_matches("kB").trim().parse().ok()?;
+            total += kb * 1024;
+            seen += 1;
+        }
+    }
+    (seen == 2).then_some(total)
+}
+
+/// A handle to sync for every directory and regular file under `dir`
+/// (`dir` included), appended to `out`; other entries (a socket) are
+/// left out.
+pub fn tree_handles(dir: &Dir, out: &mut Vec<cap_std::fs::File>) -> io::Result<()> {
+    out.push(dir_handle(dir)?);
+    for entry in dir.entries()? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            tree_handles(&entry.open_dir()?, out)?;
+        } else if kind.is_file() {
+            out.push(entry.open()?);
+        }
+    }
+    Ok(())
+}
+
 /// A directory's handle to sync (cap-std opens directories `O_PATH`).
 pub fn dir_handle(dir: &Dir) -> io::Result<cap_std::fs::File> {
     dir.open(".")

@@ -380,48 +380,71 @@ fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
 #[test]
 fn a_session_creation_killed_after_its_first_commit_is_published_and_its_run_finished() {
     // The first commit of a new session syncs its worker's tree and its
-    // first entries at once; the crash comes before the `creating` marker
+    // first entries at once (one `syncfs`, or every entry: both ways, and
+    // the default's choice); the crash comes before the `creating` marker
     // is removed. The run's start was durable, so the next owner keeps the
     // session and finishes the run by replay.
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    let served =
-        crate::common::serve_with(&home, &[("CAIRN_CRASH_AT", "create-committed")]).unwrap();
-    let http = reqwest::blocking::Client::new();
-    let died = http
-        .post(format!("{}/v1/runs", served.url))
-        .json(&json!({ "session": "named", "component": "echo", "prompt": "kept" }))
-        .send();
-    assert!(died.is_err(), "the server died after the first commit");
-    drop(served);
-    let markers: Vec<PathBuf> = std::fs::read_dir(home.join("workers"))
-        .unwrap()
-        .map(|e| e.unwrap().path().join("creating"))
-        .filter(|p| p.exists())
-        .collect();
-    assert_eq!(markers.len(), 1, "the crash came before the marker went");
-    let served = serve(&home);
-    let get = http
-        .get(format!("{}/v1/sessions/named", served.url))
-        .send()
+    for mode in ["syncfs", "each", "auto"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        std::fs::write(
+            home.join("cairn.toml"),
+            format!("[store]\nfirst_commit_sync = \"{mode}\"\n"),
+        )
         .unwrap();
-    assert_eq!(get.status(), 200, "the committed creation is published");
-    assert!(!markers[0].exists(), "the next owner removed the marker");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let runs: Vec<Value> = http
-            .get(format!("{}/v1/runs?session=named", served.url))
-            .send()
+        let served =
+            crate::common::serve_with(&home, &[("CAIRN_CRASH_AT", "create-committed")]).unwrap();
+        let http = reqwest::blocking::Client::new();
+        let died = http
+            .post(format!("{}/v1/runs", served.url))
+            .json(&json!({ "session": "named", "component": "echo", "prompt": "kept" }))
+            .send();
+        assert!(
+            died.is_err(),
+            "{mode}: the server died after the first commit"
+        );
+        drop(served);
+        let markers: Vec<PathBuf> = std::fs::read_dir(home.join("workers"))
             .unwrap()
-            .json()
+            .map(|e| e.unwrap().path().join("creating"))
+            .filter(|p| p.exists())
+            .collect();
+        assert_eq!(
+            markers.len(),
+            1,
+            "{mode}: the crash came before the marker went"
+        );
+        let served = serve(&home);
+        let get = http
+            .get(format!("{}/v1/sessions/named", served.url))
+            .send()
             .unwrap();
-        assert_eq!(runs.len(), 1, "{runs:?}");
-        if runs[0]["facts"]["status"] == "finished" {
-            break;
+        assert_eq!(
+            get.status(),
+            200,
+            "{mode}: the committed creation is published"
+        );
+        assert!(
+            !markers[0].exists(),
+            "{mode}: the next owner removed the marker"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let runs: Vec<Value> = http
+                .get(format!("{}/v1/runs?session=named", served.url))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            assert_eq!(runs.len(), 1, "{mode}: {runs:?}");
+            if runs[0]["facts"]["status"] == "finished" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{mode}: {runs:?}");
+            std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(Instant::now() < deadline, "{runs:?}");
-        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(entries(home.join("workers")), 1, "{mode}");
+        assert_eq!(entries(home.join("index/sessions")), 1, "{mode}");
     }
-    assert_eq!(entries(home.join("workers")), 1);
-    assert_eq!(entries(home.join("index/sessions")), 1);
 }

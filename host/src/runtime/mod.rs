@@ -200,6 +200,7 @@ impl Runtime {
         let (store, file_store): (Arc<dyn Store>, _) = match (config.store, &cluster) {
             (_, Some(c)) => (c.pg.clone(), None),
             (StoreKind::File, None) => {
+                home.set_first_commit_sync(config.host.store.first_commit_sync);
                 let fs = Arc::new(match read_only {
                     true => FileStore::read_only(home.clone()),
                     false => FileStore::new(home.clone()),

@@ -7,9 +7,11 @@
 //! rename, the rename and the index entry after it, and publishing removes
 //! the marker durably. **With its first commit** (a new session on the
 //! file store): nothing is synced while it is laid out; the journal's
-//! first commit makes the lot durable with one `syncfs` (the tree, the
-//! rename, the index entry and the first entries together), and only then
-//! is the marker removed (unsynced). Meanwhile this process treats the
+//! first commit makes the lot durable at once (the tree, the rename, the
+//! index entry and the first entries together: one `syncfs`, or every
+//! entry synced concurrently when the machine has much unwritten data —
+//! [`crate::config::FirstCommitSync`]), and only then is the marker
+//! removed (unsynced). Meanwhile this process treats the
 //! worker as published. A crash before that commit leaves the marker and
 //! an empty or torn journal: the next owner rolls it back. A crash after
 //! it leaves the marker and a journal whose first entry is whole: the
@@ -104,6 +106,64 @@ impl Home {
         };
         self.unsynced().remove(&worker.id);
         removed
+    }
+
+    /// How first commits make creations durable (`[store]
+    /// first_commit_sync`).
+    pub fn set_first_commit_sync(&self, mode: crate::config::FirstCommitSync) {
+        *self
+            .inner
+            .first_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = mode;
+    }
+
+    /// The first commit of `worker`'s journal, whose batch was just
+    /// written to `journal`: the batch, the worker's tree, its index entry
+    /// and the directories naming them are made durable together, then
+    /// the creation is published.
+    pub fn commit_creation(&self, worker: &WorkerDir, journal: &std::fs::File) -> io::Result<()> {
+        use crate::config::FirstCommitSync;
+        let mode = *self
+            .inner
+            .first_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let whole_filesystem = match mode {
+            FirstCommitSync::Syncfs => true,
+            FirstCommitSync::Each => false,
+            FirstCommitSync::Auto => {
+                fsutil::unwritten_bytes().is_some_and(|b| b <= fsutil::SYNCFS_DIRTY_MAX)
+            }
+        };
+        if whole_filesystem {
+            fsutil::count_sync();
+            rustix::fs::syncfs(journal)?;
+        } else {
+            self.sync_creation(worker)?;
+        }
+        fsutil::crash_point("create-committed");
+        if let Err(e) = self.creation_committed(worker) {
+            // Durable either way: the next owner publishes it.
+            eprintln!(
+                "cairn: worker {}: cannot remove its creating marker: {e}",
+                worker.id
+            );
+        }
+        Ok(())
+    }
+
+    /// Sync, all at once, every file and directory in `worker`'s tree (its
+    /// journal included), its index entry, and `workers/` and the index's
+    /// directory (which name them).
+    fn sync_creation(&self, worker: &WorkerDir) -> io::Result<()> {
+        let mut handles = vec![
+            fsutil::dir_handle(&self.inner.workers)?,
+            fsutil::dir_handle(&self.inner.index)?,
+            self.inner.index.open(Self::index_name(&worker.session))?,
+        ];
+        fsutil::tree_handles(&worker.dir, &mut handles)?;
+        fsutil::sync_together(handles)
     }
 
     pub(super) fn unsynced(

@@ -107,6 +107,8 @@ struct HomeInner {
     /// whose journals' first commit has not happened yet (their marker is
     /// still on disk).
     unsynced: Mutex<std::collections::HashSet<WorkerId>>,
+    /// How those first commits make them durable.
+    first_commit: Mutex<crate::config::FirstCommitSync>,
 }
 
 impl std::fmt::Debug for Home {
@@ -163,6 +165,7 @@ impl Home {
                 reserve: Mutex::new(()),
                 known: Mutex::new(Default::default()),
                 unsynced: Mutex::new(Default::default()),
+                first_commit: Mutex::new(Default::default()),
             }),
         }
     }

@@ -70,25 +70,16 @@ pub(crate) struct LineRef {
 impl SessionFiles {
     /// Make what was written to `file` durable: its data (`fdatasync`),
     /// or — the first commit of a new session laid out unsynced — the
-    /// whole filesystem's (`syncfs`: the worker's tree, its index entry and
-    /// this batch at once), after which the creation is published.
+    /// worker's tree, its index entry and this batch at once
+    /// ([`Home::commit_creation`]), after which the creation is published.
     fn sync(&self, file: &std::fs::File) -> std::io::Result<()> {
         use std::sync::atomic::Ordering;
-        fsutil::count_sync();
         if !self.fresh.load(Ordering::Acquire) {
+            fsutil::count_sync();
             return file.sync_data();
         }
-        rustix::fs::syncfs(file)?;
-        fsutil::crash_point("create-committed");
+        self.worker.home().commit_creation(&self.worker, file)?;
         self.fresh.store(false, Ordering::Release);
-        let worker = &self.worker;
-        if let Err(e) = worker.home().creation_committed(worker) {
-            // Durable either way: the next owner publishes it.
-            eprintln!(
-                "cairn: worker {}: cannot remove its creating marker: {e}",
-                worker.id()
-            );
-        }
         Ok(())
     }
 }
