@@ -185,6 +185,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         bind: record.component.is_none().then(|| component.clone()),
         generation_floor: last_reserved(&events),
         durable: None,
+        child: record.parent.is_some(),
         replay: Some(ReplayPlan {
             seed: *seed,
             first_seq,

@@ -527,6 +527,7 @@ impl Runtime {
             generation_floor: Some(journal.last_generation().await),
             replay: None,
             durable: Some(durable_tx),
+            child: record.parent.is_some(),
         };
         self.spawn_run(plan);
         // Answer only once the run's first batch is durable, so an accepted

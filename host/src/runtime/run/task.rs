@@ -31,6 +31,9 @@ pub(crate) struct RunPlan {
     pub replay: Option<ReplayPlan>,
     /// Told once the run's first batch (reservation and start) is durable.
     pub durable: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Whether the worker may be a child (its record named a parent when
+    /// the run was planned, or nobody looked): only a child has a loan.
+    pub child: bool,
 }
 
 /// Run to the end and make the terminal write. Returns the run's facts.
@@ -155,7 +158,10 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
             generation,
             artifacts: gen_dir.artifacts_path.clone(),
         });
-        let loan = crate::runtime::delegation::loan_for(&rt, plan.worker_id, ctx.run_id);
+        let loan = plan
+            .child
+            .then(|| crate::runtime::delegation::loan_for(&rt, plan.worker_id, ctx.run_id))
+            .flatten();
         let sandbox = Sandbox {
             loan,
             artifacts: gen_dir.artifacts_path.clone(),
