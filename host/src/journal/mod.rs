@@ -69,18 +69,8 @@ impl Journals {
         session: &SessionId,
         segment: SegmentId,
     ) -> Result<Arc<SessionJournal>, StoreError> {
-        self.store.create(session, segment).await?;
-        let journal = self.open(session).await?;
-        journal
-            .append(
-                None,
-                Payload::Lifecycle(LifecycleEvent::SegmentCreated {
-                    segment_id: segment,
-                    compacted_from: None,
-                    forked_from: None,
-                }),
-            )
-            .await?;
+        let journal = self.create_pending(session, segment).await?;
+        journal.commit().await?;
         Ok(journal)
     }
 
