@@ -3,6 +3,7 @@
 
 mod a2a;
 mod api;
+mod api_errors;
 mod authority;
 mod browser;
 mod budgets;
@@ -11,6 +12,7 @@ mod clients;
 mod common;
 mod corruption;
 mod delegation;
+mod doctor;
 mod fuzz;
 mod fuzz_api;
 mod hostile;
@@ -21,6 +23,7 @@ mod queue;
 mod restore;
 mod runtime;
 mod scale_out;
+mod shared_store;
 mod skeleton;
 mod store;
 mod stress;

@@ -25,7 +25,7 @@ pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
         println!("== {example} {}", ran.reason);
         println!("   journal: {}", journal_path(&rt, &ran.started)?);
     }
-    println!("\nhome: {}", rt.home().path().display());
+    println!("\nhome: {}", rt.workers().path().display());
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

@@ -84,17 +84,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The host path of a run's active journal segment.
+/// Where a run's journal is (its active segment's file on the home).
 pub fn journal_path(rt: &Runtime, started: &Started) -> anyhow::Result<String> {
-    let worker = rt.home().open_worker(started.worker_id)?;
-    let segment = worker.metadata()?.active_segment;
-    Ok(worker
-        .path()
-        .join("session")
-        .join("segments")
-        .join(format!("{segment}.jsonl"))
-        .display()
-        .to_string())
+    rt.journal_location(&started.session_id)
+        .ok_or_else(|| anyhow::anyhow!("session {} has no journal to point at", started.session_id))
 }
 
 /// Start a run, print its events until it ends, answer its decisions.

@@ -96,7 +96,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     println!(
         "cairn: listening on http://{addr} (home {})",
-        rt.home().path().display()
+        rt.workers().path().display()
     );
     use std::io::Write;
     std::io::stdout().flush()?;

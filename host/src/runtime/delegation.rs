@@ -44,15 +44,7 @@ fn update_meta(
 }
 
 /// Answer one live `workers` call: `{"ok": …}` or `{"error": "…"}`.
-pub(crate) async fn call(ctx: &RunCtx, call: &Value) -> Value {
-    let Some(rt) = ctx
-        .runtime
-        .get()
-        .and_then(|w| w.upgrade())
-        .map(|inner| Runtime { inner })
-    else {
-        return json!({ "error": "this host cannot delegate (an offline replay)" });
-    };
+pub(crate) async fn call(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Value {
     let worker = || {
         call["worker_id"]
             .as_str()
@@ -60,24 +52,24 @@ pub(crate) async fn call(ctx: &RunCtx, call: &Value) -> Value {
             .ok_or_else(|| format!("{} is not a worker id", call["worker_id"]))
     };
     let result = match call["call"].as_str().unwrap_or("") {
-        "spawn" => spawn(&rt, ctx, call).await,
+        "spawn" => spawn(rt, ctx, call).await,
         "status" => match worker() {
-            Ok(w) => status(&rt, ctx, w).await,
+            Ok(w) => status(rt, ctx, w).await,
             Err(e) => Err(e),
         },
         "wait" => match worker() {
-            Ok(w) => wait(&rt, ctx, w, call["timeout_ms"].as_u64().unwrap_or(0)).await,
+            Ok(w) => wait(rt, ctx, w, call["timeout_ms"].as_u64().unwrap_or(0)).await,
             Err(e) => Err(e),
         },
         "cancel" => match worker() {
-            Ok(w) => cancel(&rt, ctx, w).await,
+            Ok(w) => cancel(rt, ctx, w).await,
             Err(e) => Err(e),
         },
         "register_peer" => match worker() {
-            Ok(w) => register_peer(&rt, ctx, w),
+            Ok(w) => register_peer(rt, ctx, w),
             Err(e) => Err(e),
         },
-        "peers" => peers(&rt, ctx),
+        "peers" => peers(rt, ctx),
         other => Err(format!("no workers call {other:?}")),
     };
     match result {

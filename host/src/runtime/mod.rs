@@ -21,6 +21,7 @@ mod run_index;
 mod segments;
 mod start;
 pub mod state;
+mod supervise;
 
 use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};
@@ -120,7 +121,7 @@ pub(crate) struct Inner {
     /// one PostgreSQL); `None` on the home's own store.
     cluster: Option<cluster::Cluster>,
     journals: Journals,
-    components: Components,
+    components: Arc<Components>,
     broker: Arc<decisions::Broker>,
     /// Live sessions, hosted runs, drafts, restored runs: one lock.
     registry: registry::Registry,
@@ -224,11 +225,11 @@ impl Runtime {
         // The owner keeps compiled code in the home (a reader writes
         // nothing there).
         let cache_dir = (!read_only).then(|| config.home.join("cache").join("compiled"));
-        let components = Components::new(
+        let components = Arc::new(Components::new(
             config.host.pool.instances,
             config.host.limits.memory_bytes,
             cache_dir.as_deref(),
-        )?;
+        )?);
         components.set_cache_budget(config.host.limits.component_cache_bytes);
         let rt = Runtime {
             inner: Arc::new(Inner {
@@ -279,6 +280,12 @@ impl Runtime {
     /// runtime's calls instead.
     pub fn home(&self) -> &Home {
         &self.inner.home
+    }
+
+    /// Where a person finds `session`'s journal (its file on the home, its
+    /// rows on a shared store), for messages.
+    pub fn journal_location(&self, session: &SessionId) -> Option<String> {
+        self.inner.store.location(session)
     }
 
     /// The workers this instance serves (their documents and generation

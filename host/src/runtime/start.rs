@@ -562,8 +562,9 @@ impl Runtime {
             },
         );
         let rt = self.clone();
+        let env = self.run_env();
         tokio::spawn(async move {
-            let facts = run::run_task(rt.clone(), plan).await;
+            let facts = run::run_task(env, plan).await;
             if let Ok(f) = &facts {
                 rt.index_ended(f).await;
                 let i = match f.status {

@@ -240,6 +240,12 @@ pub trait JournalStore: Send + Sync + 'static {
     /// Whether this store holds every event ever appended (replay, restore
     /// and history need that; a bounded memory window does not).
     fn is_complete(&self) -> bool;
+
+    /// Where a person finds `session`'s journal (a file, a table), for
+    /// messages; `None` when it is nowhere to look (memory).
+    fn location(&self, _session: &SessionId) -> Option<String> {
+        None
+    }
 }
 
 /// Ended runs' facts and park checkpoints.

@@ -3,7 +3,6 @@
 //! feeds the journaled answers back and compares every emit with the
 //! journal, then goes on live where the journal ends.
 
-use super::Runtime;
 use super::decisions::Broker;
 use super::failure::FailureCode;
 use crate::component::{
@@ -24,10 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod env;
 mod script;
 mod task;
+pub(crate) use env::{RunEnv, Supervisor};
 pub(crate) use script::Script;
-use script::ScriptStep;
 pub(crate) use task::*;
 
 /// How long a cancelled guest may go on before the epoch deadline traps it.
@@ -84,9 +84,9 @@ pub struct RunCtx {
     /// artifacts only while the guest runs (suspended in a decision wait it
     /// can write nothing), and ends with the run.
     activity: watch::Sender<Activity>,
-    /// The runtime, for delegation (set by the run task; an offline replay
-    /// has none and never goes live).
-    pub(crate) runtime: std::sync::OnceLock<std::sync::Weak<super::Inner>>,
+    /// The runtime's side of delegation (set by the run task; an offline
+    /// replay has none and never goes live).
+    pub(crate) supervisor: std::sync::OnceLock<std::sync::Weak<dyn Supervisor>>,
     /// Where the run lives: its worker, generation and `artifacts/`.
     pub(crate) place: std::sync::OnceLock<Place>,
     /// `workers.spawn` calls so far (live or replayed).
@@ -162,7 +162,7 @@ impl RunCtx {
             script: Mutex::new(None),
             history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
-            runtime: std::sync::OnceLock::new(),
+            supervisor: std::sync::OnceLock::new(),
             place: std::sync::OnceLock::new(),
             spawned: AtomicU64::new(0),
         }
@@ -430,26 +430,13 @@ impl RunHost for RunCtx {
             matches!(payload, Payload::Agent(AgentEvent::Retrying { .. })),
             Ordering::Relaxed,
         );
-        match self.script_next() {
-            ScriptStep::Entry(expected) => {
-                if expected.payload != payload {
-                    return Err(self.diverge(
-                        expected.seq,
-                        serde_json::to_value(&expected.payload).unwrap_or_default(),
-                        serde_json::to_value(&payload).unwrap_or_default(),
-                    ));
-                }
-                self.count(size);
-                return Ok(Ok(expected.seq.0));
-            }
-            ScriptStep::PastEnd => {
-                return Err(self.diverge(
-                    Seq(0),
-                    serde_json::json!("the end of the journal"),
-                    serde_json::to_value(&payload).unwrap_or_default(),
-                ));
-            }
-            ScriptStep::Live => {}
+        let replayed = self.durable(
+            || serde_json::to_value(&payload).unwrap_or_default(),
+            |entry| (entry.payload == payload).then_some(entry.seq),
+        )?;
+        if let script::Recorded::Replayed(seq) = replayed {
+            self.count(size);
+            return Ok(Ok(seq.0));
         }
         let seq = self
             .journal
@@ -547,13 +534,27 @@ impl RunHost for RunCtx {
         if call["call"] == "spawn" {
             self.spawned.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(answer) = self.worker_call_replayed(&call)? {
+        let replayed = self.durable(
+            || serde_json::json!({ "type": "worker_call", "call": call }),
+            |entry| match &entry.payload {
+                Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result })
+                    if *c == call =>
+                {
+                    Some(result.clone())
+                }
+                _ => None,
+            },
+        )?;
+        if let script::Recorded::Replayed(answer) = replayed {
             return Ok(answer);
         }
         if self.cancelled().is_some() {
             return Ok(serde_json::json!({ "error": "the run is cancelled" }));
         }
-        let result = super::delegation::call(self, &call).await;
+        let result = match self.supervisor.get().and_then(|s| s.upgrade()) {
+            Some(supervisor) => supervisor.workers_call(self, &call).await,
+            None => serde_json::json!({ "error": "this host cannot delegate (an offline replay)" }),
+        };
         if self.failure().is_some() {
             // A limit broke (fan-out, depth): the run ends; nothing to record.
             return Ok(result);

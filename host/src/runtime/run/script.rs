@@ -46,7 +46,7 @@ impl Script {
 
 impl RunCtx {
     /// The next scripted entry, if replaying and the script is not done.
-    pub(super) fn script_next(&self) -> ScriptStep {
+    fn script_next(&self) -> ScriptStep {
         let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
         match script.as_mut() {
             None => ScriptStep::Live,
@@ -61,12 +61,12 @@ impl RunCtx {
         }
     }
 
-    pub(super) fn script_peek(&self) -> Option<SessionEvent> {
+    fn script_peek(&self) -> Option<SessionEvent> {
         let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
         script.as_ref().and_then(|s| s.entries.front().cloned())
     }
 
-    pub(super) fn script_done_offline(&self) -> bool {
+    fn script_done_offline(&self) -> bool {
         let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
         script
             .as_ref()
@@ -79,51 +79,63 @@ impl RunCtx {
         script.as_ref().map_or(0, |s| s.entries.len())
     }
 
+    /// Persist or replay, decided once per host call (golem's
+    /// `Durability`): while a replay's script lasts, the call's journaled
+    /// entry is the answer — `answer` reads it off the entry, or says the
+    /// controller did something else (`got`), a divergence; once the script
+    /// is done the call goes live and journals what it does.
+    pub(super) fn durable<T>(
+        &self,
+        got: impl FnOnce() -> serde_json::Value,
+        answer: impl FnOnce(&SessionEvent) -> Option<T>,
+    ) -> Result<Recorded<T>, HostFailure> {
+        match self.script_next() {
+            ScriptStep::Live => Ok(Recorded::Live),
+            ScriptStep::PastEnd => {
+                Err(self.diverge(Seq(0), serde_json::json!("the end of the journal"), got()))
+            }
+            ScriptStep::Entry(entry) => match answer(&entry) {
+                Some(value) => Ok(Recorded::Replayed(value)),
+                None => Err(self.diverge(
+                    entry.seq,
+                    serde_json::to_value(&entry.payload).unwrap_or_default(),
+                    got(),
+                )),
+            },
+        }
+    }
+
     /// Replay a decision wait from the script; `None` when the script ends
     /// before the request, so the caller goes live.
     pub(super) async fn wait_replayed(
         &self,
         request: &DecisionRequest,
     ) -> Result<Option<Answer>, HostFailure> {
-        let entry = match self.script_next() {
-            ScriptStep::Live => return Ok(None),
-            ScriptStep::PastEnd => {
-                return Err(self.diverge(
-                    Seq(0),
-                    serde_json::json!("the end of the journal"),
-                    request_json(request),
-                ));
-            }
-            ScriptStep::Entry(e) => e,
+        let requested = self.durable(
+            || request_json(request),
+            |entry| match &entry.payload {
+                Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+                    decision_id,
+                    request_kind,
+                    prompt,
+                    details,
+                    timeout_ms,
+                    default_value,
+                }) if *request_kind == request.kind
+                    && *prompt == request.prompt
+                    && *details == request.details
+                    && *timeout_ms == request.timeout_ms
+                    && *default_value == request.default_value =>
+                {
+                    Some((decision_id.clone(), entry.seq))
+                }
+                _ => None,
+            },
+        )?;
+        let (id, requested_at) = match requested {
+            Recorded::Live => return Ok(None),
+            Recorded::Replayed(found) => found,
         };
-        let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
-            decision_id,
-            request_kind,
-            prompt,
-            details,
-            timeout_ms,
-            default_value,
-        }) = &entry.payload
-        else {
-            return Err(self.diverge(
-                entry.seq,
-                serde_json::to_value(&entry.payload).unwrap_or_default(),
-                request_json(request),
-            ));
-        };
-        if *request_kind != request.kind
-            || *prompt != request.prompt
-            || *details != request.details
-            || *timeout_ms != request.timeout_ms
-            || *default_value != request.default_value
-        {
-            return Err(self.diverge(
-                entry.seq,
-                serde_json::to_value(&entry.payload).unwrap_or_default(),
-                request_json(request),
-            ));
-        }
-        let id = decision_id.clone();
         // What answered it, if the journal says.
         while let Some(next) = self.script_peek() {
             match &next.payload {
@@ -155,7 +167,7 @@ impl RunCtx {
         if self.script_done_offline() || self.script_peek().is_some() {
             // Offline, or the journal goes on without an answer: it diverged.
             return Err(self.diverge(
-                entry.seq,
+                requested_at,
                 serde_json::json!("an answer to this request"),
                 serde_json::json!("none in the journal"),
             ));
@@ -171,34 +183,17 @@ impl RunCtx {
         );
         Ok(Some(self.wait_live(id, rx, request).await?))
     }
-
-    /// Answer a `workers` call from the script: `Some` its journaled
-    /// result, `None` when live (past a live host's script).
-    pub(super) fn worker_call_replayed(
-        &self,
-        call: &serde_json::Value,
-    ) -> Result<Option<serde_json::Value>, HostFailure> {
-        match self.script_next() {
-            ScriptStep::Entry(expected) => match &expected.payload {
-                Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result }) if c == call => {
-                    Ok(Some(result.clone()))
-                }
-                other => Err(self.diverge(
-                    expected.seq,
-                    serde_json::to_value(other).unwrap_or_default(),
-                    serde_json::json!({ "type": "worker_call", "call": call }),
-                )),
-            },
-            ScriptStep::PastEnd => Err(self.diverge(
-                Seq(0),
-                serde_json::json!("the end of the journal"),
-                serde_json::json!({ "type": "worker_call", "call": call }),
-            )),
-            ScriptStep::Live => Ok(None),
-        }
-    }
 }
-pub(super) enum ScriptStep {
+
+/// What the journal says of one import call.
+pub(super) enum Recorded<T> {
+    /// Replaying: the journal's answer, given to the guest as it was.
+    Replayed(T),
+    /// Live: do the call and journal it.
+    Live,
+}
+
+enum ScriptStep {
     Live,
     Entry(Box<SessionEvent>),
     PastEnd,

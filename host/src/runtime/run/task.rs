@@ -37,8 +37,7 @@ pub(crate) struct RunPlan {
 }
 
 /// Run to the end and make the terminal write. Returns the run's facts.
-pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts, String> {
-    let inner = rt.inner.clone();
+pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts, String> {
     let ctx = plan.ctx.clone();
     let started = Instant::now();
     let started_at_ms = crate::fsutil::now_ms();
@@ -118,14 +117,9 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         .await
         .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
         let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
-        for seam in &inner.seams {
-            let live = crate::runtime::LiveGeneration {
-                run: ctx.run_id,
-                session: &ctx.session,
-                dir: &gen_dir,
-            };
-            guards.extend(seam.live(&rt, live));
-        }
+        guards = env
+            .supervisor
+            .generation_live(ctx.run_id, &ctx.session, &gen_dir);
         let stdout = gen_dir.path.join("worker.out.log");
         let stderr = gen_dir.path.join("worker.err.log");
         first_seq.get_or_insert(written[0].seq);
@@ -148,11 +142,11 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                 }
             });
         }
-        if let Ok(bytes) = inner.store.bytes(&ctx.session).await {
+        if let Ok(bytes) = env.store.bytes(&ctx.session).await {
             ctx.journal_bytes.store(bytes, Ordering::Relaxed);
         }
         watch_limits(ctx.clone(), gen_dir.artifacts_path.clone());
-        let _ = ctx.runtime.set(std::sync::Arc::downgrade(&rt.inner));
+        let _ = ctx.supervisor.set(Arc::downgrade(&env.supervisor));
         let _ = ctx.place.set(super::Place {
             worker_id: plan.worker_id,
             generation,
@@ -160,7 +154,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         });
         let loan = plan
             .child
-            .then(|| crate::runtime::delegation::loan_for(&rt, plan.worker_id, ctx.run_id))
+            .then(|| env.supervisor.loan(plan.worker_id, ctx.run_id))
             .flatten();
         let sandbox = Sandbox {
             loan,
@@ -185,7 +179,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         // Hold no more descriptors than the run needs while it lives.
         drop(gen_dir);
         drop(worker_dir);
-        execute(&inner.components, &ctx, &plan.prepared, sandbox, start).await
+        execute(&env.components, &ctx, &plan.prepared, sandbox, start).await
     }
     .await;
     ctx.activity.send_replace(Activity::Ended);
@@ -195,18 +189,19 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     // On a shared store the worktree outlives this instance: the next
     // generation, wherever it runs, starts from this snapshot.
     if generation.0 > 0 {
-        rt.snapshot_with(
-            plan.worker_id,
-            generation,
-            crate::worktree::Budget::of(&ctx.limits),
-        )
-        .await;
+        env.supervisor
+            .generation_stopped(
+                plan.worker_id,
+                generation,
+                crate::worktree::Budget::of(&ctx.limits),
+            )
+            .await;
     }
     // Retention: older generations' worktrees go once this one has ended.
-    let keep = inner.config.host.retention.keep_generations;
+    let keep = env.keep_generations;
     if generation.0 > keep
         && keep > 0
-        && let Ok(handle) = inner.workers.open_worker_any(plan.worker_id)
+        && let Ok(handle) = env.workers.open_worker_any(plan.worker_id)
     {
         tokio::task::spawn_blocking(move || {
             if let Err(e) = handle.prune_worktrees(generation, keep) {
@@ -220,7 +215,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     if ctx
         .failure()
         .is_some_and(|f| FailureCode::ReplayDiverged.is(&f.code))
-        && let Err(e) = inner
+        && let Err(e) = env
             .workers
             .open_worker_any(plan.worker_id)
             .and_then(|w| w.mark_stale())
@@ -234,9 +229,9 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     if let Err(e) = ctx.journal.seal().await {
         ctx.refused("its events", e);
     }
-    let (terminal, status, outcome, checkpoint) = terminal_of(&rt, &ctx, started, result).await;
+    let (terminal, status, outcome, checkpoint) = terminal_of(&env, &ctx, started, result).await;
     let usage = ctx.usage(started);
-    let pending: Vec<DecisionId> = inner
+    let pending: Vec<DecisionId> = env
         .broker
         .pending(Some(&ctx.session))
         .into_iter()
@@ -244,7 +239,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         .map(|p| p.decision_id)
         .collect();
     for id in &pending {
-        inner.broker.withdraw(id);
+        env.broker.withdraw(id);
     }
     let component = plan.prepared.digest().to_string();
     let (run_id, session) = (ctx.run_id, ctx.session.clone());
@@ -256,7 +251,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
         // Another writer holds the session: write nothing more, and let
         // the next open of the session read what that writer wrote.
         ctx.journal.unseal().await;
-        inner.journals.close(&session);
+        env.supervisor.lost_authority(&session);
         return Err(format!(
             "run {run_id} ended without a terminal entry: {}",
             lost.message
@@ -283,7 +278,7 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
     // until it takes it, so no run stays `running` without a task; the
     // session's run slot stays held meanwhile.
     let mut backoff = Duration::from_millis(50);
-    let behind = rt.leaving_with_run(&session);
+    let behind = env.supervisor.leaving_with_run(&session);
     ctx.finishing.store(true, Ordering::SeqCst);
     loop {
         let stored = || ctx.ended.store(true, Ordering::SeqCst);
@@ -303,22 +298,16 @@ pub(crate) async fn run_task(rt: Runtime, mut plan: RunPlan) -> Result<RunFacts,
                     }
                 );
                 // Before anyone waiting on the run hears of its end.
-                crate::runtime::delegation::child_ended(
-                    &rt,
-                    plan.worker_id,
-                    &session,
-                    run_id,
-                    facts.status,
-                    shutdown,
-                )
-                .await;
+                env.supervisor
+                    .run_ended(plan.worker_id, &session, run_id, facts.status, shutdown)
+                    .await;
                 return Ok(facts);
             }
             // A disk that refused, a database that is away: the end is
             // retried until it is written (the run stays live meanwhile).
             Err(
                 crate::store::StoreError::Io { .. } | crate::store::StoreError::Database { .. },
-            ) if !inner.draining.load(Ordering::SeqCst) => {
+            ) if !env.supervisor.draining() => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
@@ -432,7 +421,7 @@ type Terminal = (
 );
 
 async fn terminal_of(
-    rt: &Runtime,
+    env: &RunEnv,
     ctx: &RunCtx,
     started: Instant,
     result: Result<Outcome, ErrorOrCancel>,
@@ -494,8 +483,7 @@ async fn terminal_of(
     match result {
         Ok(Outcome::Finished(text)) => finished(FinishOutcome::Answer, text),
         Ok(Outcome::Question(text)) => finished(FinishOutcome::Question, text),
-        Ok(Outcome::Parked(bytes)) => match rt
-            .inner
+        Ok(Outcome::Parked(bytes)) => match env
             .store
             .put_checkpoint(&ctx.session, ctx.run_id, &bytes)
             .await

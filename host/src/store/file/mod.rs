@@ -669,6 +669,16 @@ impl JournalStore for FileStore {
     fn is_complete(&self) -> bool {
         true
     }
+
+    fn location(&self, session: &SessionId) -> Option<String> {
+        let worker = self
+            .home
+            .open_worker(self.home.lookup(session).ok()??)
+            .ok()?;
+        let segment = worker.metadata().ok()?.active_segment;
+        let path = worker.path().join("session").join("segments");
+        Some(path.join(format!("{segment}.jsonl")).display().to_string())
+    }
 }
 
 #[async_trait]

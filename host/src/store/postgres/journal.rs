@@ -433,6 +433,12 @@ impl JournalStore for PgStore {
     fn is_complete(&self) -> bool {
         true
     }
+
+    fn location(&self, session: &SessionId) -> Option<String> {
+        Some(format!(
+            "PostgreSQL, table cairn_entries, session_id {session}"
+        ))
+    }
 }
 
 #[async_trait]

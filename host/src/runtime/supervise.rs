@@ -1,0 +1,82 @@
+//! The runtime's side of a run: what a run task is handed ([`RunEnv`]) and
+//! the calls it makes back ([`Supervisor`]).
+
+use super::Runtime;
+use super::run::{RunCtx, RunEnv, Supervisor};
+use crate::ids::{Generation, RunId, SessionId, WorkerId};
+use crate::journal::event::{Payload, RunStatus};
+use crate::worker::GenerationDir;
+use async_trait::async_trait;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl Runtime {
+    /// What one run task is given of this runtime.
+    pub(crate) fn run_env(&self) -> RunEnv {
+        RunEnv {
+            store: self.inner.store.clone(),
+            workers: self.inner.workers.clone(),
+            components: self.inner.components.clone(),
+            broker: self.inner.broker.clone(),
+            keep_generations: self.inner.config.host.retention.keep_generations,
+            supervisor: Arc::new(self.clone()),
+        }
+    }
+}
+
+#[async_trait]
+impl Supervisor for Runtime {
+    fn generation_live(
+        &self,
+        run: RunId,
+        session: &SessionId,
+        dir: &GenerationDir,
+    ) -> Vec<Box<dyn super::SeamGuard>> {
+        self.inner
+            .seams
+            .iter()
+            .filter_map(|seam| seam.live(self, super::LiveGeneration { run, session, dir }))
+            .collect()
+    }
+
+    fn loan(&self, worker: WorkerId, run: RunId) -> Option<PathBuf> {
+        super::delegation::loan_for(self, worker, run)
+    }
+
+    async fn workers_call(&self, ctx: &RunCtx, call: &serde_json::Value) -> serde_json::Value {
+        super::delegation::call(self, ctx, call).await
+    }
+
+    async fn generation_stopped(
+        &self,
+        worker: WorkerId,
+        generation: Generation,
+        budget: crate::worktree::Budget,
+    ) {
+        self.snapshot_with(worker, generation, budget).await;
+    }
+
+    fn leaving_with_run(&self, session: &SessionId) -> Vec<Payload> {
+        Runtime::leaving_with_run(self, session)
+    }
+
+    fn lost_authority(&self, session: &SessionId) {
+        self.inner.journals.close(session);
+    }
+
+    fn draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+
+    async fn run_ended(
+        &self,
+        worker: WorkerId,
+        session: &SessionId,
+        run: RunId,
+        status: RunStatus,
+        shutdown: bool,
+    ) {
+        super::delegation::child_ended(self, worker, session, run, status, shutdown).await;
+    }
+}

@@ -1,0 +1,195 @@
+//! The HTTP seam refusing bad requests: each with its status and stable
+//! error code, over real HTTP on 127.0.0.1:0.
+
+use crate::api::{server, status_and_code};
+use serde_json::json;
+
+#[tokio::test]
+async fn bad_requests_get_the_right_status_and_code() {
+    let s = server().await;
+    let post = |path: &str, body: &'static [u8]| {
+        s.http
+            .post(format!("{}{path}", s.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    // A body must say it is JSON: a page's `text/plain` (or no type) is refused.
+    for kind in [Some("text/plain"), None] {
+        let mut req = s
+            .http
+            .post(format!("{}/v1/runs", s.base))
+            .body(r#"{"component":"echo","prompt":"x"}"#);
+        if let Some(kind) = kind {
+            req = req.header("content-type", kind);
+        }
+        assert_eq!(
+            status_and_code(req.send().await.unwrap()).await,
+            (415, "unsupported_media_type".into()),
+            "{kind:?}"
+        );
+    }
+    assert_eq!(
+        status_and_code(post("/v1/runs", b"{nope").await.unwrap()).await,
+        (400, "invalid_json".into())
+    );
+    assert_eq!(
+        status_and_code(
+            post("/v1/runs", br#"{"component":"echo","extra":1}"#)
+                .await
+                .unwrap()
+        )
+        .await,
+        (400, "unknown_field".into())
+    );
+    assert_eq!(
+        status_and_code(post("/v1/runs", br#"{"component":5}"#).await.unwrap()).await,
+        (400, "invalid_request".into())
+    );
+    assert_eq!(
+        status_and_code(
+            post("/v1/runs", br#"{"component":"/etc/passwd"}"#)
+                .await
+                .unwrap()
+        )
+        .await,
+        (404, "not_found".into())
+    );
+    assert_eq!(
+        status_and_code(
+            post("/v1/runs", br#"{"component":"echo","liveness":"park"}"#)
+                .await
+                .unwrap()
+        )
+        .await,
+        (400, "unsupported_policy".into())
+    );
+    let huge = format!(
+        r#"{{"component":"echo","prompt":"{}"}}"#,
+        "x".repeat(3 << 20)
+    );
+    let resp = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (413, "too_large".into()));
+    for (path, want) in [
+        ("/v1/sessions/nope", (404, "not_found")),
+        // Outside the id alphabet: refused before anything is looked up.
+        ("/v1/sessions/..%2F..%2Fetc%2Fpasswd", (400, "invalid_id")),
+        ("/v1/sessions/%2Fetc%2Fpasswd/events", (400, "invalid_id")),
+        ("/v1/sessions/a%E2%80%AEb", (400, "invalid_id")),
+    ] {
+        let resp = s
+            .http
+            .get(format!("{}{path}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            status_and_code(resp).await,
+            (want.0, want.1.into()),
+            "{path}"
+        );
+    }
+    for path in ["/v1/runs/..%2Fx", "/v1/runs/not-a-uuid/events"] {
+        let resp = s
+            .http
+            .get(format!("{}{path}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            status_and_code(resp).await,
+            (400, "invalid_id".into()),
+            "{path}"
+        );
+    }
+    let unknown_run = cairn::RunId::new();
+    let resp = s
+        .http
+        .get(format!("{}/v1/runs/{unknown_run}", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
+    let resp = s
+        .http
+        .post(format!("{}/v1/decisions/{}", s.base, uuid_like()))
+        .json(&json!({"value": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
+    let resp = s
+        .http
+        .post(format!("{}/v1/decisions/x", s.base))
+        .json(&json!({"value": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (400, "invalid_id".into()));
+    let resp = s
+        .http
+        .delete(format!("{}/v1/sessions/ghost", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
+    let resp = s
+        .http
+        .get(format!("{}/v1/nowhere", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (404, "not_found".into()));
+    // Sessions: create with an id, twice; delete.
+    let resp = s
+        .http
+        .post(format!("{}/v1/sessions", s.base))
+        .json(&json!({"id": "../mine"}))
+        .send()
+        .await
+        .unwrap();
+    // Outside the safe alphabet: refused, naming why.
+    let (status, code) = status_and_code(resp).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_id"));
+    let resp = s
+        .http
+        .post(format!("{}/v1/sessions", s.base))
+        .json(&json!({"id": "mine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let resp = s
+        .http
+        .post(format!("{}/v1/sessions", s.base))
+        .json(&json!({"id": "mine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(resp).await, (409, "conflict".into()));
+    let resp = s
+        .http
+        .delete(format!("{}/v1/sessions/mine", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    let resp = s
+        .http
+        .get(format!("{}/v1/sessions/mine", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}
+
+fn uuid_like() -> String {
+    cairn::RunId::new().to_string()
+}

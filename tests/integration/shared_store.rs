@@ -1,0 +1,298 @@
+//! Several instances on one PostgreSQL, beyond the three-instance run in
+//! `scale_out`: worktree snapshots, a database outage, a creation cut
+//! short, A2A at any instance.
+
+use super::scale_out::*;
+use std::path::Path;
+use std::time::Duration;
+#[test]
+fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
+    use cairn::worktree::{Budget, pack, unpack};
+    let tmp = tempfile::tempdir().unwrap();
+    let open =
+        |p: &Path| cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority()).unwrap();
+    let from = tmp.path().join("from");
+    std::fs::create_dir_all(from.join("a/b")).unwrap();
+    std::fs::write(from.join("top.txt"), b"top").unwrap();
+    std::fs::write(from.join("a/b/deep.bin"), [0u8, 1, 2, 255]).unwrap();
+    let budget = Budget::of(&cairn::limits::Limits::default());
+    let packed = pack(&open(&from), &budget)
+        .unwrap()
+        .expect("within the budget");
+    let to = tmp.path().join("to");
+    std::fs::create_dir(&to).unwrap();
+    unpack(&packed, &open(&to)).unwrap();
+    assert_eq!(std::fs::read(to.join("top.txt")).unwrap(), b"top");
+    assert_eq!(
+        std::fs::read(to.join("a/b/deep.bin")).unwrap(),
+        [0u8, 1, 2, 255]
+    );
+
+    // Over the budget: not packed (not carried, as locally).
+    let tiny = Budget { bytes: 2, ..budget };
+    assert!(pack(&open(&from), &tiny).unwrap().is_none());
+
+    // Hostile or broken snapshots name the problem and write nothing outside.
+    let hostile = |path: &str| {
+        let mut b = b"cairn-worktree 1\n".to_vec();
+        b.push(b'f');
+        b.extend_from_slice(&(path.len() as u32).to_be_bytes());
+        b.extend_from_slice(path.as_bytes());
+        b.extend_from_slice(&3u64.to_be_bytes());
+        b.extend_from_slice(b"bad");
+        b
+    };
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    for path in ["../escaped", "a/../../escaped", "/etc/escaped", ""] {
+        let e = unpack(&hostile(path), &open(&victim)).unwrap_err();
+        assert!(e.to_string().contains("not a path inside"), "{path}: {e}");
+    }
+    assert!(!tmp.path().join("escaped").exists());
+    let truncated = &packed[..packed.len() - 2];
+    std::fs::create_dir(tmp.path().join("to2")).unwrap();
+    let e = unpack(truncated, &open(&tmp.path().join("to2"))).unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    let e = unpack(b"not a snapshot", &open(&victim)).unwrap_err();
+    assert!(
+        e.to_string().contains("not a cairn worktree snapshot"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_instance_outlives_its_database_going_away_and_coming_back() {
+    let (tokio, pg, store, dir) = shared_store();
+    let node = Instance::start(dir.path(), "solo", &store);
+    let http = client();
+    let run = |prompt: &str| {
+        http.post(format!("{}/v1/runs", node.url))
+            .json(&serde_json::json!({"component": "echo", "prompt": prompt, "session": "db"}))
+            .send()
+            .unwrap()
+    };
+    let before: serde_json::Value = run("before").json().unwrap();
+    let before = before["run_id"].as_str().expect("accepted").to_string();
+    wait_finished(
+        &node.url,
+        &before,
+        "the first run to end",
+        Duration::from_secs(20),
+    );
+    pg.stop_server();
+    // Refused with a code that says why, promptly; nothing panics.
+    let r = run("while away");
+    assert_eq!(r.status(), 503);
+    let body: serde_json::Value = r.json().unwrap();
+    assert_eq!(body["error"]["code"], "storage", "{body}");
+    pg.start_server();
+    // Back: the next run is accepted (the pool reconnects) and finishes.
+    let mut accepted = None;
+    wait_for(
+        "a run after the database is back",
+        Duration::from_secs(20),
+        || {
+            let r = run("after");
+            if r.status().is_success() {
+                accepted = Some(r.json::<serde_json::Value>().unwrap());
+            }
+            accepted.is_some()
+        },
+    );
+    let run_id = accepted.unwrap()["run_id"].as_str().unwrap().to_string();
+    wait_finished(&node.url, &run_id, "it to finish", Duration::from_secs(20));
+    // The run refused while the database was away ended, journaled once
+    // the database was back; seqs stay dense.
+    let stored = rows(&tokio, &store);
+    let rows = &stored["db"];
+    assert_eq!(
+        rows.keys().copied().collect::<Vec<_>>(),
+        (1..=rows.len() as u64).collect::<Vec<_>>()
+    );
+    let t = types(rows);
+    assert_eq!(t.iter().filter(|t| *t == "finished").count(), 2, "{t:?}");
+    assert!(node.log().contains("cannot renew its lease") || node.log().contains("database"));
+}
+
+/// How many rows of `table` name `session`.
+fn count(rt: &tokio::runtime::Runtime, url: &str, table: &str, session: &str) -> i64 {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .query_one(
+                &format!("SELECT count(*) FROM {table} WHERE session_id = $1"),
+                &[&session],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    })
+}
+
+#[test]
+fn a_creation_that_dies_before_its_catalog_row_is_cleared_and_its_name_reusable() {
+    let (tokio, _pg, store, dir) = shared_store();
+    let http = client();
+    let create = |base: &str, session: &str| {
+        http.post(format!("{base}/v1/runs"))
+            .json(&serde_json::json!({"component": "echo", "prompt": "hi", "session": session}))
+            .send()
+    };
+    // Two creations die between the journal and the catalog row, at an
+    // instance that crashes there; each leaves a journal nobody lists.
+    for (name, session) in [("c1", "swept"), ("c2", "retried")] {
+        let doomed = Instance::start_with(
+            dir.path(),
+            name,
+            &store,
+            &[("CAIRN_CRASH_AT", "create-before-catalog")],
+        );
+        assert!(
+            create(&doomed.url, session).is_err(),
+            "{name} dies creating {session}"
+        );
+        assert_eq!(count(&tokio, &store, "cairn_journals", session), 1);
+        assert_eq!(count(&tokio, &store, "cairn_workers", session), 0);
+    }
+    let node = Instance::start(dir.path(), "n1", &store);
+    let listed: Vec<serde_json::Value> = http
+        .get(format!("{}/v1/sessions", node.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        listed.is_empty(),
+        "a half-made session is not listed: {listed:?}"
+    );
+    // Once the dead creator's lease expires a retry takes the name (its
+    // orphan goes, by the retry or by the sweep, whichever comes first).
+    std::thread::sleep(Duration::from_millis(TTL_MS + 200));
+    let r = create(&node.url, "retried").unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let run: serde_json::Value = r.json().unwrap();
+    wait_finished(
+        &node.url,
+        run["run_id"].as_str().unwrap(),
+        "the retried creation's run",
+        Duration::from_secs(20),
+    );
+    // The other is swept: its journal and lease go, nothing is listed.
+    wait_for(
+        "the sweep to clear the orphan",
+        Duration::from_secs(20),
+        || {
+            count(&tokio, &store, "cairn_journals", "swept") == 0
+                && count(&tokio, &store, "cairn_leases", "swept") == 0
+        },
+    );
+    let listed: Vec<serde_json::Value> = http
+        .get(format!("{}/v1/sessions", node.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let names: Vec<&str> = listed
+        .iter()
+        .filter_map(|l| l["session_id"].as_str())
+        .collect();
+    assert_eq!(names, vec!["retried"]);
+    assert!(
+        node.log()
+            .contains("session swept: cleared a creation that never finished"),
+        "{}",
+        node.log()
+    );
+    // And its name is free.
+    let r = create(&node.url, "swept").unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+}
+
+#[test]
+fn an_a2a_call_at_any_instance_is_served_where_its_context_is_held() {
+    let (_tokio, _pg, store, dir) = shared_store();
+    let nodes = [
+        Instance::start(dir.path(), "a0", &store),
+        Instance::start(dir.path(), "a1", &store),
+    ];
+    let http = client();
+    let rpc = |base: &str, method: &str, params: serde_json::Value| {
+        let r = http
+            .post(format!("{base}/v1/a2a/echo"))
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+            )
+            .send()
+            .unwrap();
+        let served = r
+            .headers()
+            .get("x-cairn-served-by")
+            .map(|v| v.to_str().unwrap().to_string());
+        (served, r.json::<serde_json::Value>().unwrap())
+    };
+    let message = |id: &str, extra: serde_json::Value| {
+        let mut m =
+            serde_json::json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": id}]});
+        m.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::json!({ "message": m })
+    };
+    // A new context, made (and so held) at a0.
+    let (_, first) = rpc(
+        &nodes[0].url,
+        "SendMessage",
+        message("one", serde_json::json!({})),
+    );
+    let task = first["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    let context = first["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{first}"
+    );
+    // At a1: the task, read where its context is held.
+    let (served, got) = rpc(&nodes[1].url, "GetTask", serde_json::json!({ "id": task }));
+    assert_eq!(got["result"]["id"], task.as_str(), "{got}");
+    assert_eq!(served.as_deref(), Some(nodes[0].url.as_str()));
+    // At a1: a second message in the same context runs at its holder.
+    let (served, second) = rpc(
+        &nodes[1].url,
+        "SendMessage",
+        message("two", serde_json::json!({ "contextId": context })),
+    );
+    assert_eq!(
+        (
+            second["result"]["task"]["contextId"].as_str(),
+            second["result"]["task"]["status"]["state"].as_str()
+        ),
+        (Some(context.as_str()), Some("TASK_STATE_COMPLETED")),
+        "{second}"
+    );
+    assert_eq!(served.as_deref(), Some(nodes[0].url.as_str()));
+    // At a1: both tasks of the context, and of the workspace.
+    let (_, listed) = rpc(
+        &nodes[1].url,
+        "ListTasks",
+        serde_json::json!({ "contextId": context }),
+    );
+    assert_eq!(
+        listed["result"]["tasks"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    let (_, all) = rpc(&nodes[1].url, "ListTasks", serde_json::json!({}));
+    assert_eq!(
+        all["result"]["tasks"].as_array().map(Vec::len),
+        Some(2),
+        "{all}"
+    );
+}
