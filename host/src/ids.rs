@@ -107,12 +107,12 @@ pub const MAX_SESSION_ID_LEN: usize = 200;
 /// a file name). Stores address it only through [`SessionId::storage_key`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(transparent)]
-pub struct SessionId(String);
+pub struct SessionId(std::sync::Arc<str>);
 
 impl SessionId {
     /// Mint a new session id (`s-` and a UUIDv7).
     pub fn new() -> Self {
-        SessionId(format!("s-{}", Uuid::now_v7().hyphenated()))
+        SessionId(format!("s-{}", Uuid::now_v7().hyphenated()).into())
     }
 
     /// Check a client-supplied id against the safe alphabet.
@@ -160,7 +160,7 @@ impl SessionId {
                 format!("it holds the control character {c:?}"),
             ));
         }
-        Ok(SessionId(s.to_string()))
+        Ok(SessionId(s.into()))
     }
 
     /// The id as given.

@@ -448,3 +448,79 @@ fn a_session_creation_killed_after_its_first_commit_is_published_and_its_run_fin
         assert_eq!(entries(home.join("index/sessions")), 1, "{mode}");
     }
 }
+
+/// A chat run's first entries ride its next commit: a crash before it
+/// (crash point `start-minted`: the generation reserved, nothing of the run
+/// committed) was never acknowledged — the client got no answer — and
+/// leaves no run: a new session is rolled back, an existing one keeps its
+/// history, and its next run goes past the lost generation.
+#[test]
+fn a_chat_run_killed_before_its_first_commit_leaves_nothing_acknowledged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let http = reqwest::blocking::Client::new();
+    let chat = |url: &str, session: Option<&str>| {
+        let mut req = http
+            .post(format!("{url}/v1/chat/completions"))
+            .json(&json!({ "model": "echo", "messages": [{"role": "user", "content": "hi"}] }));
+        if let Some(s) = session {
+            req = req.header("x-cairn-session", s);
+        }
+        req.send()
+    };
+    // One finished run on "kept".
+    let served = serve(&home);
+    let done = chat(&served.url, Some("kept")).unwrap();
+    assert_eq!(done.status(), 200);
+    drop(served);
+
+    for session in [Some("kept"), Some("fresh"), None] {
+        let served =
+            crate::common::serve_with(&home, &[("CAIRN_CRASH_AT", "start-minted")]).unwrap();
+        assert!(
+            chat(&served.url, session).is_err(),
+            "{session:?}: the server died before answering"
+        );
+        drop(served);
+    }
+    let served = serve(&home);
+    let sessions: Vec<Value> = http
+        .get(format!("{}/v1/sessions", served.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let ids: Vec<&str> = sessions
+        .iter()
+        .filter_map(|s| s["session_id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["kept"],
+        "the new sessions were rolled back: {sessions:?}"
+    );
+    let runs: Vec<Value> = http
+        .get(format!("{}/v1/runs?session=kept", served.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(runs.len(), 1, "no run of the lost start: {runs:?}");
+    assert_eq!(runs[0]["facts"]["status"], "finished");
+    let next = chat(&served.url, Some("kept")).unwrap();
+    assert_eq!(next.status(), 200);
+    let run = next.headers()["x-cairn-run"].to_str().unwrap().to_string();
+    let facts: Value = http
+        .get(format!("{}/v1/runs/{run}", served.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(facts["facts"]["status"], "finished", "{facts}");
+    assert_eq!(
+        facts["facts"]["generation"], 3,
+        "generation 2 was reserved by the lost start and is never reused: {facts}"
+    );
+    assert_eq!(entries(home.join("workers")), 1);
+    assert_eq!(entries(home.join("index/sessions")), 1);
+}

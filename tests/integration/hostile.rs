@@ -86,6 +86,32 @@ async fn every_attack_ends_its_own_run_and_names_the_limit() {
                 "{name}: {details}"
             );
         }
+        if name == "logs" {
+            // The log is made by the guest's first write, owner-only, and
+            // holds no more than `log_bytes`.
+            let worker = rt.home().lookup(&facts.session_id).unwrap().unwrap();
+            let log = rt
+                .home()
+                .path()
+                .join("workers")
+                .join(worker.to_string())
+                .join("runs")
+                .join(facts.generation.0.to_string())
+                .join("worker.out.log");
+            let meta = std::fs::metadata(&log).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o600,
+                "{}",
+                log.display()
+            );
+            assert!(
+                meta.len() > 0 && meta.len() <= 1 << 20,
+                "{} bytes",
+                meta.len()
+            );
+        }
         figures.push(format!(
             "{name}: stopped in {} ms ({})",
             took.as_millis(),
@@ -393,8 +419,22 @@ async fn an_oversized_worktree_is_not_carried_and_old_worktrees_are_pruned() {
         assert!(Instant::now() < deadline, "kept {kept:?} of 1..={last}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Generation `next` is past retention: its worktree went, its log
+    // (with the note above) stays as evidence.
     assert!(
-        runs.join("1").join("worker.err.log").exists(),
+        next.generation.0 < last - 7,
+        "generation {} is kept",
+        next.generation.0
+    );
+    assert!(
+        !runs
+            .join(next.generation.0.to_string())
+            .join("artifacts")
+            .exists()
+            && runs
+                .join(next.generation.0.to_string())
+                .join("worker.err.log")
+                .exists(),
         "logs stay as evidence"
     );
 }

@@ -88,8 +88,13 @@ fn write_legacy(home: &Path, root: &Path, copies: usize) -> Vec<Legacy> {
             let mut journals = Vec::new();
             for seg in &segments {
                 for name in [format!("{seg}.jsonl"), format!("{seg}.trace.jsonl")] {
-                    let text = std::fs::read_to_string(native.join("session/segments").join(&name))
-                        .unwrap();
+                    // A native segment's trace file is made by its first
+                    // diagnostic; a legacy tree has one for every segment.
+                    let path = native.join("session/segments").join(&name);
+                    let text = match name.ends_with(".trace.jsonl") && !path.exists() {
+                        true => String::new(),
+                        false => std::fs::read_to_string(&path).unwrap(),
+                    };
                     let mut lines = Vec::new();
                     for line in text.lines() {
                         let v: serde_json::Value = serde_json::from_str(line).unwrap();

@@ -266,6 +266,10 @@ async fn the_conformance_suite_passes_against_every_store() {
     conformance::catalog("file", &home, None).await;
     conformance::catalog("postgres", &*a, Some(&*a)).await;
 
+    // What an instance keeps of its workers: the home.
+    conformance::workers("file", &home);
+    conformance::component_bytes("file", &home);
+
     // Run indexes: the embedded one in memory, the shared one's rows.
     conformance::run_index("memory", &MemoryRunIndex::default(), &home, None).await;
     conformance::run_index("postgres", &*a, &*a, Some(&*a)).await;

@@ -521,3 +521,57 @@ fn a_clean_stop_marks_the_home_and_a_crash_after_the_next_start_is_still_restore
     assert!(stop(served).success());
     assert!(marker.exists());
 }
+
+/// A start whose first entries a crash lost leaves its generation behind
+/// (its directory, a worktree its controller wrote, `worker.json` naming
+/// it): the next run goes past that number and starts from the worktree of
+/// the last generation the journal holds, not the vanished one's.
+#[tokio::test]
+async fn a_generation_the_journal_never_held_is_passed_and_its_worktree_not_carried() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let count = |worker: Option<cairn::WorkerId>| {
+        let mut req = cairn::StartRun::new(
+            cairn::runtime::ComponentRef::Path(fixture("hostile")),
+            "count",
+        );
+        req.worker = worker;
+        req
+    };
+    let (first, facts, _) = run_to_end(&rt, count(None), None).await;
+    assert_eq!(facts.status, RunStatus::Finished);
+    assert_eq!(facts.generation.0, 1);
+    let worker = tmp
+        .path()
+        .join("home/workers")
+        .join(first.worker_id.to_string());
+    for name in ["a", "b"] {
+        std::fs::write(worker.join("runs/1/artifacts").join(name), b"kept").unwrap();
+    }
+    // What a start cut short before its first commit leaves.
+    std::fs::create_dir_all(worker.join("runs/2/artifacts")).unwrap();
+    for name in ["v1", "v2", "v3", "v4", "v5"] {
+        std::fs::write(worker.join("runs/2/artifacts").join(name), b"vanished").unwrap();
+    }
+    let path = worker.join("worker.json");
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    record["last_generation"] = serde_json::json!(2);
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+
+    let (_, facts, events) = run_to_end(&rt, count(Some(first.worker_id)), None).await;
+    assert_eq!(facts.status, RunStatus::Finished);
+    assert_eq!(facts.generation.0, 3, "generation 2 is never reused");
+    let Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) = &events.last().unwrap().payload
+    else {
+        panic!("the run finishes: {events:?}")
+    };
+    assert_eq!(text, "2 entries", "generation 1's worktree carried over");
+    assert_eq!(
+        std::fs::read_dir(worker.join("runs/2/artifacts"))
+            .unwrap()
+            .count(),
+        5,
+        "the vanished generation is left as it was"
+    );
+}

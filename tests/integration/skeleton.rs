@@ -57,18 +57,14 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(worker.join("metadata.json")).unwrap()).unwrap();
     let segment = meta["active_segment"].as_str().unwrap().to_string();
+    // The trace file, `spawned/` and the logs are made by their first
+    // write: echo writes none of them.
     assert_eq!(
         names(&worker.join("session/segments")),
-        set(&[
-            &format!("{segment}.jsonl"),
-            &format!("{segment}.trace.jsonl")
-        ])
+        set(&[&format!("{segment}.jsonl")])
     );
     assert_eq!(names(&worker.join("runs")), set(&["1"]));
-    assert_eq!(
-        names(&worker.join("runs/1")),
-        set(&["worker.out.log", "worker.err.log", "artifacts", "spawned"])
-    );
+    assert_eq!(names(&worker.join("runs/1")), set(&["artifacts"]));
     // Owner-only everywhere.
     for dir in [
         &home.join("workers"),
@@ -146,8 +142,11 @@ async fn a_second_run_on_the_worker_is_the_next_generation_of_the_same_session()
     assert_eq!(names(&worker.join("runs")), set(&["1", "2"]));
 }
 
+/// A generation directory that exists already (a start whose first entries
+/// a crash lost leaves one) is never reused: the reservation goes past it
+/// and leaves it alone; past 64 in a row the run fails, the numbers consumed.
 #[tokio::test]
-async fn an_existing_generation_directory_is_refused_and_left_alone() {
+async fn an_existing_generation_directory_is_skipped_and_left_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path()).await;
     let (first, _, _) = run_to_end(&rt, start_req("echo", "first"), None).await;
@@ -159,31 +158,45 @@ async fn an_existing_generation_directory_is_refused_and_left_alone() {
     std::fs::create_dir(runs.join("2")).unwrap();
     std::fs::write(runs.join("2/evidence.txt"), b"keep me").unwrap();
 
-    let mut req = start_req("echo", "second");
-    req.worker = Some(first.worker_id);
-    let (_, facts, events) = run_to_end(&rt, req, None).await;
-    assert_eq!(facts.status, RunStatus::Failed);
-    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload
-    else {
-        panic!("the run fails")
+    let again = |prompt: &str| {
+        let mut req = start_req("echo", prompt);
+        req.worker = Some(first.worker_id);
+        req
     };
-    assert!(
-        error.message.contains("runs/2 already exists"),
-        "{}",
-        error.message
-    );
+    let (_, facts, _) = run_to_end(&rt, again("second"), None).await;
+    assert_eq!(facts.status, RunStatus::Finished);
+    assert_eq!(facts.generation.0, 3, "runs/2 is gone past");
     assert_eq!(
         std::fs::read(runs.join("2/evidence.txt")).unwrap(),
         b"keep me"
     );
     assert_eq!(names(&runs.join("2")), set(&["evidence.txt"]));
 
-    // The reservation was consumed: the next run gets generation 3.
-    let mut req = start_req("echo", "third");
-    req.worker = Some(first.worker_id);
-    let (_, facts, _) = run_to_end(&rt, req, None).await;
+    // 65 in a row: the run fails naming where it stopped looking.
+    for g in 4..=68 {
+        std::fs::create_dir(runs.join(g.to_string())).unwrap();
+    }
+    let (_, facts, events) = run_to_end(&rt, again("third"), None).await;
+    assert_eq!(facts.status, RunStatus::Failed);
+    let Payload::Lifecycle(LifecycleEvent::Failed { error }) = &events.last().unwrap().payload
+    else {
+        panic!("the run fails")
+    };
+    assert!(
+        error.message.contains("up to runs/68 exist already"),
+        "{}",
+        error.message
+    );
+    for g in 4..=68 {
+        assert!(
+            names(&runs.join(g.to_string())).is_empty(),
+            "runs/{g} left alone"
+        );
+    }
+    // The numbers were consumed: the next run gets generation 69.
+    let (_, facts, _) = run_to_end(&rt, again("fourth"), None).await;
     assert_eq!(facts.status, RunStatus::Finished);
-    assert_eq!(facts.generation.0, 3);
+    assert_eq!(facts.generation.0, 69);
 }
 
 #[tokio::test]

@@ -100,6 +100,7 @@ pub async fn start(
             workspace: Some(ws.0.clone()),
             limits: req.limits.unwrap_or_default(),
             tools: None,
+            first_commit: crate::runtime::FirstCommit::Now,
         })
         .await?;
     Ok((

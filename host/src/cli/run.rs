@@ -58,6 +58,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     req.worker = args.worker;
     req.timeout_ms = args.timeout_ms;
     req.liveness.policy = crate::journal::event::LivenessPolicy::Cancel;
+    // It waits for the run anyway: a short run is one write, one sync.
+    req.first_commit = crate::runtime::FirstCommit::WithRun;
     let ran = match run_once(&rt, req, args.json, args.decide, &mut std::io::stdout()).await {
         Ok(ran) => ran,
         Err(e) => {

@@ -115,12 +115,14 @@ impl CappedLog {
         let log = &mut *log;
         let file = match &mut log.file {
             Some(f) => f,
-            None => log.file.insert(
+            None => log.file.insert({
+                use std::os::unix::fs::OpenOptionsExt;
                 std::fs::OpenOptions::new()
                     .append(true)
                     .create(true)
-                    .open(&log.path)?,
-            ),
+                    .mode(0o600)
+                    .open(&log.path)?
+            }),
         };
         file.write_all(bytes)
     }

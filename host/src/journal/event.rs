@@ -49,6 +49,41 @@ impl SessionEvent {
                 .into()
         })
     }
+
+    /// Keep the line built around `payload`, the JSON of this entry's
+    /// payload its writer serialized already (an emit measures its size
+    /// so): the same bytes [`Self::line`] would write, the payload not
+    /// serialized twice.
+    pub(crate) fn with_payload_json(self, payload: &str) -> Self {
+        // A field of an entry always serializes (as in `line`).
+        fn json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
+            let _ = serde_json::to_writer(out, value);
+        }
+        let mut out = Vec::with_capacity(payload.len() + 192);
+        out.extend_from_slice(b"{\"session_id\":");
+        json(&mut out, &self.session_id);
+        out.extend_from_slice(b",\"segment_id\":");
+        json(&mut out, &self.segment_id);
+        if let Some(run) = &self.run_id {
+            out.extend_from_slice(b",\"run_id\":");
+            json(&mut out, run);
+        }
+        out.extend_from_slice(b",\"seq\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.seq.0).as_bytes());
+        out.extend_from_slice(b",\"at_ms\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.at_ms).as_bytes());
+        out.extend_from_slice(b",\"payload\":");
+        out.extend_from_slice(payload.as_bytes());
+        if let Some(facts) = &self.facts {
+            out.extend_from_slice(b",\"facts\":");
+            json(&mut out, facts);
+        }
+        out.push(b'}');
+        if let Ok(line) = String::from_utf8(out) {
+            let _ = self.line.0.set(line.into());
+        }
+        self
+    }
 }
 
 /// A serialized line kept beside an entry (see [`SessionEvent::line`]).

@@ -12,6 +12,40 @@ pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
     }
 }
 
+/// A value's JSON when it is at most `max` bytes, built once (an emit's
+/// payload: measured for its limits, then written into its journal line);
+/// `Err(len)` — its whole length, counted without building it — when it is
+/// longer, or `Err(u64::MAX)` when it does not serialize.
+pub fn json_within<T: serde::Serialize + ?Sized>(value: &T, max: u64) -> Result<String, u64> {
+    let mut out = Bounded {
+        buf: Vec::with_capacity(128),
+        max,
+    };
+    match serde_json::to_writer(&mut out, value) {
+        Ok(()) => String::from_utf8(out.buf).map_err(|_| u64::MAX),
+        Err(_) => Err(json_len(value)),
+    }
+}
+
+/// A buffer that refuses to grow past `max` bytes.
+struct Bounded {
+    buf: Vec<u8>,
+    max: u64,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if (self.buf.len() + buf.len()) as u64 > self.max {
+            return Err(std::io::Error::other("past the limit"));
+        }
+        self.buf.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// How deep a JSON value that enters the host may nest (a guest's emit, a
 /// decision's value and details, an HTTP body). A journal line wraps a
 /// value in a few levels of its own, and every reader parses with a

@@ -15,8 +15,8 @@ pub mod schema;
 mod session;
 mod subscription;
 
-pub use json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len};
-pub use session::{BATCH, COMMIT_DELAY, MAX_PENDING, SessionJournal, appended_total};
+pub use json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len, json_within};
+pub use session::{BATCH, COMMIT_DELAY, MAX_PENDING, Minted, SessionJournal, appended_total};
 pub use subscription::{Delivery, Subscription};
 
 use crate::ids::{SegmentId, SessionId};

@@ -138,7 +138,24 @@ struct Core {
     minting: tokio::sync::Mutex<Minting>,
     /// Told when a sealed journal opens again.
     unsealed: tokio::sync::Notify,
+    /// The durable head, readable without waiting for a write in flight.
+    durable_seq: std::sync::atomic::AtomicU64,
+    /// The durable head at each time minted entries were dropped
+    /// uncommitted (a failed commit, an unsealed end): every entry minted
+    /// past it then was dropped. Rare; a wait on minted entries reads it.
+    drops: std::sync::Mutex<Vec<Seq>>,
+    /// Told when the durable head moves or minted entries are dropped.
+    moved: tokio::sync::Notify,
     live: Arc<Live>,
+}
+
+/// Entries minted by [`SessionJournal::commit_soon`], not yet durable:
+/// [`SessionJournal::durable`] waits for them.
+#[derive(Debug, Clone, Copy)]
+pub struct Minted {
+    through: Seq,
+    /// Drops before they were minted.
+    dropped: usize,
 }
 
 /// One session's journal: the serialized writer and the live broadcast.
@@ -169,7 +186,18 @@ impl Core {
         at_ms: u64,
         payload: Payload,
     ) -> Arc<SessionEvent> {
-        Arc::new(SessionEvent {
+        Arc::new(self.entry(seq, segment, run_id, at_ms, payload))
+    }
+
+    fn entry(
+        &self,
+        seq: Seq,
+        segment: SegmentId,
+        run_id: Option<RunId>,
+        at_ms: u64,
+        payload: Payload,
+    ) -> SessionEvent {
+        SessionEvent {
             session_id: self.session.clone(),
             segment_id: segment,
             run_id,
@@ -178,7 +206,7 @@ impl Core {
             payload,
             facts: None,
             line: Default::default(),
-        })
+        }
     }
 
     /// Write `batch` (dense, continuing the durable head) with the commit
@@ -206,6 +234,8 @@ impl Core {
                 minting.pending.clear();
                 minting.last_seq = durable.last_seq;
                 minting.failed = Some(Failure::of(&e));
+                drop(minting);
+                self.dropped_pending(durable.last_seq);
                 Err(e)
             }
         }
@@ -216,6 +246,9 @@ impl Core {
     fn published(&self, durable: &mut Durable, events: &[Arc<SessionEvent>], last: Seq) {
         APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
         durable.last_seq = last;
+        self.durable_seq
+            .store(last.0, std::sync::atomic::Ordering::Release);
+        self.moved.notify_waiters();
         for g in events
             .iter()
             .filter_map(|e| crate::store::reserved_generation(e))
@@ -223,6 +256,21 @@ impl Core {
             durable.last_generation = durable.last_generation.max(g);
         }
         self.live.publish(events);
+    }
+
+    /// Entries minted past `durable` were dropped uncommitted: whoever
+    /// waits on them hears.
+    fn dropped_pending(&self, durable: Seq) {
+        self.drops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(durable);
+        self.moved.notify_waiters();
+    }
+
+    /// How many times minted entries were dropped so far.
+    fn drop_count(&self) -> usize {
+        self.drops.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Commit whatever is pending.
@@ -318,6 +366,9 @@ impl SessionJournal {
                     sealed: false,
                 }),
                 unsealed: tokio::sync::Notify::new(),
+                durable_seq: std::sync::atomic::AtomicU64::new(head.last_seq.0),
+                drops: Default::default(),
+                moved: tokio::sync::Notify::new(),
                 live,
             }),
         }
@@ -372,7 +423,103 @@ impl SessionJournal {
     ) -> Result<Seq, StoreError> {
         let minting = self.core.minting.lock().await;
         minting.check(&self.core.session)?;
-        self.mint(minting, run_id, payload).await
+        self.mint(minting, run_id, payload, None).await
+    }
+
+    /// [`Self::append_seq`] of a payload whose JSON the caller has (an
+    /// emit measured it): its journal line is built around it.
+    pub async fn append_emit(
+        &self,
+        run_id: Option<RunId>,
+        payload: Payload,
+        json: &str,
+    ) -> Result<Seq, StoreError> {
+        let minting = self.core.minting.lock().await;
+        minting.check(&self.core.session)?;
+        self.mint(minting, run_id, payload, Some(json)).await
+    }
+
+    /// Entries that need not be durable before the caller goes on, only
+    /// before anyone is told of them (a run's reservation and `Started`:
+    /// the controller may start beside their commit): they get their seqs
+    /// now and are committed with the session's next write, or `delay`
+    /// from now. [`Self::durable`] waits for them.
+    pub async fn commit_soon(
+        &self,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+        delay: Duration,
+    ) -> Result<(Vec<Arc<SessionEvent>>, Minted), StoreError> {
+        let mut minting = self.core.minting.lock().await;
+        let core = &self.core;
+        if run_id.is_some() {
+            minting.check(&core.session)?;
+        }
+        let dropped = core.drop_count();
+        let at_ms = now_ms();
+        let segment = minting.segment;
+        let mut seq = minting.last_seq;
+        let mut minted = Vec::with_capacity(payloads.len());
+        for payload in payloads {
+            seq = seq.next();
+            let event = core.event(seq, segment, run_id, at_ms, payload);
+            minting.pending.push(event.clone());
+            minted.push(event);
+        }
+        minting.last_seq = seq;
+        drop(minting);
+        let core = core.clone();
+        tokio::spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let _ = core.flush().await;
+        });
+        Ok((
+            minted,
+            Minted {
+                through: seq,
+                dropped,
+            },
+        ))
+    }
+
+    /// Once entries from [`Self::commit_soon`] are durable; the error when
+    /// they were dropped uncommitted (their commit failed, or the run that
+    /// held them lost the session).
+    pub async fn durable(&self, minted: Minted) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        let core = &self.core;
+        loop {
+            let moved = core.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            // The first drop since they were minted decides: they were
+            // durable by then, or dropped with everything past its head.
+            let first_drop = core
+                .drops
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(minted.dropped)
+                .copied();
+            match first_drop {
+                Some(head) if minted.through <= head => return Ok(()),
+                Some(_) => {
+                    return Err(StoreError::Io {
+                        context: format!(
+                            "session {}: entries through seq {} were not committed",
+                            core.session, minted.through
+                        ),
+                        source: std::io::Error::other("their commit failed"),
+                    });
+                }
+                None if core.durable_seq.load(Ordering::Acquire) >= minted.through.0 => {
+                    return Ok(());
+                }
+                None => {}
+            }
+            moved.await;
+        }
     }
 
     /// Entries nobody waits on (an observer coming or going): they get
@@ -410,10 +557,17 @@ impl SessionJournal {
         mut minting: tokio::sync::MutexGuard<'_, Minting>,
         run_id: Option<RunId>,
         payload: Payload,
+        json: Option<&str>,
     ) -> Result<Seq, StoreError> {
         let core = &self.core;
         let seq = minting.last_seq.next();
-        let event = core.event(seq, minting.segment, run_id, now_ms(), payload);
+        let event = match json {
+            None => core.event(seq, minting.segment, run_id, now_ms(), payload),
+            Some(json) => Arc::new(
+                core.entry(seq, minting.segment, run_id, now_ms(), payload)
+                    .with_payload_json(json),
+            ),
+        };
         minting.last_seq = seq;
         minting.pending.push(event);
         let pending = minting.pending.len();
@@ -471,6 +625,7 @@ impl SessionJournal {
             if !minting.pending.is_empty() {
                 minting.pending.clear();
                 minting.last_seq = durable.last_seq;
+                self.core.dropped_pending(durable.last_seq);
             }
             self.core.unsealed.notify_waiters();
         }

@@ -296,6 +296,7 @@ impl Queue {
                 workspace: Some(row.workspace.clone()),
                 limits: Default::default(),
                 tools: None,
+                first_commit: crate::runtime::FirstCommit::Now,
             })
             .await?;
         self.record_run(records, key, started.run_id)?;

@@ -136,6 +136,25 @@ pub struct StartRun {
     /// What the client offered besides the prompt (a chat request's tools),
     /// as JSON text; journaled in `Started` and given to the controller.
     pub tools: Option<String>,
+    /// When the run's first entries are committed.
+    pub first_commit: FirstCommit,
+}
+
+/// When a run's first entries (its generation's reservation and `Started`)
+/// are committed. Either way [`crate::Runtime::start`] answers only once
+/// they are durable, and they are committed before anything that depends
+/// on them (every entry after them is committed after them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FirstCommit {
+    /// Before the controller is instantiated (`POST /v1/runs`: its `202`
+    /// comes as soon as it can).
+    #[default]
+    Now,
+    /// With the run's next commit — its first input, its end — or within
+    /// [`crate::journal::COMMIT_DELAY`], while the controller starts: a
+    /// caller that waits for the run anyway (chat, `cairn run`) gets a
+    /// short run's start, events and end in one write and one sync.
+    WithRun,
 }
 
 impl StartRun {
@@ -155,6 +174,7 @@ impl StartRun {
             workspace: None,
             limits: Default::default(),
             tools: None,
+            first_commit: FirstCommit::Now,
         }
     }
 }

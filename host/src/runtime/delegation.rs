@@ -299,6 +299,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
             workspace: Some(workspace),
             limits: Default::default(),
             tools: None,
+            first_commit: crate::runtime::FirstCommit::Now,
         })
         .await
         .map_err(|e| e.to_string())?;

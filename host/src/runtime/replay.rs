@@ -184,6 +184,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         previous_generation,
         bind: record.component.is_none().then(|| component.clone()),
         generation_floor: last_reserved(&events),
+        first_commit: crate::runtime::FirstCommit::Now,
         durable: None,
         child: record.parent.is_some(),
         replay: Some(ReplayPlan {

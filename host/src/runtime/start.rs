@@ -399,8 +399,12 @@ impl Runtime {
             .map_err(|e| RuntimeError::from(e).for_session(&session))?;
         let run_id = RunId::new();
         // The worktree carries over from the last generation (generation 0
-        // is the worktree a fork brought along, when there is one).
-        let previous_generation = Some(record.last_generation);
+        // is the worktree a fork brought along, when there is one) whose
+        // reservation is durable: `worker.json` may name one past it (a
+        // start whose first entries a crash or a refusal lost), whose
+        // worktree no journaled run made.
+        let durable_generation = journal.last_generation().await;
+        let previous_generation = Some(record.last_generation.min(durable_generation));
         let ctx = Arc::new(RunCtx::new(
             run_id,
             session.clone(),
@@ -524,8 +528,9 @@ impl Runtime {
             checkpoint,
             previous_generation,
             bind,
-            generation_floor: Some(journal.last_generation().await),
+            generation_floor: Some(durable_generation),
             replay: None,
+            first_commit: req.first_commit,
             durable: Some(durable_tx),
             child: record.parent.is_some(),
         };
@@ -627,6 +632,7 @@ impl Runtime {
             workspace: None,
             limits: Default::default(),
             tools: None,
+            first_commit: FirstCommit::Now,
         };
         req.component = None;
         self.start(req).await
@@ -666,6 +672,7 @@ impl Runtime {
             workspace: None,
             limits: Default::default(),
             tools: None,
+            first_commit: FirstCommit::Now,
         };
         self.start_inner(req, Some((run, checkpoint))).await
     }

@@ -217,9 +217,10 @@ impl Home {
             let segments =
                 fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
             fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
-            for name in [format!("{segment}.jsonl"), format!("{segment}.trace.jsonl")] {
-                fsutil::create_file_new(&segments, &name).map_err(io_err(ctx.clone()))?;
-            }
+            // The journal only: its `.trace.jsonl` is made by the first
+            // diagnostic written to it.
+            fsutil::create_file_new(&segments, &format!("{segment}.jsonl"))
+                .map_err(io_err(ctx.clone()))?;
             let doc = SessionDoc {
                 version: DOC_VERSION,
                 format: FORMAT.to_string(),

@@ -59,40 +59,49 @@ impl WorkerDir {
 
     /// Reserve the next generation: past `worker.json`'s last one and past
     /// `floor` (the last one the journal names, when the caller read it), with
-    /// `runs/<gen>/` made create-new (a collision is never reused). Nothing is
-    /// synced here: the caller journals `GenerationReserved` next — the
-    /// durable record, the one fsync on the start path — then calls
-    /// [`WorkerDir::record_generation`] and
+    /// `runs/<gen>/` made create-new: a directory that exists already (left
+    /// by a start whose first entries a crash lost) is never reused — the
+    /// reservation goes past it. Nothing is synced here: the caller journals
+    /// `GenerationReserved` next (committed with the run's first entries),
+    /// and calls [`WorkerDir::record_generation`] and
     /// [`WorkerDir::lay_out_generation`] before anything is instantiated. A
     /// restore reserves past the journal's last reservation, so a
     /// `worker.json` a power loss rolled back never hands a number out twice.
     pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
+        /// Directories in a row a reservation goes past before it gives up.
+        const SKIPS: u32 = 64;
         let _guard = self.home.reserve_lock();
         let mut record = self.record()?;
-        let generation = floor
+        let mut generation = floor
             .map_or(record.last_generation, |f| f.max(record.last_generation))
             .next();
         let runs = self
             .dir
             .open_dir("runs")
             .map_err(io_err(format!("worker {}: cannot open runs/", self.id)))?;
-        let name = generation.to_string();
-        let dir = match fsutil::create_dir_new(&runs, &name) {
-            Ok(d) => d,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // The number is consumed all the same: the next start goes past it.
-                record.last_generation = generation;
-                let _ = self.write_record_unsynced(&record);
-                return Err(WorkerError::GenerationCollision {
-                    worker: self.id,
-                    generation,
-                });
-            }
-            Err(e) => {
-                return Err(io_err(format!(
-                    "worker {}: cannot create runs/{name}",
-                    self.id
-                ))(e));
+        let mut skipped = 0;
+        let dir = loop {
+            match fsutil::create_dir_new(&runs, &generation.to_string()) {
+                Ok(d) => break d,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && skipped < SKIPS => {
+                    skipped += 1;
+                    generation = generation.next();
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    // The numbers are consumed all the same.
+                    record.last_generation = generation;
+                    let _ = self.write_record_unsynced(&record);
+                    return Err(WorkerError::GenerationCollision {
+                        worker: self.id,
+                        generation,
+                    });
+                }
+                Err(e) => {
+                    return Err(io_err(format!(
+                        "worker {}: cannot create runs/{generation}",
+                        self.id
+                    ))(e));
+                }
             }
         };
         Ok(Reserved {
@@ -139,7 +148,9 @@ impl WorkerDir {
     }
 
     /// Lay out a reserved generation: `artifacts/` (a copy of generation
-    /// `from`'s, when there is one), `spawned/`, and the two logs.
+    /// `from`'s, when there is one). `spawned/` and the two logs are made
+    /// when first written to (a delegation, the guest's first output): a
+    /// trivial run allocates no inode it leaves empty.
     ///
     /// The previous worktree is carried only when it is within `budget`
     /// (the new run's limits): one over them — its run was ended for it,
@@ -160,10 +171,6 @@ impl WorkerDir {
         let name = generation.to_string();
         let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
         let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
-        fsutil::create_dir_new(&dir, "spawned").map_err(io_err(ctx.clone()))?;
-        for log in ["worker.out.log", "worker.err.log"] {
-            fsutil::create_file_new(&dir, log).map_err(io_err(ctx.clone()))?;
-        }
         if let Some(previous) = from
             && let Ok(prev) = runs
                 .open_dir(previous.to_string())
@@ -181,7 +188,10 @@ impl WorkerDir {
                     let note = format!(
                         "cairn: the worktree of generation {previous} was not carried over: it is over {limit} ({value} > {max}); this generation starts empty\n"
                     );
-                    let _ = dir.write("worker.err.log", note.as_bytes());
+                    if let Ok(mut log) = fsutil::open_append(&dir, "worker.err.log") {
+                        use std::io::Write;
+                        let _ = log.write_all(note.as_bytes());
+                    }
                 }
             }
         }

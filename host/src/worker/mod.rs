@@ -60,9 +60,9 @@ pub enum WorkerError {
     /// No such worker in this home.
     #[error("no worker {0} in this home")]
     NoSuchWorker(WorkerId),
-    /// The generation directory exists already: it is never reused.
+    /// Generation directories exist already, many in a row: never reused.
     #[error(
-        "worker {worker}: generation directory runs/{generation} already exists; a generation is never reused (the reservation is consumed: retry to get the next one)"
+        "worker {worker}: generation directories up to runs/{generation} exist already; a generation is never reused (the numbers are consumed: retry to get the next one)"
     )]
     GenerationCollision {
         /// The worker.

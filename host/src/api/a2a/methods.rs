@@ -140,6 +140,7 @@ impl Call {
                 workspace: Some(self.ws.0.clone()),
                 limits: Default::default(),
                 tools: None,
+                first_commit: crate::runtime::FirstCommit::Now,
             })
             .await?;
         tokio::spawn(hold(claim, started.run_id));

@@ -107,6 +107,7 @@ pub async fn completions(
             workspace: Some(ws.0.clone()),
             limits: Default::default(),
             tools: req.tools_json(),
+            first_commit: crate::runtime::FirstCommit::WithRun,
         })
         .await?;
     let run = started.run_id;

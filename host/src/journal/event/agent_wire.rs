@@ -156,7 +156,7 @@ mod tests {
     use super::AgentEvent;
     use serde_json::json;
 
-    fn samples() -> Vec<AgentEvent> {
+    pub(super) fn samples() -> Vec<AgentEvent> {
         vec![
             AgentEvent::TextDelta {
                 text: "a \"quoted\" \\ line\n".into(),
@@ -237,5 +237,40 @@ mod tests {
         assert!(err(r#"{"type":7,"text":"x"}"#).contains("invalid type"));
         assert!(err(r#"{"text":"x","type":7}"#).contains("\"type\" is not a string"));
         assert!(err(r#"[1]"#).contains("invalid type"));
+    }
+}
+
+#[cfg(test)]
+mod lines {
+    use super::super::{LifecycleEvent, Payload, SessionEvent};
+    use crate::ids::{RunId, SegmentId, Seq, SessionId};
+
+    /// A line built around a payload's JSON is the line serde writes.
+    #[test]
+    fn a_line_around_its_payload_json_is_the_serialized_line() {
+        let payloads = super::tests::samples()
+            .into_iter()
+            .map(Payload::Agent)
+            .chain([Payload::Lifecycle(LifecycleEvent::DecisionTimedOut {
+                decision_id: crate::ids::DecisionId::derive(&SessionId::new(), Seq(4)),
+            })]);
+        for (i, payload) in payloads.enumerate() {
+            for run_id in [None, Some(RunId::new())] {
+                let event = SessionEvent {
+                    session_id: SessionId::parse("a.b:c@d+e=f_g-h").expect("a safe id"),
+                    segment_id: SegmentId::new(),
+                    run_id,
+                    seq: Seq(i as u64 + 1),
+                    at_ms: u64::MAX - i as u64,
+                    payload: payload.clone(),
+                    facts: None,
+                    line: Default::default(),
+                };
+                let expected = serde_json::to_string(&event).unwrap();
+                let json = serde_json::to_string(&event.payload).unwrap();
+                let built = event.with_payload_json(&json);
+                assert_eq!(built.line(), expected);
+            }
+        }
     }
 }

@@ -411,11 +411,15 @@ impl RunHost for RunCtx {
             )));
         }
         let payload = Payload::Agent(event);
-        let size = crate::journal::json_len(&payload);
-        if size > self.limits.event_bytes {
-            let what = self.break_limit("event_bytes", size, self.limits.event_bytes);
-            return Ok(Err(EmitRefusal::LimitExceeded(what)));
-        }
+        // Serialized once: measured here, written into its journal line.
+        let json = match crate::journal::json_within(&payload, self.limits.event_bytes) {
+            Ok(json) => json,
+            Err(size) => {
+                let what = self.break_limit("event_bytes", size, self.limits.event_bytes);
+                return Ok(Err(EmitRefusal::LimitExceeded(what)));
+            }
+        };
+        let size = json.len() as u64;
         let count = self.events.load(Ordering::Relaxed) + 1;
         if count > self.limits.events_per_run {
             let what = self.break_limit("events_per_run", count, self.limits.events_per_run);
@@ -440,7 +444,7 @@ impl RunHost for RunCtx {
         }
         let seq = self
             .journal
-            .append_seq(Some(self.run_id), payload)
+            .append_emit(Some(self.run_id), payload, &json)
             .await
             .map_err(|e| self.refused("an event", e))?;
         self.count(size);

@@ -29,6 +29,8 @@ pub(crate) struct RunPlan {
     /// The last generation the journal names (a restore reserves past it).
     pub generation_floor: Option<Generation>,
     pub replay: Option<ReplayPlan>,
+    /// When its first batch is committed.
+    pub first_commit: crate::runtime::FirstCommit,
     /// Told once the run's first batch (reservation and start) is durable.
     pub durable: Option<tokio::sync::oneshot::Sender<()>>,
     /// Whether the worker may be a child (its record named a parent when
@@ -81,11 +83,40 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 seed,
             },
         };
-        let written = match ctx
-            .journal
-            .append_batch(Some(ctx.run_id), vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)])
-            .await
-        {
+        let batch = vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)];
+        let written = match plan.first_commit {
+            // Durable before the layout and the controller's start.
+            crate::runtime::FirstCommit::Now => {
+                ctx.journal.append_batch(Some(ctx.run_id), batch).await.map(|written| {
+                    if let Some(durable) = plan.durable.take() {
+                        let _ = durable.send(());
+                    }
+                    written.into_iter().map(Arc::new).collect::<Vec<_>>()
+                })
+            }
+            // Minted now, committed with the run's next commit (its first
+            // input, its end) or within the commit delay, while the
+            // controller starts: everything after them is committed after
+            // them, and whoever waits for the start hears once they are
+            // durable.
+            crate::runtime::FirstCommit::WithRun => ctx
+                .journal
+                .commit_soon(Some(ctx.run_id), batch, crate::journal::COMMIT_DELAY)
+                .await
+                .map(|(written, minted)| {
+                    crate::fsutil::crash_point("start-minted");
+                    if let Some(durable) = plan.durable.take() {
+                        let journal = ctx.journal.clone();
+                        tokio::spawn(async move {
+                            if journal.durable(minted).await.is_ok() {
+                                let _ = durable.send(());
+                            }
+                        });
+                    }
+                    written
+                }),
+        };
+        let written = match written {
             Ok(written) => written,
             Err(e) => {
                 // The number is consumed all the same (its directory
@@ -98,9 +129,6 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 return Err(ErrorOrCancel::error(FailureCode::Storage.as_str(), failure.0));
             }
         };
-        if let Some(durable) = plan.durable.take() {
-            let _ = durable.send(());
-        }
         // worker.json and the rest of the layout, before anything is instantiated.
         worker
             .record_generation(generation, plan.bind.as_deref())

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod catalog;
+mod workers;
 pub use catalog::{catalog, run_index};
+pub use workers::{component_bytes, workers};
 
 /// Makes a session's journal ready to create: returns the segment to
 /// create it with (the file store lays out the worker first).

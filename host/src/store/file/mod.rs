@@ -627,8 +627,6 @@ impl JournalStore for FileStore {
             let mut file = fsutil::create_file_new(&dir, &name)
                 .map_err(io(format!("cannot create {}", path.display())))?
                 .into_std();
-            fsutil::create_file_new(&dir, &format!("{segment}.trace.jsonl"))
-                .map_err(io(format!("cannot create {}", path.display())))?;
             file.write_all(&buf)
                 .and_then(|()| files.sync(&file))
                 .map_err(io(format!("cannot write {}", path.display())))?;
