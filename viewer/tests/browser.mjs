@@ -198,7 +198,9 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
   fs.writeFileSync(tampered, lines.map((l) => (JSON.parse(l).seq === victim.seq ? l.replace('"text":"5"', '"text":"five"') : l)).join('\n') + '\n');
   const wasm = path.join(dir, 'counter.wasm');
   fs.copyFileSync(cfg.counter, wasm);
-  // No API call may leave the page from here on.
+  // No API call may leave the offline page: the live page before it is
+  // gone first (a request it had in flight is not the offline page's).
+  await page.goto('about:blank');
   let apiCalls = 0;
   await page.route('**/v1/**', (route) => {
     apiCalls++;

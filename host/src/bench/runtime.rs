@@ -201,14 +201,104 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
 }
 
 /// RSS per session waiting on a decision, and the descriptors open then.
+/// One mapping of this process, from `/proc/self/smaps`.
+struct Mapping {
+    start: u64,
+    size_kib: f64,
+    rss_kib: f64,
+    name: String,
+}
+
+fn mappings() -> Vec<Mapping> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps") else {
+        return Vec::new();
+    };
+    let mut out: Vec<Mapping> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if let Some((start, _)) = first.split_once('-')
+            && let Ok(start) = u64::from_str_radix(start, 16)
+        {
+            out.push(Mapping {
+                start,
+                size_kib: 0.0,
+                rss_kib: 0.0,
+                name: words.nth(4).unwrap_or("").to_string(),
+            });
+        } else if let Some(m) = out.last_mut() {
+            let mut kib = || {
+                words
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            match first {
+                "Size:" => m.size_kib = kib(),
+                "Rss:" => m.rss_kib = kib(),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// What the resident growth from `before` to `after` is made of, per
+/// session of `n` (the split a profile of the mappings gives: a guest's
+/// linear memory is its copy-on-write image (`/memfd:wasm-memory-image`)
+/// over a slot of the pooling allocator's memory pool (one mapping of
+/// `slots` × 2 memories of `memory_bytes`), each fiber stack is a 2 MiB
+/// mapping of its own, the instance and table pools are one mapping each,
+/// and malloc's heaps hold the stores and the host's own state).
+fn rss_split(
+    before: &[Mapping],
+    after: &[Mapping],
+    n: usize,
+    slots: f64,
+    memory_bytes: f64,
+) -> Vec<(&'static str, f64)> {
+    let mut parts = [
+        ("guest linear memory", 0.0),
+        ("fiber stacks", 0.0),
+        ("wasmtime instance and table pools", 0.0),
+        ("host heap: stores, instance state, runtime records", 0.0),
+        ("code and files", 0.0),
+    ];
+    const STACK_KIB: f64 = 2048.0;
+    for m in after {
+        let was = before
+            .iter()
+            .find(|b| b.start == m.start)
+            .map_or(0.0, |b| b.rss_kib);
+        let grew = m.rss_kib - was;
+        let anonymous = m.name.is_empty();
+        let part = if m.name.contains("wasm-memory-image")
+            || (anonymous && m.size_kib * 1024.0 >= slots * memory_bytes)
+        {
+            0
+        } else if anonymous && (STACK_KIB..STACK_KIB * 1.1).contains(&m.size_kib) {
+            1
+        } else if m.name == "[heap]" || (anonymous && m.size_kib <= 128.0 * 1024.0) {
+            3
+        } else if anonymous {
+            2
+        } else {
+            4
+        };
+        parts[part].1 += grew / (n.max(2) - 1) as f64;
+    }
+    parts.to_vec()
+}
+
 async fn density(
     dir: &Path,
     n: usize,
     progress: &mut dyn FnMut(String),
-) -> anyhow::Result<(f64, usize)> {
+) -> anyhow::Result<(f64, usize, Vec<(&'static str, f64)>)> {
     let mut config = RuntimeConfig::new(dir.join(format!("density-home-{n}")));
     config.sockets = false;
     config.host.pool.instances = (n + 16) as u32;
+    let memory_bytes = config.host.limits.memory_bytes as f64;
     let rt = Runtime::open(config).await?;
     rt.add_component(&ComponentRef::BuiltIn("approval".into()))
         .await?;
@@ -223,6 +313,7 @@ async fn density(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let before = rss_kib();
+    let before_maps = mappings();
     let mut runs = vec![first.run_id];
     for i in 1..n {
         if i % 1000 == 0 {
@@ -243,6 +334,15 @@ async fn density(
     }
     let after = rss_kib();
     let per = (after - before) / (n - 1).max(1) as f64;
+    let split = rss_split(&before_maps, &mappings(), n, (n + 16) as f64, memory_bytes);
+    progress(format!(
+        "runtime: density, {n} waiting: per session {}",
+        split
+            .iter()
+            .map(|(what, kib)| format!("{what} {kib:.1} KiB"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     let fds = std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count())
         .unwrap_or(0);
@@ -251,7 +351,7 @@ async fn density(
         after / 1024.0
     ));
     rt.shutdown(Duration::from_secs(60)).await;
-    Ok((per, fds))
+    Ok((per, fds, split))
 }
 
 async fn fan_out(subscribers: usize, events: usize) -> anyhow::Result<f64> {
@@ -528,7 +628,7 @@ pub async fn run(
             progress(format!(
                 "runtime: density, {waiting} sessions each waiting on a decision"
             ));
-            let (per, fds) = density(dir, waiting, progress).await?;
+            let (per, fds, split) = density(dir, waiting, progress).await?;
             progress(format!(
                 "runtime: density, {waiting} waiting: {:.2} descriptors a session",
                 fds as f64 / waiting as f64
@@ -542,6 +642,18 @@ pub async fn run(
                 1024.0 * 1024.0 / 10_000.0,
                 "lower",
             ));
+            // The split, each part beside the whole.
+            for (what, kib) in split {
+                rows.push(Row::new(
+                    "runtime",
+                    format!("  of which {what} ({waiting} live)"),
+                    "KiB",
+                    kib,
+                    "RSS per waiting session",
+                    per,
+                    "lower",
+                ));
+            }
         }
     }
 
