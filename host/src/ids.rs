@@ -182,8 +182,42 @@ impl Default for SessionId {
 
 impl<'de> Deserialize<'de> for SessionId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        SessionId::stored(&s).map_err(serde::de::Error::custom)
+        /// Reads the id without an owned copy (a journal line's id has no
+        /// escapes, so it is borrowed from the input).
+        struct Id;
+        impl serde::de::Visitor<'_> for Id {
+            type Value = SessionId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a session id (a string)")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<SessionId, E> {
+                SessionId::shared(s).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Id)
+    }
+}
+
+impl SessionId {
+    /// The stored id `s`, sharing the copy this thread made last when it
+    /// is the same id: every line of a journal names its session, and a
+    /// replay reads them by the million.
+    fn shared(s: &str) -> Result<Self, InvalidId> {
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<SessionId>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some(id) = last.as_ref()
+                && id.as_str() == s
+            {
+                return Ok(id.clone());
+            }
+            let id = SessionId::stored(s)?;
+            *last = Some(id.clone());
+            Ok(id)
+        })
     }
 }
 
@@ -355,6 +389,28 @@ mod tests {
                 .contains("control")
         );
         assert!(serde_json::from_str::<SessionId>("\"\"").is_err());
+    }
+
+    #[test]
+    fn session_ids_read_from_lines_share_one_copy_and_are_still_checked() {
+        let a: SessionId = serde_json::from_str("\"s-1\"").unwrap();
+        let b: SessionId = serde_json::from_str("\"s-1\"").unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(&a.0, &b.0),
+            "one copy for a run of lines"
+        );
+        // Escaped, another id, then the first again: each is its own text.
+        let escaped: SessionId = serde_json::from_str("\"s-\\u0032\"").unwrap();
+        assert_eq!(escaped.as_str(), "s-2");
+        let c: SessionId = serde_json::from_str("\"s-1\"").unwrap();
+        assert_eq!(c, a);
+        // What the stored rules refuse is refused whatever was read before.
+        let err = serde_json::from_str::<SessionId>("\"s-1\\n\"").unwrap_err();
+        assert!(err.to_string().contains("control"), "{err}");
+        let err = serde_json::from_str::<SessionId>("7").unwrap_err();
+        assert!(err.to_string().contains("session id"), "{err}");
+        let from_value: SessionId = serde_json::from_value(serde_json::json!("s-3")).unwrap();
+        assert_eq!(from_value.as_str(), "s-3");
     }
 
     #[test]

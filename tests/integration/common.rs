@@ -46,7 +46,7 @@ pub async fn run_to_end(
             rt.decide(decision_id, v.clone()).await.unwrap();
         }
         if let Some(facts) = &e.facts {
-            return (started, facts.clone(), events);
+            return (started, (**facts).clone(), events);
         }
     }
 }

@@ -121,7 +121,7 @@ async fn a_run_killed_at_random_moments_completes_by_replay() {
             before
                 .iter()
                 .rev()
-                .find_map(|e| e.facts.clone())
+                .find_map(|e| e.facts.as_deref().cloned())
                 .expect("a finished run has facts")
         } else {
             assert_eq!(restored, vec![run], "round {round}");
@@ -210,7 +210,10 @@ async fn an_emitting_run_killed_at_random_moments_keeps_every_entry_seen_once() 
             }
             None => {
                 let all = events(rt.read(&session, Seq(0)).await.unwrap());
-                all.iter().rev().find_map(|e| e.facts.clone()).unwrap()
+                all.iter()
+                    .rev()
+                    .find_map(|e| e.facts.as_deref().cloned())
+                    .unwrap()
             }
         };
         assert_eq!(facts.status, RunStatus::Finished, "round {round}");

@@ -331,8 +331,8 @@ async fn the_terminal_event_and_its_facts_are_one_write() {
         assert_eq!(stored, facts(run, &session, event.seq), "{kind:?}");
         let items = f.store.read(&session, Seq(0), usize::MAX).await.unwrap();
         assert_eq!(
-            items.last().unwrap().event().unwrap().facts,
-            Some(stored),
+            items.last().unwrap().event().unwrap().facts.as_deref(),
+            Some(&stored),
             "{kind:?}"
         );
         // Checkpoints are addressed by key, never by path.

@@ -28,8 +28,10 @@ pub struct SessionEvent {
     pub payload: Payload,
     /// On a run's terminal event only: the run's final facts, written in the
     /// same line so no crash can leave one without the other.
+    // Boxed: most entries have none, and an entry's size is what a
+    // replay of a million of them allocates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facts: Option<RunFacts>,
+    pub facts: Option<Box<RunFacts>>,
     /// The entry's journal line, once serialized (not part of the entry:
     /// a cache, so an entry is serialized once on its whole path — store,
     /// live window, every subscriber). Set it with `Default::default()`.
@@ -627,5 +629,19 @@ pub mod u64_text {
                 .parse()
                 .map_err(|_| serde::de::Error::custom(format!("{t:?} is not a u64"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A replay holds every entry of a session at once: an entry's size is
+    /// what a million of them cost (a run's facts, on one entry in many,
+    /// are boxed for that).
+    #[test]
+    fn an_entry_stays_small() {
+        let size = std::mem::size_of::<SessionEvent>();
+        assert!(size <= 288, "SessionEvent is {size} bytes");
     }
 }

@@ -766,7 +766,7 @@ impl SessionJournal {
             seq,
             at_ms,
             payload: Payload::Lifecycle(payload),
-            facts: Some(facts.clone()),
+            facts: Some(Box::new(facts.clone())),
             line: Default::default(),
         });
         let mut last = seq;

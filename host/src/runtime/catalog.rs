@@ -75,7 +75,7 @@ impl Runtime {
         let observers = self.counts(session);
         let mut out = Vec::new();
         for (run, _, terminal) in runs_of(&events) {
-            let facts = terminal.and_then(|t| t.facts);
+            let facts = terminal.and_then(|t| t.facts).map(|f| *f);
             let state = match (&facts, &live) {
                 (Some(f), _) => f.status.into(),
                 (None, Some(ctx)) if ctx.run_id == run => {

@@ -124,7 +124,7 @@ impl Runtime {
                 .read_page(session, Seq(from), (end - from) as usize)
                 .await?;
             let found = items.iter().rev().find_map(|i| match i {
-                JournalItem::Event(e) => e.facts.clone(),
+                JournalItem::Event(e) => e.facts.as_deref().cloned(),
                 JournalItem::Unknown { .. } => None,
             });
             if found.is_some() {

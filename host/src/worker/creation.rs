@@ -206,7 +206,7 @@ impl Home {
         // the lot: the files' contents and every new directory entry),
         // before the rename makes the aggregate visible; the index entry's
         // content is synced with them and renamed into place after.
-        let laid_out = (|| -> Result<(), WorkerError> {
+        let laid_out = (|| -> Result<(Dir, Dir), WorkerError> {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
             // The marker's presence is what counts (synced with the
@@ -252,7 +252,7 @@ impl Home {
                 status: given.map_or(WorkerStatus::Active, |r| r.status),
                 parent: given.and_then(|r| r.parent.clone()),
             };
-            let handles = vec![
+            let mut handles = vec![
                 fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),
                 fsutil::write_new(&dir, "metadata.json", &to_json(&meta)),
                 fsutil::write_new(&dir, "worker.json", &to_json(&record)),
@@ -261,13 +261,18 @@ impl Home {
                     &index_temp,
                     &Self::index_doc(session, worker_id),
                 ),
-                fsutil::dir_handle(&segments),
-                fsutil::dir_handle(&session_dir),
-                fsutil::dir_handle(&dir),
-            ]
-            .into_iter()
-            .collect::<io::Result<Vec<_>>>()
-            .map_err(io_err(ctx.clone()))?;
+            ];
+            if synced {
+                handles.extend([
+                    fsutil::dir_handle(&segments),
+                    fsutil::dir_handle(&session_dir),
+                    fsutil::dir_handle(&dir),
+                ]);
+            }
+            let handles = handles
+                .into_iter()
+                .collect::<io::Result<Vec<_>>>()
+                .map_err(io_err(ctx.clone()))?;
             if synced {
                 fsutil::sync_together(handles).map_err(io_err(ctx.clone()))?;
             }
@@ -279,13 +284,18 @@ impl Home {
             if synced {
                 fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx.clone()))?;
             }
-            Ok(())
+            // The handles stay good across the rename: the worker is
+            // served from them, not opened and read back.
+            Ok((dir, session_dir))
         })();
-        if let Err(e) = laid_out {
-            let _ = fsutil::remove_tree(&self.inner.workers, &temp);
-            let _ = self.inner.index.remove_file(&index_temp);
-            return Err(e);
-        }
+        let (dir, session_dir) = match laid_out {
+            Ok(handles) => handles,
+            Err(e) => {
+                let _ = fsutil::remove_tree(&self.inner.workers, &temp);
+                let _ = self.inner.index.remove_file(&index_temp);
+                return Err(e);
+            }
+        };
         fsutil::crash_point("create-before-index");
         let indexed = self
             .inner
@@ -307,7 +317,13 @@ impl Home {
         }
         fsutil::crash_point("create-after-index");
         self.known().insert(session.clone(), worker_id);
-        self.open_worker_any(worker_id)
+        Ok(WorkerDir {
+            home: self.clone(),
+            id: worker_id,
+            session: session.clone(),
+            dir,
+            session_dir,
+        })
     }
 
     /// Undo a staged worker this process could not finish (a failed

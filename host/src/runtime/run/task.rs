@@ -316,7 +316,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             .await
         {
             Ok(e) => {
-                let facts = e.facts.expect("a terminal event carries its facts");
+                let facts = *e.facts.expect("a terminal event carries its facts");
                 // A child's end reaches its parent (loan, metadata, a hint).
                 let shutdown = matches!(
                     &terminal,
@@ -325,10 +325,14 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                         ..
                     }
                 );
-                // Before anyone waiting on the run hears of its end.
-                env.supervisor
-                    .run_ended(plan.worker_id, &session, run_id, facts.status, shutdown)
-                    .await;
+                // Before anyone waiting on the run hears of its end. A
+                // worker that was no child when the run was planned is none
+                // now (a parent is named only at a worker's creation).
+                if plan.child {
+                    env.supervisor
+                        .run_ended(plan.worker_id, &session, run_id, facts.status, shutdown)
+                        .await;
+                }
                 return Ok(facts);
             }
             // A disk that refused, a database that is away: the end is

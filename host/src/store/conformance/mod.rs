@@ -269,7 +269,7 @@ pub async fn journal_and_runs(s: &Subject<'_>) {
         }),
     ));
     terminal.run_id = Some(run);
-    terminal.facts = Some(f.clone());
+    terminal.facts = Some(Box::new(f.clone()));
     let terminal = Arc::new(terminal);
     let stale = [entry(&session, next_segment, 7, text(7))];
     assert!(

@@ -703,7 +703,7 @@ impl RunStore for FileStore {
     ) -> Result<Option<RunFacts>, StoreError> {
         let items = self.read(session, Seq(0), usize::MAX).await?;
         Ok(items.into_iter().rev().find_map(|item| match item {
-            JournalItem::Event(e) if e.run_id == Some(run) => e.facts,
+            JournalItem::Event(e) if e.run_id == Some(run) => e.facts.map(|f| *f),
             _ => None,
         }))
     }
