@@ -200,7 +200,6 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
     ))
 }
 
-/// RSS per session waiting on a decision, and the descriptors open then.
 /// One mapping of this process, from `/proc/self/smaps`.
 struct Mapping {
     start: u64,
@@ -290,6 +289,8 @@ fn rss_split(
     parts.to_vec()
 }
 
+/// RSS per session waiting on a decision, the descriptors open then, and
+/// what the RSS is made of.
 async fn density(
     dir: &Path,
     n: usize,

@@ -8,6 +8,7 @@
 //! what it has seen live, and dedupes by seq; one that falls behind gets one
 //! [`Delivery::Gap`] and goes on. The writer never waits for an observer.
 
+mod commit;
 pub mod event;
 mod json;
 mod live;
@@ -15,8 +16,9 @@ pub mod schema;
 mod session;
 mod subscription;
 
+pub use commit::appended_total;
 pub use json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len, json_within};
-pub use session::{BATCH, COMMIT_DELAY, MAX_PENDING, Minted, SessionJournal, appended_total};
+pub use session::{BATCH, COMMIT_DELAY, MAX_PENDING, Minted, SessionJournal};
 pub use subscription::{Delivery, Subscription};
 
 use crate::ids::{SegmentId, SessionId};
