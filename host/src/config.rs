@@ -154,7 +154,7 @@ impl Default for A2aConfig {
 
 /// `[server]`: connection and stream budgets of `cairn serve`, so no client
 /// can hold the host's descriptors or its event streams.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Connections open at once; past it a new connection gets `503` with
@@ -167,6 +167,10 @@ pub struct ServerConfig {
     pub streams_per_session: usize,
     /// Event streams (SSE) open at once in one workspace.
     pub streams_per_workspace: usize,
+    /// Tokens of the host's operator: they read the host-wide views
+    /// (`GET /v1/doctor` of every workspace, `/metrics`) and act for no
+    /// workspace.
+    pub operator_tokens: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -176,6 +180,7 @@ impl Default for ServerConfig {
             header_timeout_ms: 10_000,
             streams_per_session: 64,
             streams_per_workspace: 1024,
+            operator_tokens: Vec::new(),
         }
     }
 }
@@ -312,6 +317,15 @@ impl HostConfig {
     /// Whether any token is configured.
     pub fn has_tokens(&self) -> bool {
         self.workspaces.values().any(|w| !w.tokens.is_empty())
+            || !self.server.operator_tokens.is_empty()
+    }
+
+    /// Whether `token` is one of `[server] operator_tokens`.
+    pub fn is_operator(&self, token: &str) -> bool {
+        self.server
+            .operator_tokens
+            .iter()
+            .any(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
     }
 
     /// A workspace's ceilings: its own, capped by the host's.

@@ -367,6 +367,21 @@ pub fn rfc3339_ms(ms: u64) -> String {
     )
 }
 
+/// A path that names exactly the directory `dir` holds: the kernel's link
+/// for the descriptor, which resolves to the open directory itself, not by
+/// name. wasmtime-wasi takes a preopen by path; this is how a handle is
+/// handed to it without a name anyone can rename.
+pub(crate) fn handle_path(dir: &cap_std::fs::Dir) -> Result<std::path::PathBuf, String> {
+    use std::os::fd::AsRawFd;
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    // Without procfs there is no way to name the handle: refuse the loan
+    // rather than fall back to a path.
+    if !std::path::Path::new("/proc/self/fd").is_dir() {
+        return Err("the loaned scope cannot be handed over: /proc is not mounted".into());
+    }
+    Ok(path)
+}
+
 #[cfg(test)]
 mod rfc3339_tests {
     #[test]

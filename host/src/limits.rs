@@ -17,6 +17,9 @@ pub struct Limits {
     pub instances: u64,
     /// Wall-clock time of a run.
     pub wall_ms: u64,
+    /// Time the guest spends running its own code (charged by epoch ticks
+    /// while it runs; waiting in a host call costs nothing).
+    pub cpu_ms: u64,
     /// Agent events one run may emit.
     pub events_per_run: u64,
     /// Bytes of one event, as journaled.
@@ -57,6 +60,7 @@ impl Default for Limits {
             table_elements: 100_000,
             instances: 64,
             wall_ms: 3_600_000,
+            cpu_ms: 600_000,
             events_per_run: 100_000,
             event_bytes: 1 << 20,
             journal_bytes: 1 << 30,
@@ -82,6 +86,8 @@ pub struct LimitsOverride {
     pub memory_bytes: Option<u64>,
     /// See [`Limits::wall_ms`].
     pub wall_ms: Option<u64>,
+    /// See [`Limits::cpu_ms`].
+    pub cpu_ms: Option<u64>,
     /// See [`Limits::events_per_run`].
     pub events_per_run: Option<u64>,
     /// See [`Limits::event_bytes`].
@@ -118,9 +124,10 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 11] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 12] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
+            ("cpu_ms", o.cpu_ms, &mut out.cpu_ms),
             ("events_per_run", o.events_per_run, &mut out.events_per_run),
             ("event_bytes", o.event_bytes, &mut out.event_bytes),
             ("journal_bytes", o.journal_bytes, &mut out.journal_bytes),
@@ -157,6 +164,7 @@ impl Limits {
             table_elements: self.table_elements.min(other.table_elements),
             instances: self.instances.min(other.instances),
             wall_ms: self.wall_ms.min(other.wall_ms),
+            cpu_ms: self.cpu_ms.min(other.cpu_ms),
             events_per_run: self.events_per_run.min(other.events_per_run),
             event_bytes: self.event_bytes.min(other.event_bytes),
             journal_bytes: self.journal_bytes.min(other.journal_bytes),

@@ -12,6 +12,7 @@ pub fn tight() -> LimitsOverride {
     LimitsOverride {
         memory_bytes: Some(64 << 20),
         wall_ms: Some(2_000),
+        cpu_ms: None,
         events_per_run: Some(2_000),
         event_bytes: Some(64 << 10),
         journal_bytes: Some(8 << 20),

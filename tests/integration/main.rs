@@ -16,6 +16,7 @@ mod doctor;
 mod fuzz;
 mod fuzz_api;
 mod hostile;
+mod isolation;
 mod lifecycle;
 mod migrate;
 mod postgres;

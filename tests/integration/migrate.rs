@@ -33,7 +33,7 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
 
 /// A native home with two real sessions: one echo run; and one echo run,
 /// compacted, then a second run (two segments).
-async fn native_home(dir: &Path) -> PathBuf {
+pub(super) async fn native_home(dir: &Path) -> PathBuf {
     let rt = runtime(dir).await;
     run_to_end(&rt, start_req("echo", "one"), None).await;
     let (started, _, _) = run_to_end(&rt, start_req("echo", "two"), None).await;
@@ -48,17 +48,17 @@ async fn native_home(dir: &Path) -> PathBuf {
 
 /// One legacy worker written by [`write_legacy`].
 #[derive(Debug, Clone)]
-struct Legacy {
-    worker: String,
-    session: String,
+pub(super) struct Legacy {
+    pub(super) worker: String,
+    pub(super) session: String,
     /// Its segment files (journal, in order), relative to the root.
-    journals: Vec<String>,
+    pub(super) journals: Vec<String>,
 }
 
 /// Write `copies` legacy workers per native session of `home` under
 /// `root`: fresh worker and session ids, run ids renamed (so every copy is
 /// its own history), the journal lines otherwise as the runs wrote them.
-fn write_legacy(home: &Path, root: &Path, copies: usize) -> Vec<Legacy> {
+pub(super) fn write_legacy(home: &Path, root: &Path, copies: usize) -> Vec<Legacy> {
     std::fs::create_dir_all(root.join("metadata")).unwrap();
     let mut catalog = Vec::new();
     let mut out = Vec::new();

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 pub struct Workspace(pub String);
 
 /// Whether a `Host` header names this machine's loopback.
-fn loopback_host(host: &str) -> bool {
+pub(crate) fn loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         // [::1]:port
         Some(rest) => rest.split(']').next().unwrap_or(""),
@@ -67,14 +67,27 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
         *req.method(),
         axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
     );
-    if local
-        && writes
-        && let Some(origin) = header(axum::http::header::ORIGIN)
-        && !super::viewer::origin_allowed(&s, origin, host)
-    {
-        return forbidden(format!(
-            "a write from origin {origin:?} is refused: this server serves without tokens and takes writes only from its own origin and [http] allowed_origins"
-        ));
+    // A GET that claims, marks presence or takes over changes who holds a
+    // session: it is a write as far as other origins go.
+    let acts = writes || get_with_side_effect(req.uri().query());
+    if local && acts {
+        if let Some(origin) = header(axum::http::header::ORIGIN)
+            && !super::viewer::origin_allowed(&s, origin, host)
+        {
+            return forbidden(format!(
+                "a write from origin {origin:?} is refused: this server serves without tokens and takes writes (and claiming, presence or takeover on a GET) only from its own origin and [http] allowed_origins"
+            ));
+        }
+        // A page's plain GET (an image, a link) carries no Origin, but
+        // the browser says the request crossed sites.
+        if header(axum::http::header::ORIGIN).is_none()
+            && let Some(site) = header(axum::http::HeaderName::from_static("sec-fetch-site"))
+            && (site == "cross-site" || site == "same-site")
+        {
+            return forbidden(format!(
+                "a request from another site ({site}, no Origin) that claims, marks presence or takes over is refused: this server serves without tokens"
+            ));
+        }
     }
     let path = req.uri().path();
     if writes && path != "/v1/components" {
@@ -98,6 +111,19 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
     next.run(req).await
 }
 
+/// Whether a GET's query asks for a side effect: `claim`, `presence` or
+/// `takeover` set to anything but `false`/`0`.
+fn get_with_side_effect(query: Option<&str>) -> bool {
+    query.unwrap_or("").split('&').any(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        matches!(name, "claim" | "presence" | "takeover") && !matches!(value, "false" | "0")
+    })
+}
+
+/// Set on a request made with one of `[server] operator_tokens`.
+#[derive(Debug, Clone, Copy)]
+pub struct Operator;
+
 /// The middleware: resolve the token, or answer 401. `/v1/` routes and,
 /// when tokens exist, `/metrics` (it counts every workspace) need one.
 pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -116,6 +142,17 @@ pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Nex
             .map(str::trim);
         match token.and_then(|t| config.workspace_of(t)) {
             Some(ws) => ws.to_string(),
+            None if token.is_some_and(|t| config.is_operator(t)) => {
+                // The operator reads the host-wide views and acts for no
+                // workspace.
+                if !(path == "/metrics" || path == "/v1/doctor") {
+                    return forbidden(format!(
+                        "an operator token reads only GET /v1/doctor and /metrics; {path} needs a workspace token"
+                    ));
+                }
+                req.extensions_mut().insert(Operator);
+                String::new()
+            }
             None => {
                 return ApiError::new(
                     StatusCode::UNAUTHORIZED,

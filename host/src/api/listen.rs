@@ -22,7 +22,7 @@ pub async fn serve(
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let cfg = rt.host_config().server;
+    let cfg = rt.host_config().server.clone();
     let max = cfg.max_connections.max(1);
     let permits = Arc::new(Semaphore::new(max));
     let (close_tx, close_rx) = watch::channel(false);

@@ -36,6 +36,10 @@ pub struct AppState {
     pub uploads: components::Uploads,
     /// The work queue of the served home.
     pub queue: std::sync::Arc<crate::queue::Queue>,
+    /// Where clients reach this server (`[store] advertise`, else the
+    /// listening address): the base of the URLs an agent card names. Never
+    /// taken from a request's `Host`.
+    pub public_url: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 /// The largest component upload accepted.
@@ -56,7 +60,12 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<crate::queue::Queue>) -> R
         streams: Default::default(),
         uploads: Default::default(),
         queue,
+        public_url: Default::default(),
     };
+    router_of(state)
+}
+
+fn router_of(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ui", get(ui::root_redirect))
@@ -144,6 +153,27 @@ pub async fn serve(
             eprintln!("cairn: the work queue's dispatcher stopped: {e}");
         }
     });
-    let app = router_with(rt.clone(), queue);
+    let state = AppState {
+        rt: rt.clone(),
+        streams: Default::default(),
+        uploads: Default::default(),
+        queue,
+        public_url: Default::default(),
+    };
+    let _ = state.public_url.set(public_url(&rt, &listener));
+    let app = router_of(state);
     listen::serve(listener, rt, app, shutdown).await
+}
+
+/// `[store] advertise`, else `http://` and the listening address (a
+/// wildcard address named by loopback, its port kept).
+fn public_url(rt: &Runtime, listener: &tokio::net::TcpListener) -> String {
+    if let Some(url) = &rt.host_config().store.advertise {
+        return url.trim_end_matches('/').to_string();
+    }
+    match listener.local_addr() {
+        Ok(addr) if addr.ip().is_unspecified() => format!("http://127.0.0.1:{}", addr.port()),
+        Ok(addr) => format!("http://{addr}"),
+        Err(_) => "http://127.0.0.1".to_string(),
+    }
 }

@@ -113,6 +113,18 @@ pub async fn rework(
 }
 
 /// `GET /v1/doctor`: the doctor's report of this served home.
-pub async fn doctor(State(s): State<AppState>) -> Json<crate::queue::doctor::Report> {
-    Json(crate::queue::doctor::examine(&s.rt, true).await)
+///
+/// With tokens it reports only the caller's workspace (no home path, no
+/// other workspace's counts); an operator token (`[server]
+/// operator_tokens`), or a server without tokens, gets the whole home.
+pub async fn doctor(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    operator: Option<Extension<super::auth::Operator>>,
+) -> Json<crate::queue::doctor::Report> {
+    let scope = match operator.is_some() || !s.rt.host_config().has_tokens() {
+        true => None,
+        false => Some(ws.0.as_str()),
+    };
+    Json(crate::queue::doctor::examine_in(&s.rt, true, scope).await)
 }

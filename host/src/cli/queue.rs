@@ -260,7 +260,13 @@ pub async fn status(target: TargetArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!("home      {}", report.home);
+    match (&report.home, &report.workspace) {
+        (Some(home), _) => println!("home      {home}"),
+        (None, Some(ws)) => {
+            println!("workspace {ws} (the server reports only this token's workspace)")
+        }
+        (None, None) => {}
+    }
     match &holder {
         Some(h) => println!(
             "owner     pid {} ({}){}",

@@ -138,9 +138,36 @@ pub async fn run_once(
         )?;
     }
     let mut refused_decision: Option<String> = None;
+    // Once entries were missed, the run's end may be among them: the run
+    // ending is then enough to stop following (its end read from the store).
+    let mut missed = false;
     loop {
         let delivery: Option<Result<Delivery, crate::store::StoreError>> = tokio::select! {
             d = sub.next() => d,
+            facts = rt.wait(started.run_id), if missed => {
+                let facts = facts?;
+                let reason = match rt.read(&started.session_id, after).await {
+                    Ok(items) => items
+                        .iter()
+                        .filter_map(|i| i.event())
+                        .filter(|e| e.run_id == Some(started.run_id))
+                        .find_map(|e| match &e.payload {
+                            Payload::Lifecycle(t) if t.is_terminal() => {
+                                Some(crate::runtime::describe_terminal(t))
+                            }
+                            _ => None,
+                        }),
+                    Err(_) => None,
+                };
+                return Ok(Ran {
+                    started,
+                    status: facts.status,
+                    reason: refused_decision.or(reason).unwrap_or_else(|| {
+                        let status = serde_json::to_value(facts.status).unwrap_or_default();
+                        format!("the run ended ({}) while its entries were missed", status.as_str().unwrap_or("?"))
+                    }),
+                });
+            }
             _ = tokio::signal::ctrl_c() => {
                 let _ = rt.cancel(started.run_id, CancelReason::External, "interrupted (Ctrl-C)");
                 continue;
@@ -160,6 +187,7 @@ pub async fn run_once(
         }
         out.flush()?;
         let Delivery::Event(event) = delivery else {
+            missed |= matches!(delivery, Delivery::Gap { .. });
             continue;
         };
         if event.run_id != Some(started.run_id) {

@@ -91,6 +91,11 @@ pub trait RunHost: Send + Sync {
     fn should_trap(&self) -> bool;
     /// The engine or a host stream saw a limit broken.
     fn limit_broken(&self, limit: &str, value: u64, max: u64);
+    /// The workspace the run counts against (its CPU turns are shared
+    /// with that workspace's other long runs).
+    fn tenant(&self) -> String {
+        String::new()
+    }
 }
 
 fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {

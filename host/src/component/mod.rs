@@ -4,6 +4,7 @@
 mod bindings;
 mod clock;
 pub mod complexity;
+pub mod cpu;
 mod host;
 mod limiter;
 mod stable_fs;
@@ -121,6 +122,8 @@ pub struct Components {
     /// One compilation per digest at a time: identical bytes uploaded
     /// together are compiled once.
     inflight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Long-running guests' turns on the runtime's threads.
+    cpu: Arc<cpu::CpuGate>,
     _ticker: Ticker,
 }
 
@@ -328,6 +331,13 @@ impl Components {
                     .max(1),
             ),
             inflight: Mutex::new(HashMap::new()),
+            cpu: Arc::new(cpu::CpuGate::new(
+                tokio::runtime::Handle::try_current()
+                    .map(|h| h.metrics().num_workers())
+                    .unwrap_or_else(|_| {
+                        std::thread::available_parallelism().map_or(1, |n| n.get())
+                    }),
+            )),
             _ticker: Ticker { stop },
         })
     }
@@ -495,7 +505,10 @@ impl Components {
         wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
             .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
         if let Some(loan) = &sandbox.loan {
-            wasi.preopened_dir(loan, "/loan", wasmtime_wasi::FsPerms::ReadWrite)
+            // The open handle, never the scope's name: a rename or a link
+            // the parent makes meanwhile cannot move it.
+            let path = crate::fsutil::handle_path(loan).map_err(RunTrap::Setup)?;
+            wasi.preopened_dir(&path, "/loan", wasmtime_wasi::FsPerms::ReadWrite)
                 .map_err(|e| RunTrap::Setup(format!("cannot preopen the loaned scope: {e:#}")))?;
         }
         let log_bytes = sandbox.limits.log_bytes;
@@ -529,12 +542,24 @@ impl Components {
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(1);
         let host = sandbox.host.clone();
+        let cpu_ms = sandbox.limits.cpu_ms;
+        let mut meter = cpu::Meter::new(self.cpu.clone(), host.tenant());
+        // Every tick inside guest code is charged to the run: past
+        // `cpu_ms` it ends, past a while it takes turns with other long runs.
         store.epoch_deadline_callback(move |_| {
             if host.should_trap() {
-                Ok(wasmtime::UpdateDeadline::Interrupt)
-            } else {
-                Ok(wasmtime::UpdateDeadline::Yield(1))
+                return Ok(wasmtime::UpdateDeadline::Interrupt);
             }
+            let charge = meter.tick();
+            let used = meter.used_ms();
+            if used > cpu_ms {
+                host.limit_broken("cpu_ms", used, cpu_ms);
+                return Ok(wasmtime::UpdateDeadline::Interrupt);
+            }
+            Ok(match charge {
+                cpu::Charge::Yield => wasmtime::UpdateDeadline::Yield(1),
+                cpu::Charge::Turn(turn) => wasmtime::UpdateDeadline::YieldCustom(1, turn),
+            })
         });
         let setup = |e: wasmtime::Error| RunTrap::Setup(format!("{e:#}"));
         let trap = |e: wasmtime::Error| RunTrap::Trap(trap_message(&e));
@@ -622,8 +647,9 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<(), Component
 pub struct Sandbox {
     /// `runs/<gen>/artifacts/`: the guest's `/`.
     pub artifacts: std::path::PathBuf,
-    /// A scope of the parent's `artifacts/` loaned to a child: its `/loan`.
-    pub loan: Option<std::path::PathBuf>,
+    /// A scope of the parent's `artifacts/` loaned to a child, opened
+    /// without following links: its `/loan`.
+    pub loan: Option<cap_std::fs::Dir>,
     /// `worker.out.log` (opened to append on the guest's first write: a
     /// run that writes nothing holds no descriptor for it).
     pub stdout: std::path::PathBuf,

@@ -206,6 +206,12 @@ impl Source {
         let Some(workers) = doc.get("workers").and_then(Value::as_array) else {
             return Err("catalog.json has no \"workers\" array".into());
         };
+        if workers.len() > MAX_WORKERS {
+            return Err(format!(
+                "catalog.json lists {} workers; at most {MAX_WORKERS} are migrated at once",
+                workers.len()
+            ));
+        }
         Ok(workers
             .iter()
             .enumerate()
@@ -221,10 +227,21 @@ impl Source {
     }
 
     fn read_json(&self, rel: &str) -> Result<Value, String> {
-        let bytes = self
-            .root
-            .read(rel)
-            .map_err(|e| format!("cannot read {rel}: {e}"))?;
+        let max = if rel == "catalog.json" {
+            MAX_CATALOG_BYTES
+        } else {
+            MAX_DOCUMENT_BYTES
+        };
+        let bytes = match rel.rsplit_once('/') {
+            Some((dir, name)) => {
+                let dir = self
+                    .root
+                    .open_dir(dir)
+                    .map_err(|e| format!("cannot open {dir}/: {e}"))?;
+                read_regular(&dir, name, max, rel)?
+            }
+            None => read_regular(&self.root, rel, max, rel)?,
+        };
         serde_json::from_slice(&bytes).map_err(|e| format!("{rel} is not valid JSON: {e}"))
     }
 
@@ -272,9 +289,7 @@ impl Source {
         for (i, segment) in meta.segments.iter().enumerate() {
             let name = format!("{}.jsonl", segment.segment_id);
             let path = Path::new(&rel).join(&name);
-            let bytes = dir
-                .read(&name)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let bytes = read_regular(&dir, &name, MAX_SEGMENT_BYTES, &path.to_string_lossy())?;
             let scan = scan_segment(&bytes, &path, prev).map_err(|e| e.to_string())?;
             let mut generation = Generation(0);
             index_segment(
@@ -343,9 +358,7 @@ impl Source {
             let trace = format!("{}.trace.jsonl", segment.segment_id);
             if names.contains(&trace) {
                 let path = Path::new(&rel).join(&trace);
-                let bytes = dir
-                    .read(&trace)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let bytes = read_regular(&dir, &trace, MAX_SEGMENT_BYTES, &path.to_string_lossy())?;
                 let good = check_trace(&bytes, &path)?;
                 if good < bytes.len() {
                     out.notes.push(format!(
@@ -359,6 +372,67 @@ impl Source {
         }
         Ok(out)
     }
+}
+
+/// The largest `catalog.json` read (a 3 M-worker catalog took 4.3 GiB).
+pub const MAX_CATALOG_BYTES: u64 = 64 << 20;
+/// The largest metadata document read.
+pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
+/// The largest segment or trace file read (each is held while its worker
+/// is copied).
+pub const MAX_SEGMENT_BYTES: u64 = 256 << 20;
+/// The most workers one catalog may list.
+pub const MAX_WORKERS: usize = 200_000;
+
+/// Read `name` of `dir` only when it is a regular file of at most `max`
+/// bytes (by its length: a sparse file is as large as it claims): a FIFO, a device or a socket is refused by `fstat`
+/// before anything is read, and it is opened non-blocking, so opening a
+/// FIFO never waits; a link is not followed. `shown` names it in errors.
+fn read_regular(dir: &Dir, name: &str, max: u64, shown: &str) -> Result<Vec<u8>, String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP => format!("{shown} is a symbolic link: refused"),
+        e => format!("cannot read {shown}: {}", std::io::Error::from(e)),
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+    if kind != rustix::fs::FileType::RegularFile {
+        return Err(format!(
+            "{shown} is not a regular file (a {}): refused, nothing read",
+            match kind {
+                rustix::fs::FileType::Fifo => "FIFO",
+                rustix::fs::FileType::CharacterDevice => "character device",
+                rustix::fs::FileType::BlockDevice => "block device",
+                rustix::fs::FileType::Socket => "socket",
+                rustix::fs::FileType::Directory => "directory",
+                _ => "special file",
+            }
+        ));
+    }
+    let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+    if size > max {
+        return Err(format!(
+            "{shown} has {size} bytes; at most {max} are read from a legacy tree"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    std::fs::File::from(fd)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{shown} grew past {max} bytes while it was read: refused"
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Every complete trace line is JSON; one crash-truncated final line is

@@ -1,7 +1,9 @@
 //! `cairn doctor` and `GET /v1/doctor`: what in a home needs a human. A
 //! reader: it takes no lock and changes nothing.
 //!
-//! The report (JSON, `"version": 1`): `workers` (counts by status),
+//! The report (JSON, `"version": 1`): `home` (its path; absent from a
+//! report scoped to one workspace, which names it in `workspace`: what
+//! `GET /v1/doctor` answers a workspace token), `workers` (counts by status),
 //! `queue` (rows by state, records by status, the keys `resumed_by_replay`),
 //! `problems` (each `{"kind", "subject", "detail"}`; any problem means
 //! exit 1) and `notes` (worth knowing, nothing to do). Problem kinds:
@@ -36,8 +38,12 @@ pub struct Finding {
 pub struct Report {
     /// 1.
     pub version: u64,
-    /// The home.
-    pub home: String,
+    /// The home (absent from a report scoped to one workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
+    /// The one workspace the report covers, when it is scoped to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     /// Whether nothing needs attention.
     pub ok: bool,
     /// Workers by status (`active`, `stale`), and the total.
@@ -54,18 +60,28 @@ pub struct Report {
 /// `served` says whether a live process holds the home (its live runs are
 /// then not interrupted).
 pub async fn examine(rt: &Runtime, served: bool) -> Report {
+    examine_in(rt, served, None).await
+}
+
+/// [`examine`], of one workspace's workers and cards when `scope` names
+/// it (what a tenant's token sees: nothing of the others, not even their
+/// counts, and no host path); of the whole home when it is `None`.
+pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Report {
     let home = rt.home();
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     let mut workers: BTreeMap<String, usize> = BTreeMap::new();
     let ids = home.list_workers().unwrap_or_default();
-    workers.insert("total".into(), ids.len());
+    let mut total = 0;
     for id in ids {
         let Ok(worker) = home.open_worker(id) else {
             continue;
         };
         let record = match worker.record() {
+            Ok(r) if scope.is_some_and(|ws| ws != r.workspace) => continue,
             Ok(r) => r,
+            // A record nobody can read names no workspace: the operator's.
+            Err(_) if scope.is_some() => continue,
             Err(e) => {
                 problems.push(Finding {
                     kind: "corrupt_session".into(),
@@ -91,6 +107,7 @@ pub async fn examine(rt: &Runtime, served: bool) -> Report {
                 });
             }
         }
+        total += 1;
         let status = match record.status {
             WorkerStatus::Active => "active",
             WorkerStatus::Stale => "stale",
@@ -136,8 +153,12 @@ pub async fn examine(rt: &Runtime, served: bool) -> Report {
             Ok(_) => {}
         }
     }
-    let queue = queue_report(rt, &mut problems);
-    if !served && let Some(holder) = crate::home_lock::read_record(home.path()) {
+    workers.insert("total".into(), total);
+    let queue = queue_report(rt, scope, &mut problems);
+    if !served
+        && scope.is_none()
+        && let Some(holder) = crate::home_lock::read_record(home.path())
+    {
         notes.push(Finding {
             kind: "stale_lock".into(),
             subject: crate::home_lock::LOCK_FILE.into(),
@@ -149,7 +170,8 @@ pub async fn examine(rt: &Runtime, served: bool) -> Report {
     }
     Report {
         version: 1,
-        home: home.path().display().to_string(),
+        home: scope.is_none().then(|| home.path().display().to_string()),
+        workspace: scope.map(str::to_string),
         ok: problems.is_empty(),
         workers,
         queue,
@@ -173,7 +195,11 @@ fn interrupted<'a>(events: impl Iterator<Item = &'a crate::SessionEvent>) -> Opt
     open
 }
 
-fn queue_report(rt: &Runtime, problems: &mut Vec<crate::queue::doctor::Finding>) -> Value {
+fn queue_report(
+    rt: &Runtime,
+    scope: Option<&str>,
+    problems: &mut Vec<crate::queue::doctor::Finding>,
+) -> Value {
     let store = match FileQueue::open(rt.home().root(), false) {
         Ok(s) => s,
         Err(e) => {
@@ -197,7 +223,8 @@ fn queue_report(rt: &Runtime, problems: &mut Vec<crate::queue::doctor::Finding>)
         }
     };
     let mut rows: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &cards.rows {
+    let ours = |ws: &str| scope.is_none_or(|s| s == ws);
+    for r in cards.rows.iter().filter(|r| ours(&r.workspace)) {
         let name = serde_json::to_value(r.state)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
@@ -213,7 +240,7 @@ fn queue_report(rt: &Runtime, problems: &mut Vec<crate::queue::doctor::Finding>)
     }
     let mut by_status: BTreeMap<String, usize> = BTreeMap::new();
     let mut replayed = Vec::new();
-    for (key, record) in &records.sessions {
+    for (key, record) in records.sessions.iter().filter(|(_, r)| ours(&r.workspace)) {
         let name = serde_json::to_value(record.status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
@@ -251,7 +278,11 @@ fn queue_report(rt: &Runtime, problems: &mut Vec<crate::queue::doctor::Finding>)
 impl Report {
     /// The report for people.
     pub fn render(&self) -> String {
-        let mut out = format!("home {}\n", self.home);
+        let mut out = match (&self.home, &self.workspace) {
+            (Some(home), _) => format!("home {home}\n"),
+            (None, Some(ws)) => format!("workspace {ws}\n"),
+            (None, None) => String::new(),
+        };
         let counts = |m: &BTreeMap<String, usize>| {
             m.iter()
                 .map(|(k, v)| format!("{k} {v}"))

@@ -18,7 +18,7 @@ use crate::journal::event::{
 };
 use crate::worker::{ChildRef, ChildStatus, ParentRef, PeerRef};
 use serde_json::{Value, json};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::time::Duration;
 
 /// One writer of a parent's `metadata.json` links at a time (spawns,
@@ -74,8 +74,26 @@ pub(crate) async fn call(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Value {
     };
     match result {
         Ok(v) => json!({ "ok": v }),
-        Err(e) => json!({ "error": e }),
+        Err(e) => json!({ "error": guest_visible(rt, ctx, &e) }),
     }
+}
+
+/// An error as the guest may see it: no host path. The run's own
+/// `artifacts/` reads as `artifacts/`; anything else under the home as
+/// `<home>/…` with no absolute prefix (what the host's messages name
+/// should be relative already: this is the net under them).
+fn guest_visible(rt: &Runtime, ctx: &RunCtx, message: &str) -> String {
+    let mut out = message.to_string();
+    if let Some(place) = ctx.place.get()
+        && place.artifacts.is_absolute()
+    {
+        out = out.replace(&*place.artifacts.to_string_lossy(), "artifacts");
+    }
+    let home = rt.home().path();
+    if home.is_absolute() {
+        out = out.replace(&*home.to_string_lossy(), "<home>");
+    }
+    out
 }
 
 fn place(ctx: &RunCtx) -> Result<&super::run::Place, String> {
@@ -115,40 +133,6 @@ fn overlaps(a: &str, b: &str) -> bool {
     let (a, b): (Vec<&str>, Vec<&str>) = (a.split('/').collect(), b.split('/').collect());
     let n = a.len().min(b.len());
     a[..n] == b[..n]
-}
-
-/// Make `scope` under `artifacts` (no link followed) and return its host
-/// path, checked to be a real directory inside `artifacts`.
-fn make_scope(artifacts: &Path, scope: &str) -> Result<PathBuf, String> {
-    let dir = cap_std::fs::Dir::open_ambient_dir(artifacts, cap_std::ambient_authority())
-        .map_err(|e| format!("cannot open the caller's artifacts/: {e}"))?;
-    dir.create_dir_all(scope)
-        .map_err(|e| format!("cannot make scope {scope:?}: {e}"))?;
-    loan_path(artifacts, scope)
-}
-
-/// The host path of a loaned scope, if it is still a real directory inside
-/// `artifacts` (no symbolic link on the way).
-pub(crate) fn loan_path(artifacts: &Path, scope: &str) -> Result<PathBuf, String> {
-    let mut at = artifacts.to_path_buf();
-    for part in scope.split('/') {
-        at.push(part);
-        let meta = std::fs::symlink_metadata(&at).map_err(|e| format!("scope {scope:?}: {e}"))?;
-        if !meta.is_dir() {
-            return Err(format!(
-                "scope {scope:?} is not a directory of artifacts/ ({} is a link or a file)",
-                at.display()
-            ));
-        }
-    }
-    let (real, root) = (
-        at.canonicalize().map_err(|e| e.to_string())?,
-        artifacts.canonicalize().map_err(|e| e.to_string())?,
-    );
-    if !real.starts_with(&root) {
-        return Err(format!("scope {scope:?} leads outside artifacts/"));
-    }
-    Ok(real)
 }
 
 async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String> {
@@ -223,7 +207,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
         ));
     }
     if let Some(scope) = &scope {
-        make_scope(&place.artifacts, scope)?;
+        super::loan::make_scope(&place.artifacts, scope)?;
     }
     let child_worker = match home.lookup(&session).map_err(|e| e.to_string())? {
         Some(w) => w,
@@ -318,7 +302,7 @@ fn spawned_record(
 ) -> Result<(), String> {
     let gen_dir = parent.join("runs").join(place.generation.0.to_string());
     let dir = cap_std::fs::Dir::open_ambient_dir(&gen_dir, cap_std::ambient_authority())
-        .map_err(|e| format!("cannot open {}: {e}", gen_dir.display()))?;
+        .map_err(|e| format!("cannot open the caller's generation: {}", e.kind()))?;
     let spawned = crate::fsutil::ensure_dir(&dir, "spawned")
         .map_err(|e| format!("cannot make spawned/: {e}"))?;
     let doc = json!({ "version": 1, "spawn": key, "worker_id": child, "session_id": session, "component": component, "scope": scope });
@@ -569,7 +553,7 @@ fn peers(rt: &Runtime, ctx: &RunCtx) -> Result<Value, String> {
 /// The `/loan` a run of `worker` gets: its parent's scope, when this run
 /// holds the loan (the child's first run, or its restore) and it has not
 /// been reclaimed.
-pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<PathBuf> {
+pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<cap_std::fs::Dir> {
     let home = rt.workers();
     let child = home.open_worker(worker).ok()?;
     let mut record = child.record().ok()?;
@@ -592,7 +576,9 @@ pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<Pat
         .join("runs")
         .join(parent.generation.0.to_string())
         .join("artifacts");
-    loan_path(&artifacts, &scope).ok()
+    let artifacts =
+        cap_std::fs::Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority()).ok()?;
+    super::loan::open_scope(&artifacts, &scope).ok()
 }
 
 /// After a run of `worker` ended with `status`: when the worker is a child,

@@ -13,6 +13,7 @@ pub mod failure;
 mod history;
 pub mod lineage;
 mod listing;
+mod loan;
 mod observers;
 mod registry;
 pub mod replay;

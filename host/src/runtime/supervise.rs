@@ -7,7 +7,6 @@ use crate::ids::{Generation, RunId, SessionId, WorkerId};
 use crate::journal::event::{Payload, RunStatus};
 use crate::worker::GenerationDir;
 use async_trait::async_trait;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -40,7 +39,7 @@ impl Supervisor for Runtime {
             .collect()
     }
 
-    fn loan(&self, worker: WorkerId, run: RunId) -> Option<PathBuf> {
+    fn loan(&self, worker: WorkerId, run: RunId) -> Option<cap_std::fs::Dir> {
         super::delegation::loan_for(self, worker, run)
     }
 

@@ -104,10 +104,17 @@ async fn agent(s: &AppState, ws: &Workspace, name: &str) -> Result<Agent, ApiErr
     })
 }
 
-fn base_url(headers: &HeaderMap) -> String {
+/// The base of a card's URLs: where the server says it is reached, never
+/// the request's `Host` (the default card is shown to anyone). A router
+/// not behind `serve` (tests) names a loopback `Host` or `localhost`.
+fn base_url(s: &AppState, headers: &HeaderMap) -> String {
+    if let Some(url) = s.public_url.get() {
+        return url.clone();
+    }
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
+        .filter(|h| super::auth::loopback_host(h))
         .unwrap_or("localhost");
     format!("http://{host}")
 }
@@ -161,7 +168,7 @@ pub async fn default_card(
     // component is looked up in the default workspace.
     let ws = Workspace(s.rt.default_workspace().to_string());
     let agent = agent(&s, &ws, &name).await?;
-    Ok(axum::Json(card(&s, &base_url(&headers), &agent)))
+    Ok(axum::Json(card(&s, &base_url(&s, &headers), &agent)))
 }
 
 /// `GET /v1/a2a/{agent}/.well-known/agent-card.json`.
@@ -172,7 +179,7 @@ pub async fn agent_card(
     headers: HeaderMap,
 ) -> Result<axum::Json<Value>, ApiError> {
     let agent = agent(&s, &ws, &name).await?;
-    Ok(axum::Json(card(&s, &base_url(&headers), &agent)))
+    Ok(axum::Json(card(&s, &base_url(&s, &headers), &agent)))
 }
 
 /// `GET /v1/a2a`: the cards of every agent the caller may use.
@@ -181,7 +188,7 @@ pub async fn agents(
     Extension(ws): Extension<Workspace>,
     headers: HeaderMap,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let base = base_url(&headers);
+    let base = base_url(&s, &headers);
     let mut cards = Vec::new();
     for c in super::components::usable(&s, &ws).await? {
         let agent = Agent {

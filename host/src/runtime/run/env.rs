@@ -12,7 +12,6 @@ use crate::runtime::decisions::Broker;
 use crate::store::{Store, Workers};
 use crate::worker::GenerationDir;
 use async_trait::async_trait;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The narrow dependencies of one run task.
@@ -47,7 +46,7 @@ pub(crate) trait Supervisor: Send + Sync + 'static {
     ) -> Vec<Box<dyn SeamGuard>>;
 
     /// The `/loan` this run of a child gets, if it holds the loan.
-    fn loan(&self, worker: WorkerId, run: RunId) -> Option<PathBuf>;
+    fn loan(&self, worker: WorkerId, run: RunId) -> Option<cap_std::fs::Dir>;
 
     /// Answer one live `workers` call of `ctx`'s run.
     async fn workers_call(&self, ctx: &RunCtx, call: &serde_json::Value) -> serde_json::Value;

@@ -604,6 +604,10 @@ impl RunHost for RunCtx {
         self.break_limit(limit, value, max);
     }
 
+    fn tenant(&self) -> String {
+        self.workspace.get().cloned().unwrap_or_default()
+    }
+
     fn should_trap(&self) -> bool {
         if self.failure().is_some() {
             return true;

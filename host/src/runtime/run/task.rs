@@ -498,6 +498,10 @@ async fn terminal_of(
         Ok(Outcome::Finished(text) | Outcome::Question(text)) => {
             ctx.admit(&[text.len() as u64 + 256]).err()
         }
+        // The code is journaled twice (in the message and the details).
+        Ok(Outcome::Failed { code, message }) => ctx
+            .admit(&[2 * code.len() as u64 + message.len() as u64 + 256])
+            .err(),
         Ok(Outcome::Parked(bytes)) if bytes.len() as u64 > ctx.limits.checkpoint_bytes => {
             Some(ctx.break_limit(
                 "checkpoint_bytes",

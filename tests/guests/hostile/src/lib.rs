@@ -1,6 +1,7 @@
 //! A hostile controller: the prompt picks the attack.
 //!
-//! `loop` spins without host calls · `memory` allocates without end ·
+//! `loop` spins without host calls · `huge-failed` fails with a 4 MiB
+//! message · `memory` allocates without end ·
 //! `flood` emits without end · `giant` emits one 8 MiB event · `stack`
 //! recurses without end · `trap` executes `unreachable` · `panic` panics ·
 //! `disk` fills `artifacts/` · `logs` floods stdout · `wait` waits on a
@@ -8,7 +9,10 @@
 //! `nest` nests directories without end · `sparse` makes a 2 GiB sparse
 //! file · `inodes` creates empty files without end · `files` holds files open without end · `bad-wait` sends decision requests the host must refuse · `count` finishes with
 //! the number of entries its worktree holds · `loan-escape` (a child) tries
-//! `..`, a planted `..` link and absolute paths out of its `/loan`.
+//! `..`, a planted `..` link and absolute paths out of its `/loan` ·
+//! `loan-probe` (a child of the loan race) finishes with `inside` when its
+//! `/loan` is the scope, `no-loan` without one, `escaped: …` when it holds
+//! anything else.
 use cairn_guest::{Controller, Error, Outcome, Start};
 use std::io::Write;
 
@@ -85,6 +89,9 @@ impl Controller for Hostile {
                     None,
                 );
             },
+            "huge-failed" => {
+                return Err(Error::new("huge", "x".repeat(4 << 20)));
+            }
             "huge-answer" => {
                 return Ok(Outcome::Finished("a".repeat(4 << 20)));
             }
@@ -153,6 +160,22 @@ impl Controller for Hostile {
                 if !wrote {
                     return Err(Error::new("no_loan", "could not write inside /loan"));
                 }
+            }
+            "loan-probe" => {
+                let inside = std::fs::read_to_string("/loan/inside.txt").ok();
+                let host: Vec<&str> = ["/loan/etc/passwd", "/loan/proc/self", "/loan/cairn.toml"]
+                    .into_iter()
+                    .filter(|p| std::fs::metadata(p).is_ok())
+                    .collect();
+                let listed = std::fs::read_dir("/loan").map(|d| d.count()).ok();
+                let answer = match (inside.as_deref(), listed) {
+                    _ if !host.is_empty() => format!("escaped: {}", host.join(", ")),
+                    (Some("inside"), _) => "inside".to_string(),
+                    (Some(other), _) => format!("escaped: /loan/inside.txt reads {other:?}"),
+                    (None, None) => "no-loan".to_string(),
+                    (None, Some(n)) => format!("escaped: /loan holds {n} entries, not the scope"),
+                };
+                return Ok(Outcome::Finished(answer));
             }
             "nest" => {
                 let mut path = String::from("d");

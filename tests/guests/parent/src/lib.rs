@@ -3,7 +3,11 @@
 //! into the final answer (JSON). Steps: `{"spawn": {"component", "prompt",
 //! "scope"?}}`, `{"wait": N, "timeout_ms": T}` (N: the Nth spawned child),
 //! `{"status": N}`, `{"cancel": N}`, `{"write": [path, text]}`,
-//! `{"read": path}`, `{"peer": worker_id}`, `"peers"`, `{"approve": prompt}`.
+//! `{"read": path}`, `{"peer": worker_id}`, `"peers"`, `{"approve": prompt}`,
+//! `{"loan_race": {"component", "scope", "link", "spawns", "swaps"}}`: the
+//! loan race of the hostile round (spawn a child lent `scope`, then swap
+//! `scope` and `link` by renames while the child starts; wait; repeat),
+//! its result the count of each child's answer.
 use cairn_guest::workers;
 use cairn_guest::{Controller, Error, Outcome, Start};
 use serde_json::{Value, json};
@@ -81,6 +85,8 @@ impl Controller for Parent {
                         .map(|p| p.worker_id.clone())
                         .collect::<Vec<_>>()
                 )
+            } else if let Some(r) = step.get("loan_race") {
+                loan_race(r)
             } else if let Some(p) = step.get("approve") {
                 json!(format!(
                     "{:?}",
@@ -94,6 +100,46 @@ impl Controller for Parent {
         }
         Ok(Outcome::Finished(Value::Array(results).to_string()))
     }
+}
+
+/// Spawn a child lent `scope` and, while it starts, swap `scope` with
+/// `link` (a link to `/` the test planted) by renames; wait for the child
+/// and count what it answered. Every swap ends with the names as they were.
+fn loan_race(r: &Value) -> Value {
+    let (component, scope, link) = (
+        r["component"].as_str().unwrap_or("echo"),
+        r["scope"].as_str().unwrap_or("s"),
+        r["link"].as_str().unwrap_or("L"),
+    );
+    let spare = format!("{scope}.spare");
+    let mut counts = serde_json::Map::new();
+    let mut bump = |k: String| {
+        let n = counts.get(&k).and_then(Value::as_u64).unwrap_or(0);
+        counts.insert(k, json!(n + 1));
+    };
+    for _ in 0..r["spawns"].as_u64().unwrap_or(10) {
+        let child = match workers::spawn(component, "loan-probe", Some(scope)) {
+            Ok(c) => c,
+            Err(e) => {
+                bump(format!(
+                    "refused: {}",
+                    e.chars().take(60).collect::<String>()
+                ));
+                continue;
+            }
+        };
+        for _ in 0..r["swaps"].as_u64().unwrap_or(20) {
+            let _ = std::fs::rename(scope, &spare);
+            let _ = std::fs::rename(link, scope);
+            let _ = std::fs::rename(scope, link);
+            let _ = std::fs::rename(&spare, scope);
+        }
+        match workers::wait(&child.worker_id, 60_000) {
+            Ok(s) => bump(s.text.or(s.error).unwrap_or_else(|| "nothing".into())),
+            Err(e) => bump(format!("wait: {e}")),
+        }
+    }
+    Value::Object(counts)
 }
 
 cairn_guest::controller!(Parent);

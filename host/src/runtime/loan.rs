@@ -1,0 +1,165 @@
+//! A loaned scope, opened by handle. The parent guest runs while its child
+//! starts and may rename or link anything in its `artifacts/`, so a scope
+//! is never checked by path and opened later: each name is opened beneath
+//! the one before with `O_NOFOLLOW | O_DIRECTORY`, and the child's `/loan`
+//! is the directory that handle holds. No rename or link made after the
+//! open can move it, and no link is ever followed on the way.
+
+use cap_std::fs::Dir;
+use rustix::fs::{Mode, OFlags};
+use std::path::Path;
+
+/// Open `scope` (a checked relative path, `a/b`) beneath `artifacts`, one
+/// name at a time, following no link. The error names the scope relative
+/// to `artifacts/`, never a host path.
+pub(crate) fn open_scope(artifacts: &Dir, scope: &str) -> Result<Dir, String> {
+    let scope = super::delegation::check_scope(scope)?;
+    let mut at: Option<Dir> = None;
+    let mut walked = String::new();
+    for name in scope.split('/') {
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(name);
+        let parent = at.as_ref().unwrap_or(artifacts);
+        let fd = rustix::fs::openat(
+            parent,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => format!(
+                "scope {scope:?} is not a directory of artifacts/ ({walked} is a link or a file)"
+            ),
+            rustix::io::Errno::NOENT => {
+                format!("scope {scope:?}: artifacts/{walked} does not exist")
+            }
+            e => format!(
+                "scope {scope:?}: cannot open artifacts/{walked}: {}",
+                std::io::Error::from(e)
+            ),
+        })?;
+        at = Some(Dir::from_std_file(std::fs::File::from(fd)));
+    }
+    at.ok_or_else(|| format!("scope {scope:?} names no directory inside artifacts/"))
+}
+
+/// Make `scope` beneath `artifacts` (cap-std: nothing outside it is
+/// reached) and open it as [`open_scope`] does.
+pub(crate) fn make_scope(artifacts: &Path, scope: &str) -> Result<Dir, String> {
+    let dir = Dir::open_ambient_dir(artifacts, cap_std::ambient_authority())
+        .map_err(|e| format!("cannot open the caller's artifacts/: {}", e.kind()))?;
+    match dir.create_dir_all(scope) {
+        // A file or a link on the way: the open names which.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(format!(
+                "cannot make scope {scope:?} in artifacts/: {}",
+                e.kind()
+            ));
+        }
+        Ok(()) => {}
+    }
+    open_scope(&dir, scope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn ino(dir: &Dir) -> (u64, u64) {
+        let m = dir.dir_metadata().unwrap();
+        (
+            cap_std::fs::MetadataExt::dev(&m),
+            cap_std::fs::MetadataExt::ino(&m),
+        )
+    }
+
+    #[test]
+    fn a_link_anywhere_on_the_way_is_refused_and_named_relatively() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("artifacts");
+        std::fs::create_dir_all(root.join("real/inner")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+        std::os::unix::fs::symlink("/", root.join("real/up")).unwrap();
+        std::fs::write(root.join("file"), "x").unwrap();
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority()).unwrap();
+        assert!(open_scope(&dir, "real/inner").is_ok());
+        for (scope, names) in [
+            ("link", "link is a link"),
+            ("link/inner", "link is a link"),
+            ("real/up", "real/up is a link"),
+            ("file", "file is a link or a file"),
+            ("missing/x", "artifacts/missing does not exist"),
+        ] {
+            let err = open_scope(&dir, scope).unwrap_err();
+            assert!(err.contains(names), "{scope}: {err}");
+            assert!(
+                !err.contains(tmp.path().to_str().unwrap()),
+                "a host path in {err:?}"
+            );
+        }
+        assert!(open_scope(&dir, "../x").is_err());
+        assert!(open_scope(&dir, "/etc").is_err());
+    }
+
+    /// The attack of the hostile round, in-process: one thread swaps the
+    /// scope with a link to `/` as fast as it can while another opens the
+    /// scope and hands the handle over by its path. Every open either
+    /// fails or holds the real scope; none holds anything else.
+    #[test]
+    fn renames_and_links_racing_the_open_never_lead_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w/runs/0/artifacts");
+        std::fs::create_dir_all(root.join("s")).unwrap();
+        std::fs::write(root.join("s/inside.txt"), "inside").unwrap();
+        std::os::unix::fs::symlink("../../../../../../../../../../../../", root.join("L")).unwrap();
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority()).unwrap();
+        let real = ino(&dir.open_dir("s").unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut swaps = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(root.join("s"), root.join("t"));
+                    let _ = std::fs::rename(root.join("L"), root.join("s"));
+                    let _ = std::fs::rename(root.join("s"), root.join("L"));
+                    let _ = std::fs::rename(root.join("t"), root.join("s"));
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        let (mut held, mut refused) = (0u32, 0u32);
+        for _ in 0..20_000 {
+            match open_scope(&dir, "s") {
+                Ok(loan) => {
+                    // What a preopen of the handed-over path would open.
+                    let path = crate::fsutil::handle_path(&loan).unwrap();
+                    let opened =
+                        Dir::open_ambient_dir(&path, cap_std::ambient_authority()).unwrap();
+                    assert_eq!(ino(&loan), real, "the handle is not the scope");
+                    assert_eq!(ino(&opened), real, "the handed-over path led elsewhere");
+                    assert!(opened.exists("inside.txt"));
+                    held += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        assert!(swaps > 100, "the race did not run ({swaps} swaps)");
+        assert!(
+            held > 0,
+            "held {held}, refused {refused}: the scope was never opened"
+        );
+        eprintln!("{swaps} swaps; {held} opens held the scope, {refused} were refused");
+        let root_dev = std::fs::metadata("/").unwrap();
+        assert_ne!(real, (root_dev.dev(), root_dev.ino()));
+    }
+}
