@@ -51,6 +51,9 @@ pub struct Limits {
     /// How deep delegation may nest: a worker with no parent is at depth 0,
     /// its children at 1; a spawn that would make a child deeper is refused.
     pub child_depth: u64,
+    /// Workers in one delegation tree, its root included: a spawn that
+    /// would make the tree larger ends the spawning run.
+    pub tree_workers: u64,
 }
 
 impl Default for Limits {
@@ -74,6 +77,7 @@ impl Default for Limits {
             component_cache_bytes: crate::component::DEFAULT_CACHE_BYTES,
             children_per_run: 16,
             child_depth: 4,
+            tree_workers: 256,
         }
     }
 }
@@ -178,6 +182,7 @@ impl Limits {
             component_cache_bytes: self.component_cache_bytes.min(other.component_cache_bytes),
             children_per_run: self.children_per_run.min(other.children_per_run),
             child_depth: self.child_depth.min(other.child_depth),
+            tree_workers: self.tree_workers.min(other.tree_workers),
         }
     }
 }

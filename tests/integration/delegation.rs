@@ -611,12 +611,24 @@ async fn pruning_or_deleting_a_live_child_reclaims_its_loan() {
         failed["payload"]["event"]["error"]["details"]["controller_code"], "no_loan",
         "{failed}"
     );
-    // `cairn prune` of a session that is no child says so.
+    // `cairn prune` of a session that is no child and has none says so;
+    // of the root, it stops its tree.
+    let (lone, _) = rt
+        .create_session_in(None, rt.default_workspace())
+        .await
+        .unwrap();
     rt.shutdown(Duration::from_secs(5)).await;
     drop(rt);
-    let out = super::common::cairn_in(&home, &["prune", started.session_id.as_str()]);
+    let out = super::common::cairn_in(&home, &["prune", lone.as_str()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a child"));
+    let out = super::common::cairn_in(&home, &["prune", started.session_id.as_str()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A parent with three children in three states, killed with -9 while it

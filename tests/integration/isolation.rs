@@ -46,7 +46,10 @@ async fn renames_racing_spawns_never_lend_anything_but_the_scope() {
     let home = tmp.path().join("home");
     let rt = open(
         &home,
-        Some(&format!("[limits]\nchildren_per_run = {}\n", SPAWNS + 10)),
+        Some(&format!(
+            "[limits]\nchildren_per_run = {0}\ntree_workers = {0}\n",
+            SPAWNS + 10
+        )),
     )
     .await;
     let parent = grant(&rt, "parent").await;
@@ -520,4 +523,119 @@ async fn the_doctor_tells_a_tenant_only_about_its_own_workspace() {
         .unwrap();
     assert_eq!(r.status(), 403);
     rt.begin_shutdown();
+}
+
+/// All workers of the home, by their records.
+fn worker_count(home: &Path) -> usize {
+    std::fs::read_dir(home.join("workers"))
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().join("worker.json").exists())
+            })
+            .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Wait until nothing runs; panics past 120 s.
+async fn settle(rt: &Runtime) {
+    let t = Instant::now();
+    while !rt.live_runs().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "runs never ended: {:?}",
+            rt.live_runs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The fork bomb of the hostile round: every child spawns itself until
+/// refused. Before, nothing bounded a tree (4,807 workers in 60 s); now the
+/// tree stops at `tree_workers`, exactly, and the spawns past it end their
+/// runs `limit_exceeded tree_workers`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_stops_at_the_tree_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = open(&home, Some("[limits]\ntree_workers = 40\n")).await;
+    let hostile = grant(&rt, "hostile").await;
+    let before = worker_count(&home);
+    let started = rt
+        .start(StartRun::new(
+            ComponentRef::Digest(hostile.clone()),
+            format!("fork-bomb {hostile} continue"),
+        ))
+        .await
+        .unwrap();
+    let facts = rt.wait(started.run_id).await.unwrap();
+    settle(&rt).await;
+    assert_eq!(facts.status, RunStatus::Failed);
+    let made = worker_count(&home) - before;
+    assert_eq!(made, 40, "the tree holds {made} workers");
+    let entries = super::common::entries_json(&rt, &started.session_id).await;
+    let failed = entries
+        .iter()
+        .find(|e| e["payload"]["event"]["type"] == "failed")
+        .expect("the root failed");
+    let limit = &failed["payload"]["event"]["error"]["details"]["limit"];
+    assert!(
+        limit == "tree_workers" || limit == "children_per_run",
+        "{failed}"
+    );
+}
+
+/// A root's end stops its unclaimed descendants that were spawned
+/// `cancel` (before, they outlived it); `prune` of a root stops its whole
+/// tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roots_end_and_a_prune_stop_the_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = open(&home, Some("[limits]\ntree_workers = 6\n")).await;
+    let hostile = grant(&rt, "hostile").await;
+    // Children spawned `cancel` wait on a decision; the root's spawn past
+    // the cap ends it, and its end cancels them.
+    let started = rt
+        .start(StartRun::new(
+            ComponentRef::Digest(hostile.clone()),
+            format!("fork-bomb {hostile} cancel"),
+        ))
+        .await
+        .unwrap();
+    rt.wait(started.run_id).await.unwrap();
+    settle(&rt).await;
+    assert_eq!(worker_count(&home), 6);
+    assert!(
+        rt.pending_decisions(None).is_empty(),
+        "children outlived their root"
+    );
+    // Children spawned `continue` outlive the root; prune of the root stops them.
+    let home2 = tmp.path().join("home2");
+    let rt2 = open(&home2, Some("[limits]\ntree_workers = 4\n")).await;
+    let hostile = grant(&rt2, "hostile").await;
+    let parent = grant(&rt2, "parent").await;
+    let steps = json!([
+        { "spawn": { "component": hostile, "prompt": "wait" } },
+        { "spawn": { "component": hostile, "prompt": "wait" } },
+    ]);
+    let root = rt2
+        .start(StartRun::new(
+            ComponentRef::Digest(parent),
+            steps.to_string(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rt2.wait(root.run_id).await.unwrap().status,
+        RunStatus::Finished
+    );
+    let t = Instant::now();
+    while rt2.live_runs().len() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rt2.prune(&root.session_id).await.unwrap();
+    settle(&rt2).await;
 }

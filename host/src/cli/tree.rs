@@ -23,7 +23,9 @@ pub async fn prune(args: SessionArg) -> anyhow::Result<ExitCode> {
     }
     match args.target.json {
         true => println!("{}", json!({ "session_id": session, "pruned": true })),
-        false => println!("child {session} pruned: its run stopped, its loan reclaimed"),
+        false => println!(
+            "{session} pruned: its run and every run below it stopped, their loans reclaimed"
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -188,6 +188,18 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
         .iter()
         .find(|c| c.session_id == session)
         .cloned();
+    // The whole tree is bounded, not just this run's fan-out: counted and
+    // grown under the tree's lock, so spawns racing in one tree never pass
+    // the cap together.
+    let root = super::tree::root_of(rt, place.worker_id);
+    let _tree = super::tree::lock(root).await;
+    if existing.is_none() {
+        let cap = ctx.limits.tree_workers;
+        let size = 1 + super::tree::descendants(rt, root, cap as usize).len() as u64;
+        if size >= cap {
+            return Err(ctx.break_limit("tree_workers", size + 1, cap));
+        }
+    }
     let scope = match call["scope"].as_str() {
         Some(s) => Some(check_scope(s)?),
         None => None,
@@ -646,8 +658,10 @@ pub(crate) async fn child_ended(
 }
 
 impl Runtime {
-    /// Prune a child: stop its live run, end its loan, mark it `pruned` in
-    /// its parent's `metadata.json`. The worker and its journal stay.
+    /// Prune a child: stop its live run and every run below it, end its
+    /// loan, mark it and its descendants `pruned` in their parents'
+    /// `metadata.json`. Pruning a root stops its whole tree. The workers
+    /// and their journals stay.
     pub async fn prune(&self, session: &SessionId) -> Result<(), RuntimeError> {
         let worker = self
             .inner
@@ -656,15 +670,21 @@ impl Runtime {
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
         let child = self.inner.workers.open_worker(worker)?;
         let mut record = child.record()?;
-        let Some(parent) = record.parent.clone() else {
+        if record.parent.is_none() && child.metadata()?.children.is_empty() {
             return Err(RuntimeError::InvalidRequest(format!(
-                "session {session} is not a child: only a child can be pruned"
+                "session {session} is not a child and has no children: only a child, or the root of a delegation tree, can be pruned"
             )));
-        };
+        }
+        // Everything below goes first, so nothing it spawns outlives it.
+        self.stop_below(worker).await;
         if let Some((_, run)) = self.live_runs().into_iter().find(|(s, _)| s == session) {
             let _ = self.cancel(run, CancelReason::External, "its child was pruned");
             let _ = tokio::time::timeout(Duration::from_secs(10), self.wait(run)).await;
         }
+        // A root is stopped with its tree; only a child is marked pruned.
+        let Some(parent) = record.parent.clone() else {
+            return Ok(());
+        };
         record.parent = Some(ParentRef {
             loan_reclaimed: true,
             ..parent.clone()

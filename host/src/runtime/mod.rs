@@ -23,6 +23,7 @@ mod segments;
 mod start;
 pub mod state;
 mod supervise;
+mod tree;
 
 use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};

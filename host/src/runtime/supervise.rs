@@ -78,4 +78,8 @@ impl Supervisor for Runtime {
     ) {
         super::delegation::child_ended(self, worker, session, run, status, shutdown).await;
     }
+
+    fn root_ended(&self, worker: WorkerId) {
+        Runtime::root_ended(self, worker);
+    }
 }

@@ -73,6 +73,10 @@ pub(crate) trait Supervisor: Send + Sync + 'static {
     fn draining(&self) -> bool;
 
     /// The run's end is durable: a child's parent hears of it.
+    /// A run of a root (a worker with no parent) that spawned ended: stop
+    /// its tree's unclaimed descendants that were not spawned `continue`.
+    fn root_ended(&self, worker: WorkerId);
+
     async fn run_ended(
         &self,
         worker: WorkerId,

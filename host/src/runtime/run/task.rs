@@ -332,6 +332,8 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                     env.supervisor
                         .run_ended(plan.worker_id, &session, run_id, facts.status, shutdown)
                         .await;
+                } else if !shutdown && ctx.spawned.load(Ordering::Relaxed) > 0 {
+                    env.supervisor.root_ended(plan.worker_id);
                 }
                 return Ok(facts);
             }

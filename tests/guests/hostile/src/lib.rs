@@ -1,5 +1,6 @@
 //! A hostile controller: the prompt picks the attack.
 //!
+//! `fork-bomb DIGEST POLICY` spawns itself until refused ·
 //! `loop` spins without host calls · `huge-failed` fails with a 4 MiB
 //! message · `memory` allocates without end ·
 //! `flood` emits without end · `giant` emits one 8 MiB event · `stack`
@@ -89,6 +90,28 @@ impl Controller for Hostile {
                     None,
                 );
             },
+            p if p.starts_with("fork-bomb ") => {
+                // `fork-bomb DIGEST POLICY`: spawn itself until refused, each
+                // child doing the same (POLICY: continue or cancel).
+                let mut words = p.split(' ').skip(1);
+                let (me, policy) = (
+                    words.next().unwrap_or(""),
+                    words.next().unwrap_or("continue"),
+                );
+                let liveness = match policy {
+                    "cancel" => cairn_guest::workers::Liveness::Cancel,
+                    _ => cairn_guest::workers::Liveness::Continue,
+                };
+                let mut made = 0;
+                while cairn_guest::workers::spawn_with(me, p, None, liveness).is_ok() {
+                    made += 1;
+                }
+                if policy == "cancel" {
+                    // Outlive nothing: wait to be stopped with the tree.
+                    let _ = cairn_guest::request_approval("hold");
+                }
+                return Ok(Outcome::Finished(format!("spawned {made}")));
+            }
             "huge-failed" => {
                 return Err(Error::new("huge", "x".repeat(4 << 20)));
             }
