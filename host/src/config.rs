@@ -221,10 +221,14 @@ pub struct Quota {
     pub uploads: usize,
     /// Bytes of the components uploaded, together. 0: the default, 1 GiB.
     pub component_bytes: u64,
+    /// Work-queue cards pending or processing at once. 0: the default, 1,000.
+    pub cards: usize,
 }
 
 /// The default `uploads` quota.
 pub const DEFAULT_UPLOADS: usize = 256;
+/// The default `cards` quota.
+pub const DEFAULT_CARDS: usize = 1000;
 /// The default `component_bytes` quota.
 pub const DEFAULT_COMPONENT_BYTES: u64 = 1 << 30;
 

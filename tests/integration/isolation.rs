@@ -639,3 +639,37 @@ async fn a_roots_end_and_a_prune_stop_the_tree() {
     rt2.prune(&root.session_id).await.unwrap();
     settle(&rt2).await;
 }
+
+/// The work queue bounds each workspace: a prompt over `prompt_bytes` is
+/// refused at `queue add` (before, only at dispatch, after it sat in the
+/// queue's files), and past `[quota] cards` a workspace gets `429` while
+/// another still adds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_checks_prompts_at_add_and_bounds_cards_per_workspace() {
+    const A: &str = "token-for-workspace-a-0123456789";
+    const B: &str = "token-for-workspace-b-9876543210";
+    let (_tmp, rt, base) = super::common::served_here(Some(&format!(
+        "[limits]\nprompt_bytes = 1024\n[quota]\ncards = 2\n[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.b]\ntokens = [\"{B}\"]\n"
+    )))
+    .await;
+    let http = reqwest::Client::new();
+    let add = |token: &'static str, card: &str, prompt: String| {
+        http.post(format!("{base}/v1/queue"))
+            .bearer_auth(token)
+            .json(&json!({ "card": card, "component": "approval", "prompt": prompt }))
+            .send()
+    };
+    let big = add(A, "big", "x".repeat(2048)).await.unwrap();
+    assert_eq!(big.status(), 413, "{:?}", big.text().await);
+    for card in ["one", "two"] {
+        let r = add(A, card, "wait for me".into()).await.unwrap();
+        assert_eq!(r.status(), 201, "{:?}", r.text().await);
+    }
+    let third = add(A, "three", "one too many".into()).await.unwrap();
+    assert_eq!(third.status(), 429);
+    let body: Value = third.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "capacity", "{body}");
+    let other = add(B, "theirs", "b still adds".into()).await.unwrap();
+    assert_eq!(other.status(), 201, "{:?}", other.text().await);
+    rt.begin_shutdown();
+}

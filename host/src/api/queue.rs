@@ -18,6 +18,7 @@ impl From<QueueError> for ApiError {
             QueueError::Invalid(m) => ApiError::invalid(m),
             QueueError::NotFound(m) => ApiError::not_found(m),
             QueueError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            QueueError::Capacity(m) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "capacity", m),
             QueueError::Store(s) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage", s.to_string())
             }

@@ -34,6 +34,9 @@ pub enum QueueError {
     /// Not in a state that allows it.
     #[error("{0}")]
     Conflict(String),
+    /// The workspace holds its `[quota] cards`.
+    #[error("{0}")]
+    Capacity(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] model::StoreFailure),
@@ -162,8 +165,31 @@ impl Queue {
         if new.prompt.is_empty() {
             return Err(QueueError::Invalid("a card needs a prompt".into()));
         }
+        // Checked here, not only at dispatch: a card never waits in the
+        // queue's files with a prompt no run may take.
+        let host = self.rt.host_config();
+        let max_prompt = host.ceilings(&new.workspace).prompt_bytes;
+        if new.prompt.len() as u64 > max_prompt {
+            return Err(QueueError::Runtime(RuntimeError::TooLarge {
+                size: new.prompt.len(),
+                max: max_prompt as usize,
+            }));
+        }
+        let quota = host.quota_of(&new.workspace, |q| q.cards, crate::config::DEFAULT_CARDS);
         let _guard = self.lock.lock().await;
         let mut cards = self.store.cards()?;
+        let held = cards
+            .rows
+            .iter()
+            .filter(|r| r.workspace == new.workspace)
+            .filter(|r| matches!(r.state, RowState::Pending | RowState::Processing))
+            .count();
+        if held >= quota && Self::find(&mut cards, &new.workspace, &new.card).is_none() {
+            return Err(QueueError::Capacity(format!(
+                "workspace {:?} holds {held} cards pending or processing, its [quota] cards",
+                new.workspace
+            )));
+        }
         let key = self.worker_key(&new.workspace, &new.card, round);
         let now = crate::fsutil::now_ms();
         let row = match Self::find(&mut cards, &new.workspace, &new.card) {
