@@ -13,7 +13,7 @@ async fn open(home: &Path, toml: Option<&str>) -> Runtime {
 }
 
 /// A fixture stored and granted to the default workspace; its digest.
-async fn grant(rt: &Runtime, fixture: &str) -> String {
+pub(super) async fn grant(rt: &Runtime, fixture: &str) -> String {
     let bytes = std::fs::read(super::common::fixture(fixture)).unwrap();
     let (digest, _) = rt
         .add_component(&ComponentRef::Bytes(Arc::new(bytes)))

@@ -1,28 +1,15 @@
 //! Multi-tenant isolation, round three: the attacks of the hostile-tenant
 //! round, each kept as a test (the loan race, leaks of host paths, …).
 
+use super::delegation::grant;
 use cairn::RunStatus;
 use cairn::runtime::{ComponentRef, Runtime, StartRun};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn open(home: &Path, toml: Option<&str>) -> Runtime {
     super::common::runtime_with(home, toml).await
-}
-
-/// A fixture stored and granted to the default workspace; its digest.
-async fn grant(rt: &Runtime, fixture: &str) -> String {
-    let bytes = std::fs::read(super::common::fixture(fixture)).unwrap();
-    let (digest, _) = rt
-        .add_component(&ComponentRef::Bytes(Arc::new(bytes)))
-        .await
-        .unwrap();
-    rt.home()
-        .grant_component(rt.default_workspace(), &digest)
-        .unwrap();
-    digest
 }
 
 fn steps_of(entries: &[Value]) -> Vec<Value> {
