@@ -1,7 +1,7 @@
 //! Multi-tenant isolation, round three: the attacks of the hostile-tenant
 //! round, each kept as a test (the loan race, leaks of host paths, …).
 
-use super::delegation::grant;
+use super::delegation::{grant, run_parent, step_results};
 use cairn::RunStatus;
 use cairn::runtime::{ComponentRef, Runtime, StartRun};
 use serde_json::{Value, json};
@@ -10,16 +10,6 @@ use std::time::{Duration, Instant};
 
 async fn open(home: &Path, toml: Option<&str>) -> Runtime {
     super::common::runtime_with(home, toml).await
-}
-
-fn steps_of(entries: &[Value]) -> Vec<Value> {
-    entries
-        .iter()
-        .filter(|e| {
-            e["payload"]["event"]["type"] == "custom" && e["payload"]["event"]["name"] == "step"
-        })
-        .map(|e| e["payload"]["event"]["data"]["result"].clone())
-        .collect()
 }
 
 /// The escape of the hostile round: the parent guest swaps its lent scope
@@ -87,7 +77,7 @@ async fn renames_racing_spawns_never_lend_anything_but_the_scope() {
         .unwrap();
     let entries = super::common::entries_json(&rt, &started.session_id).await;
     assert_eq!(facts.status, RunStatus::Finished, "{:?}", entries.last());
-    let counts = steps_of(&entries)[2].clone();
+    let counts = step_results(&entries)[2].clone();
     let counts = counts.as_object().expect("counts").clone();
     eprintln!(
         "loan race: {} spawns in {:?}: {counts:?}",
@@ -141,16 +131,8 @@ async fn a_guest_never_sees_a_host_path_in_a_refusal() {
         { "status": "01a22e10-13e4-75e0-902e-3c3c6b20d5ea" },
         { "wait": "not-a-worker" },
     ]);
-    let started = rt
-        .start(StartRun::new(
-            ComponentRef::Digest(parent),
-            steps.to_string(),
-        ))
-        .await
-        .unwrap();
-    let facts = rt.wait(started.run_id).await.unwrap();
+    let (_, facts, results) = run_parent(&rt, &parent, steps).await;
     assert_eq!(facts.status, RunStatus::Finished);
-    let results = steps_of(&super::common::entries_json(&rt, &started.session_id).await);
     let home_text = home.to_string_lossy().into_owned();
     let tmp_text = tmp.path().to_string_lossy().into_owned();
     for r in &results[1..] {
@@ -211,6 +193,9 @@ async fn a_claiming_get_from_another_origin_is_refused_in_local_mode() {
     let (s, body) = status(claim.clone(), evil()).await;
     assert_eq!(s, 403, "{body}");
     assert!(body.contains("evil.example"), "{body}");
+    // Encoded names decode to the same parameters.
+    let (s, body) = status(format!("{events}?%63laim=true"), evil()).await;
+    assert_eq!(s, 403, "{body}");
     let (s, body) = status(
         format!("{events}?presence=true"),
         vec![("sec-fetch-site", "cross-site".to_string())],

@@ -19,6 +19,7 @@ mod hostile;
 mod isolation;
 mod lifecycle;
 mod migrate;
+mod peers;
 mod postgres;
 mod queue;
 mod restore;

@@ -69,7 +69,7 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
     );
     // A GET that claims, marks presence or takes over changes who holds a
     // session: it is a write as far as other origins go.
-    let acts = writes || get_with_side_effect(req.uri().query());
+    let acts = writes || get_with_side_effect(req.uri());
     if local && acts {
         if let Some(origin) = header(axum::http::header::ORIGIN)
             && !super::viewer::origin_allowed(&s, origin, host)
@@ -112,12 +112,20 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
 }
 
 /// Whether a GET's query asks for a side effect: `claim`, `presence` or
-/// `takeover` set to anything but `false`/`0`.
-fn get_with_side_effect(query: Option<&str>) -> bool {
-    query.unwrap_or("").split('&').any(|pair| {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        matches!(name, "claim" | "presence" | "takeover") && !matches!(value, "false" | "0")
-    })
+/// `takeover` set to anything but `false`/`0`. The query is decoded as the
+/// handlers decode it (`%63laim=true` is `claim`); one that does not decode
+/// counts as asking.
+fn get_with_side_effect(uri: &axum::http::Uri) -> bool {
+    if uri.query().is_none() {
+        return false;
+    }
+    match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri) {
+        Ok(axum::extract::Query(pairs)) => pairs.iter().any(|(name, value)| {
+            matches!(name.as_str(), "claim" | "presence" | "takeover")
+                && !matches!(value.as_str(), "false" | "0")
+        }),
+        Err(_) => true,
+    }
 }
 
 /// Set on a request made with one of `[server] operator_tokens`.
