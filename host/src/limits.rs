@@ -54,6 +54,16 @@ pub struct Limits {
     /// Workers in one delegation tree, its root included: a spawn that
     /// would make the tree larger ends the spawning run.
     pub tree_workers: u64,
+    /// Bytes (as journaled) of a session's live window, the newest entries
+    /// its subscribers read from memory (host-wide: only the `[limits]`
+    /// value counts; the newest entry is always held).
+    pub live_window_bytes: u64,
+    /// Bytes (as journaled) of every session's live window together
+    /// (host-wide: only the `[limits]` value counts). Past it the windows
+    /// nobody follows are emptied, least recently written first; a later
+    /// reader reads the store instead. In memory an entry takes about
+    /// twice its line.
+    pub live_total_bytes: u64,
 }
 
 impl Default for Limits {
@@ -78,6 +88,8 @@ impl Default for Limits {
             children_per_run: 16,
             child_depth: 4,
             tree_workers: 256,
+            live_window_bytes: crate::journal::DEFAULT_LIVE_WINDOW_BYTES,
+            live_total_bytes: crate::journal::DEFAULT_LIVE_TOTAL_BYTES,
         }
     }
 }
@@ -183,6 +195,8 @@ impl Limits {
             children_per_run: self.children_per_run.min(other.children_per_run),
             child_depth: self.child_depth.min(other.child_depth),
             tree_workers: self.tree_workers.min(other.tree_workers),
+            live_window_bytes: self.live_window_bytes.min(other.live_window_bytes),
+            live_total_bytes: self.live_total_bytes.min(other.live_total_bytes),
         }
     }
 }

@@ -18,6 +18,7 @@ mod fuzz_api;
 mod hostile;
 mod isolation;
 mod lifecycle;
+mod memory;
 mod migrate;
 mod peers;
 mod postgres;

@@ -24,35 +24,30 @@ pub async fn list(
             .into_iter()
             .filter(|p| own_session(&s, &ws, &p.session_id).is_ok())
             .collect();
-    // Each request's kind, prompt and details, from its session's journal.
-    let mut read: std::collections::HashMap<SessionId, Vec<crate::store::JournalItem>> =
-        Default::default();
+    // Each request's kind, prompt and details, from its run's entries in
+    // the journal (read from where the run begins, a page at a time).
     for p in &mut mine {
-        if !read.contains_key(&p.session_id) {
-            let items =
-                s.rt.read(&p.session_id, crate::ids::Seq(0))
-                    .await
-                    .unwrap_or_default();
-            read.insert(p.session_id.clone(), items);
-        }
-        let asked =
-            read[&p.session_id]
-                .iter()
-                .rev()
-                .find_map(|i| match i.event().map(|e| &e.payload) {
-                    Some(crate::journal::event::Payload::Lifecycle(
-                        crate::journal::event::LifecycleEvent::DecisionRequested {
-                            decision_id,
-                            request_kind,
-                            prompt,
-                            details,
-                            ..
-                        },
-                    )) if *decision_id == p.decision_id => {
-                        Some((*request_kind, prompt.clone(), details.clone()))
-                    }
-                    _ => None,
-                });
+        let mut asked = None;
+        let after = s.rt.run_after(p.run_id).await;
+        let _ = s
+            .rt
+            .scan(&p.session_id, after, |i| {
+                if let Some(crate::journal::event::Payload::Lifecycle(
+                    crate::journal::event::LifecycleEvent::DecisionRequested {
+                        decision_id,
+                        request_kind,
+                        prompt,
+                        details,
+                        ..
+                    },
+                )) = i.event().map(|e| &e.payload)
+                    && *decision_id == p.decision_id
+                {
+                    asked = Some((*request_kind, prompt.clone(), details.clone()));
+                }
+                asked.is_none()
+            })
+            .await;
         if let Some((kind, prompt, details)) = asked {
             p.request_kind = Some(kind);
             p.prompt = Some(prompt);

@@ -36,11 +36,26 @@ pub async fn metrics(
     );
     let _ = writeln!(out, "# TYPE cairn_decisions_pending gauge");
     let _ = writeln!(out, "cairn_decisions_pending {}", m.decisions_pending);
+    let _ = writeln!(
+        out,
+        "# HELP cairn_live_windows_evicted_total Live windows nobody followed, emptied to stay under [limits] live_total_bytes."
+    );
+    let _ = writeln!(out, "# TYPE cairn_live_windows_evicted_total counter");
+    let _ = writeln!(
+        out,
+        "cairn_live_windows_evicted_total {}",
+        m.live_windows_evicted
+    );
     let gauges = [
         (
             "cairn_open_journals",
             "Sessions whose journal and live window are held in memory.",
             m.open_journals as u64,
+        ),
+        (
+            "cairn_live_window_bytes",
+            "Bytes (as journaled) every session's live window holds together.",
+            m.live_window_bytes,
         ),
         (
             "cairn_compiled_components",

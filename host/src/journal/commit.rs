@@ -29,6 +29,9 @@ pub(super) struct Minting {
     pub(super) segment: SegmentId,
     /// Minted, not yet committed, in seq order.
     pub(super) pending: Vec<Arc<SessionEvent>>,
+    /// Bytes (as journaled) of the emits counted into `pending` since it
+    /// was last empty.
+    pub(super) pending_bytes: u64,
     /// A delayed commit is scheduled.
     pub(super) timer: bool,
     /// An immediate commit is scheduled (the batch filled).

@@ -13,7 +13,7 @@
 use super::event::SessionEvent;
 use crate::ids::Seq;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -49,10 +49,93 @@ struct State {
     pending: usize,
 }
 
+/// The bytes every session's live window holds together, against a
+/// host-wide cap. Past it, the windows nobody follows are emptied, least
+/// recently written first (an ended session's is written no more):
+/// that costs a later reader only a store read, since a subscriber reads
+/// the store up to the live head before it reads the window.
+pub(crate) struct Windows {
+    total: AtomicU64,
+    cap: u64,
+    evicting: AtomicBool,
+    lives: Mutex<Vec<Weak<Live>>>,
+    evicted: AtomicU64,
+}
+
+impl Windows {
+    pub(crate) fn new(cap: u64) -> Arc<Self> {
+        Arc::new(Windows {
+            total: AtomicU64::new(0),
+            cap: cap.max(1),
+            evicting: AtomicBool::new(false),
+            lives: Mutex::new(Vec::new()),
+            evicted: AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes held in every window now.
+    pub(crate) fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Windows emptied to keep under the cap, since start.
+    pub(crate) fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    fn lives(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Live>>> {
+        self.lives.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn register(&self, live: &Arc<Live>) {
+        let mut lives = self.lives();
+        // Forget the dropped ones now and then, so the list stays as long
+        // as the open sessions.
+        if lives.len() >= 64 && lives.len().is_power_of_two() {
+            lives.retain(|l| l.strong_count() > 0);
+        }
+        lives.push(Arc::downgrade(live));
+    }
+
+    /// Over the cap: empty unfollowed windows, oldest write first, until
+    /// the total is back under seven eighths of it. One evictor at a time;
+    /// the others go on (the next publish tries again).
+    fn evict(&self) {
+        if self.total() <= self.cap || self.evicting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut candidates: Vec<(Option<Instant>, Arc<Live>)> = {
+            let mut lives = self.lives();
+            lives.retain(|l| l.strong_count() > 0);
+            lives
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|l| l.receivers() == 0)
+                .map(|l| {
+                    let at = l.lock().last_publish;
+                    (at, l)
+                })
+                .collect()
+        };
+        candidates.sort_by_key(|(at, _)| *at);
+        let target = self.cap - self.cap / 8;
+        for (_, live) in candidates {
+            if self.total() <= target {
+                break;
+            }
+            if live.empty_unfollowed() {
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.evicting.store(false, Ordering::Release);
+    }
+}
+
 /// One session's live tail.
 pub(crate) struct Live {
     capacity: usize,
     max_bytes: u64,
+    windows: Option<Arc<Windows>>,
     state: Mutex<State>,
     notify: Notify,
     receivers: AtomicUsize,
@@ -64,6 +147,7 @@ impl Live {
         Arc::new(Live {
             capacity: capacity.max(1),
             max_bytes: u64::MAX,
+            windows: None,
             state: Mutex::new(State {
                 ring: VecDeque::new(),
                 bytes: 0,
@@ -79,15 +163,44 @@ impl Live {
         })
     }
 
-    /// Bound the ring to `bytes` too (before anything is published).
-    pub(crate) fn with_max_bytes(self: Arc<Self>, bytes: u64) -> Arc<Self> {
+    /// Bound the ring to `bytes` too, and count it in `windows` (before
+    /// anything is published).
+    pub(crate) fn with_max_bytes(
+        self: Arc<Self>,
+        bytes: u64,
+        windows: Option<&Arc<Windows>>,
+    ) -> Arc<Self> {
         match Arc::try_unwrap(self) {
             Ok(mut live) => {
                 live.max_bytes = bytes.max(1);
-                Arc::new(live)
+                live.windows = windows.cloned();
+                let live = Arc::new(live);
+                if let Some(w) = windows {
+                    w.register(&live);
+                }
+                live
             }
             Err(shared) => shared,
         }
+    }
+
+    /// Empty the ring if nobody follows it (checked under the ring's lock,
+    /// which a joining subscriber's first read of the head waits for, so
+    /// no subscriber can miss what was dropped). Whether it was emptied.
+    fn empty_unfollowed(&self) -> bool {
+        let mut st = self.lock();
+        if self.receivers() != 0 || st.ring.is_empty() {
+            return false;
+        }
+        let freed = st.bytes;
+        st.ring.clear();
+        st.ring.shrink_to_fit();
+        st.bytes = 0;
+        drop(st);
+        if let Some(w) = &self.windows {
+            w.total.fetch_sub(freed, Ordering::Relaxed);
+        }
+        true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -100,6 +213,7 @@ impl Live {
         let now = Instant::now();
         let wake = {
             let mut st = self.lock();
+            let before = st.bytes;
             for event in events {
                 // Its journal line with the newline (an entry always serializes).
                 let size = event.line().len() as u64 + 1;
@@ -113,8 +227,19 @@ impl Live {
                 }
             }
             st.last_seq = last.seq;
+            if let Some(w) = &self.windows {
+                if st.bytes >= before {
+                    w.total.fetch_add(st.bytes - before, Ordering::Relaxed);
+                } else {
+                    w.total.fetch_sub(before - st.bytes, Ordering::Relaxed);
+                }
+            }
             if self.receivers.load(Ordering::Relaxed) == 0 {
                 st.last_publish = Some(now);
+                drop(st);
+                if let Some(w) = &self.windows {
+                    w.evict();
+                }
                 return;
             }
             let hot = st.last_publish.is_some_and(|t| now.duration_since(t) < HOT);
@@ -135,6 +260,9 @@ impl Live {
             self.notify.notify_waiters();
         } else if !self.deferred.swap(true, Ordering::AcqRel) {
             flusher().defer(Arc::downgrade(self));
+        }
+        if let Some(w) = &self.windows {
+            w.evict();
         }
     }
 
@@ -208,6 +336,15 @@ impl Live {
 
     pub(crate) fn receivers(&self) -> usize {
         self.receivers.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(w) = &self.windows {
+            let bytes = self.state.get_mut().map_or_else(|p| p.into_inner().bytes, |st| st.bytes);
+            w.total.fetch_sub(bytes, Ordering::Relaxed);
+        }
     }
 }
 

@@ -24,7 +24,7 @@ pub use subscription::{Delivery, Subscription};
 use crate::ids::{SegmentId, SessionId};
 use crate::store::{Store, StoreError};
 use event::{LifecycleEvent, Payload};
-use live::Live;
+use live::{Live, Windows};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -34,12 +34,17 @@ pub const DEFAULT_LIVE_WINDOW: usize = 16384;
 /// its entry count: a few huge entries cannot pin gigabytes of memory. The
 /// newest entry is always held.
 pub const DEFAULT_LIVE_WINDOW_BYTES: u64 = 8 << 20;
+/// The bytes (as journaled) every session's live window holds together, by
+/// default: past it the windows nobody follows are emptied, least recently
+/// written first. In memory an entry takes about twice its line.
+pub const DEFAULT_LIVE_TOTAL_BYTES: u64 = 256 << 20;
 
 /// The journals of every open session.
 pub struct Journals {
     store: Arc<dyn Store>,
     live_window: usize,
     live_window_bytes: u64,
+    windows: Arc<Windows>,
     open: Mutex<HashMap<SessionId, Arc<SessionJournal>>>,
 }
 
@@ -50,6 +55,7 @@ impl Journals {
             store,
             live_window: live_window.max(1),
             live_window_bytes: DEFAULT_LIVE_WINDOW_BYTES,
+            windows: Windows::new(DEFAULT_LIVE_TOTAL_BYTES),
             open: Mutex::new(HashMap::new()),
         }
     }
@@ -58,6 +64,22 @@ impl Journals {
     pub fn with_window_bytes(mut self, bytes: u64) -> Self {
         self.live_window_bytes = bytes.max(1);
         self
+    }
+
+    /// Bound every window together to `bytes` (host-wide).
+    pub fn with_total_bytes(mut self, bytes: u64) -> Self {
+        self.windows = Windows::new(bytes);
+        self
+    }
+
+    /// Bytes (as journaled) every open session's live window holds now.
+    pub fn window_total(&self) -> u64 {
+        self.windows.total()
+    }
+
+    /// Windows emptied to stay under the host-wide cap, since start.
+    pub fn windows_evicted(&self) -> u64 {
+        self.windows.evicted()
     }
 
     /// The store.
@@ -112,7 +134,8 @@ impl Journals {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let journal = open.entry(session.clone()).or_insert_with(|| {
             let live =
-                Live::new(self.live_window, head.last_seq).with_max_bytes(self.live_window_bytes);
+                Live::new(self.live_window, head.last_seq)
+                    .with_max_bytes(self.live_window_bytes, Some(&self.windows));
             Arc::new(SessionJournal::new(
                 session.clone(),
                 self.store.clone(),

@@ -45,6 +45,12 @@ pub const DEFER_DELAY: Duration = Duration::from_millis(20);
 /// guest). A quarter of the default live window, so one commit never
 /// pushes a keeping-up subscriber out of it.
 pub const MAX_PENDING: usize = 16 * BATCH;
+/// Bytes (as journaled) of pending emits that start a commit at once.
+pub const BATCH_BYTES: u64 = 1 << 20;
+/// Bytes of pending emits past which the emitting guest waits for the
+/// disk, beside [`MAX_PENDING`]: a few thousand large emits cannot pile up
+/// gigabytes in memory ahead of a slow store.
+pub const MAX_PENDING_BYTES: u64 = 16 << 20;
 
 /// Entries minted by [`SessionJournal::commit_soon`], not yet durable:
 /// [`SessionJournal::durable`] waits for them.
@@ -94,6 +100,7 @@ impl SessionJournal {
                     last_seq: head.last_seq,
                     segment: head.active_segment,
                     pending: Vec::new(),
+                    pending_bytes: 0,
                     timer: false,
                     kicked: false,
                     failed: None,
@@ -303,12 +310,16 @@ impl SessionJournal {
             ),
         };
         minting.last_seq = seq;
+        if minting.pending.is_empty() {
+            minting.pending_bytes = 0;
+        }
+        minting.pending_bytes += event.line().len() as u64 + 1;
         minting.pending.push(event);
         let pending = minting.pending.len();
-        if pending >= MAX_PENDING {
+        if pending >= MAX_PENDING || minting.pending_bytes >= MAX_PENDING_BYTES {
             drop(minting);
             core.flush().await?;
-        } else if pending >= BATCH {
+        } else if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
             if !minting.kicked {
                 minting.kicked = true;
                 let core = core.clone();

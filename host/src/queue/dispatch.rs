@@ -212,8 +212,9 @@ impl Queue {
         if worker.worktree_identity() != Some((record.key.clone(), record.worktree.clone())) {
             return Err("its worktree is missing or was recreated".into());
         }
+        // Every entry parses (a page at a time: nothing is kept).
         self.rt
-            .read(&record.session_id, Seq(0))
+            .scan(&record.session_id, Seq(0), |_| true)
             .await
             .map_err(|e| format!("its session is unreadable: {e}"))?;
         let component = component_of(&row.component)?;

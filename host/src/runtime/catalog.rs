@@ -3,7 +3,7 @@
 use super::state::{ObserverCounts, runs_of};
 use super::{Runtime, RuntimeError};
 use crate::ids::{RunId, SessionId};
-use crate::journal::event::{CancelReason, RunFacts, RunStatus};
+use crate::journal::event::{CancelReason, LifecycleEvent, Payload, RunFacts, RunStatus};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::atomic::Ordering;
@@ -68,13 +68,19 @@ impl Runtime {
     /// The runs of one session, oldest first.
     pub async fn session_runs(&self, session: &SessionId) -> Result<Vec<RunSummary>, RuntimeError> {
         let events = self.events_of(session).await?;
+        Ok(self.summaries(session, &events))
+    }
+
+    /// The summaries of the runs whose entries are in `events`, and of the
+    /// session's live run.
+    fn summaries(&self, session: &SessionId, events: &[crate::SessionEvent]) -> Vec<RunSummary> {
         let live = {
             let sessions = self.inner.registry.sessions();
             sessions.get(session).and_then(|l| l.live_run().cloned())
         };
         let observers = self.counts(session);
         let mut out = Vec::new();
-        for (run, _, terminal) in runs_of(&events) {
+        for (run, _, terminal) in runs_of(events) {
             let facts = terminal.and_then(|t| t.facts).map(|f| *f);
             let state = match (&facts, &live) {
                 (Some(f), _) => f.status.into(),
@@ -107,7 +113,7 @@ impl Runtime {
                 observers,
             });
         }
-        Ok(out)
+        out
     }
 
     /// A page of runs, newest first (by RunId, a UUIDv7): those of
@@ -176,8 +182,22 @@ impl Runtime {
     /// One run's summary.
     pub async fn run_summary(&self, run: RunId) -> Result<RunSummary, RuntimeError> {
         let session = self.session_of_run(run).await?;
-        self.session_runs(&session)
-            .await?
+        // Only the run's start and end, read from where its entries begin
+        // a bounded page at a time, never the whole journal.
+        let mut ends = Vec::new();
+        self.scan(&session, self.run_after(run).await, |item| {
+            let Some(e) = item.event().filter(|e| e.run_id == Some(run)) else {
+                return true;
+            };
+            let terminal = matches!(&e.payload, Payload::Lifecycle(l) if l.is_terminal());
+            if terminal || matches!(&e.payload, Payload::Lifecycle(LifecycleEvent::Started { .. }))
+            {
+                ends.push(e.clone());
+            }
+            !terminal
+        })
+        .await?;
+        self.summaries(&session, &ends)
             .into_iter()
             .find(|r| r.run_id == run)
             .ok_or(RuntimeError::UnknownRun(run))
@@ -247,6 +267,10 @@ pub struct Metrics {
     pub decisions_pending: usize,
     /// Sessions whose journal (and live window) is held in memory.
     pub open_journals: usize,
+    /// Bytes (as journaled) the live windows hold together.
+    pub live_window_bytes: u64,
+    /// Live windows emptied to stay under the host-wide cap.
+    pub live_windows_evicted: u64,
     /// Compiled components held ready, and their bytes.
     pub compiled_components: (usize, u64),
     /// On a shared store: leases this instance holds, and relay
@@ -284,6 +308,8 @@ impl Runtime {
             subscribers: self.inner.journals.subscriber_total(),
             decisions_pending: self.pending_decisions(None).len(),
             open_journals: self.inner.journals.open_count(),
+            live_window_bytes: self.inner.journals.window_total(),
+            live_windows_evicted: self.inner.journals.windows_evicted(),
             compiled_components: self.inner.components.cache_usage(),
             shared: self.shared_metrics(),
         }

@@ -15,24 +15,24 @@ pub async fn turns(
     current: RunId,
     limit: usize,
 ) -> Result<Vec<Turn>, StoreError> {
-    // Read a page at a time and keep only what history is made of (the
-    // segment entries the lineage needs, prompts, final texts, summaries):
-    // the memory this takes grows with the turns, not with the journal.
+    // Read a page at a time — bounded by entries and by bytes, so a few
+    // huge emits make many small pages, not one huge one — and keep only
+    // what history is made of (the segment entries the lineage needs,
+    // prompts, final texts, summaries): the memory this takes grows with
+    // the turns, not with the journal.
     const PAGE: usize = 4096;
     let mut kept: Vec<crate::SessionEvent> = Vec::new();
     let mut after = Seq(0);
     loop {
-        let items = store.read(session, after, PAGE).await?;
+        let items = store
+            .read_bytes(session, after, PAGE, super::run_index::SCAN_PAGE_BYTES)
+            .await?;
         let Some(last) = items.last() else { break };
         after = last.seq();
-        let full = items.len() == PAGE;
         kept.extend(items.into_iter().filter_map(|i| match i {
             JournalItem::Event(e) if shapes_history(&e) => Some(*e),
             _ => None,
         }));
-        if !full {
-            break;
-        }
     }
     Ok(turns_of(&kept, Some(current), limit))
 }

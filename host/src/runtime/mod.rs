@@ -217,7 +217,12 @@ impl Runtime {
             None => Arc::new(crate::store::MemoryRunIndex::default()),
         };
         let journals = Journals::new(store.clone(), config.live_window)
-            .with_window_bytes(config.live_window_bytes);
+            .with_window_bytes(
+                config
+                    .live_window_bytes
+                    .min(config.host.limits.live_window_bytes),
+            )
+            .with_total_bytes(config.host.limits.live_total_bytes);
         let restore = config.restore && file_store.is_some() && !read_only && !was_clean;
         // This owner may leave the clean-stop marker when it stops if it
         // knows the home has nothing to repair or restore: it found it

@@ -94,7 +94,13 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             return;
         }
     };
-    rt.index_started(run, &session, &record.workspace).await;
+    rt.index_started(
+        run,
+        &session,
+        &record.workspace,
+        super::run_index::after_of(&events, run),
+    )
+    .await;
     let Some(started) = started else {
         // It died between reserving a generation and starting: nothing
         // ran, and its prompt was never journaled. Close it, visibly.

@@ -495,11 +495,11 @@ impl Runtime {
                 None => break,
             }
         }
-        self.index_started(run_id, &session, &record.workspace)
-            .await;
         // Entries minted before the run (an observer's attach, pending
         // with its first commit) count as before it: no flush here.
         let after = journal.minted_seq().await;
+        self.index_started(run_id, &session, &record.workspace, after)
+            .await;
         let worker_id = worker.id();
         let started = Started {
             run_id,

@@ -146,6 +146,34 @@ impl JournalStore for MemoryStore {
         })
     }
 
+    async fn read_bytes(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        self.with(session, |s| {
+            let Some(first) = s.events.front().map(|e| e.seq) else {
+                return Ok(vec![]);
+            };
+            if after.0 + 1 < first.0 {
+                return Err(StoreError::Truncated { oldest: first });
+            }
+            let skip = (after.0 + 1 - first.0) as usize;
+            let mut bytes = 0u64;
+            let mut out = Vec::new();
+            for e in s.events.iter().skip(skip).take(limit) {
+                bytes += e.line().len() as u64 + 1;
+                if !out.is_empty() && bytes > max_bytes {
+                    break;
+                }
+                out.push(JournalItem::Event(Box::new(SessionEvent::clone(e))));
+            }
+            Ok(out)
+        })
+    }
+
     async fn start_segment(
         &self,
         session: &SessionId,

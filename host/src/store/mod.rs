@@ -221,6 +221,19 @@ pub trait JournalStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError>;
 
+    /// [`Store::read`] bounded by bytes as well: the entries after `after`
+    /// while their journal lines (with a newline each) together stay
+    /// within `max_bytes` — the first is always returned — and at most
+    /// `limit`. What answers one run, one task or a turn of history pages
+    /// through a journal so, never holding all of it.
+    async fn read_bytes(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<JournalItem>, StoreError>;
+
     /// Make `segment` (a child of `parent`) the active segment, with `first`
     /// (its `SegmentCreated` entry and what goes with it, fenced like an
     /// append) as its first entries: appends go there from now on. The

@@ -10,7 +10,7 @@
 //! at any instance lists the runs of every instance.
 
 use super::StoreError;
-use crate::ids::{RunId, SessionId};
+use crate::ids::{RunId, Seq, SessionId};
 use crate::journal::event::RunFacts;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -25,6 +25,10 @@ pub struct IndexedRun {
     pub workspace: String,
     /// How it ended (`None`: not ended, or interrupted).
     pub facts: Option<RunFacts>,
+    /// No entry of the run is at or before this seq: a read of the run
+    /// starts here, not at the journal's start (`None`: not known, as for
+    /// runs a shared store indexed before it recorded this).
+    pub after: Option<Seq>,
 }
 
 /// A page of runs, newest first, and whether older ones remain.
@@ -33,13 +37,14 @@ pub type RunPage = (Vec<(RunId, IndexedRun)>, bool);
 /// The run index.
 #[async_trait]
 pub trait RunIndex: Send + Sync + 'static {
-    /// A run started (or was restored) in `session` of `workspace`.
-    /// Indexing a run already there changes nothing.
+    /// A run started (or was restored) in `session` of `workspace`, its
+    /// entries after `after`. Indexing a run already there changes nothing.
     async fn started(
         &self,
         run: RunId,
         session: &SessionId,
         workspace: &str,
+        after: Seq,
     ) -> Result<(), StoreError>;
 
     /// A run's terminal entry is durable: its facts.
@@ -96,11 +101,13 @@ impl RunIndex for MemoryRunIndex {
         run: RunId,
         session: &SessionId,
         workspace: &str,
+        after: Seq,
     ) -> Result<(), StoreError> {
         self.runs().entry(run).or_insert_with(|| IndexedRun {
             session: session.clone(),
             workspace: workspace.to_string(),
             facts: None,
+            after: Some(after),
         });
         Ok(())
     }

@@ -87,12 +87,20 @@ impl Call {
         session: &SessionId,
         through: Option<Seq>,
     ) -> Result<TaskView, RpcError> {
-        let items = self.rt().read(session, Seq(0)).await?;
-        let entries = items
-            .iter()
-            .filter_map(|i| i.event())
-            .filter(|e| through.is_none_or(|t| e.seq <= t));
-        Ok(TaskView::of(run, session.clone(), entries))
+        // From where the run's entries begin, a bounded page at a time,
+        // until its end: a task's view never holds the session's journal.
+        let rt = self.rt();
+        let mut view = TaskView::new(run, session.clone());
+        rt.scan(session, rt.run_after(run).await, |item| {
+            let Some(e) = item.event() else { return true };
+            if through.is_some_and(|t| e.seq > t) {
+                return false;
+            }
+            view.apply(e);
+            !view.ended()
+        })
+        .await?;
+        Ok(view)
     }
 
     /// The task for a run of this agent, or not found.
@@ -314,14 +322,14 @@ impl Call {
                 ),
             ));
         }
-        let items = self.rt().read(&session, Seq(0)).await?;
-        let first = items
-            .iter()
-            .filter_map(|i| i.event())
-            .find(|e| e.run_id == Some(run))
-            .map(|e| e.seq)
-            .unwrap_or(Seq(1));
-        let after = Seq(first.0.saturating_sub(1));
+        let rt = self.rt();
+        let mut first = None;
+        rt.scan(&session, rt.run_after(run).await, |item| {
+            first = item.event().filter(|e| e.run_id == Some(run)).map(|e| e.seq);
+            first.is_none()
+        })
+        .await?;
+        let after = Seq(first.unwrap_or(Seq(1)).0.saturating_sub(1));
         let obs = self
             .rt()
             .attach(&session, AttachSpec::collecting(after))

@@ -108,20 +108,6 @@ impl TaskView {
         }
     }
 
-    /// The task folded from a session's entries (those of other runs are
-    /// skipped).
-    pub fn of<'a>(
-        run: RunId,
-        session: SessionId,
-        entries: impl IntoIterator<Item = &'a SessionEvent>,
-    ) -> Self {
-        let mut view = TaskView::new(run, session);
-        for e in entries {
-            view.apply(e);
-        }
-        view
-    }
-
     /// The component the run started with (`sha256:<hex>`), once seen.
     pub fn component(&self) -> Option<&str> {
         self.component.as_deref()

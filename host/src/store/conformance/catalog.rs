@@ -127,9 +127,12 @@ pub async fn run_index(
     for i in 0..5 {
         let run = RunId::new();
         let (session, ws) = &sessions[i % 2];
-        index.started(run, session, ws).await.expect("started");
         index
-            .started(run, session, ws)
+            .started(run, session, ws, Seq(10 + i as u64))
+            .await
+            .expect("started");
+        index
+            .started(run, session, ws, Seq(10 + i as u64))
             .await
             .expect("indexing a run twice is not an error");
         runs.push(run);
@@ -142,9 +145,9 @@ pub async fn run_index(
     );
     let got = index.get(runs[1]).await.expect("get").expect("indexed");
     assert_eq!(
-        (&got.session, got.workspace.as_str(), &got.facts),
-        (&sessions[1].0, "beta", &None),
-        "{name}: RunIndex::get returns the run's session and workspace, no facts before its end"
+        (&got.session, got.workspace.as_str(), &got.facts, got.after),
+        (&sessions[1].0, "beta", &None, Some(Seq(11))),
+        "{name}: RunIndex::get returns the run's session, workspace and where its entries begin, no facts before its end"
     );
     let ours = |page: &[(RunId, crate::store::IndexedRun)]| -> Vec<RunId> {
         page.iter()

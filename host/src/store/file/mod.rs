@@ -434,12 +434,24 @@ impl FileStore {
         files: &SessionFiles,
         after: Seq,
         limit: usize,
+        max_bytes: u64,
     ) -> Result<Vec<JournalItem>, StoreError> {
         use std::os::unix::fs::FileExt;
         let (refs, order, readers): (Vec<LineRef>, Vec<SegmentId>, Vec<Arc<std::fs::File>>) = {
             let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
             let from = (after.0 as usize).min(writer.lines.len());
-            let to = from.saturating_add(limit).min(writer.lines.len());
+            let mut to = from.saturating_add(limit).min(writer.lines.len());
+            if max_bytes != u64::MAX {
+                // The first entry always; then while the lines fit.
+                let mut bytes = 0u64;
+                for (i, line) in writer.lines[from..to].iter().enumerate() {
+                    bytes += u64::from(line.len) + 1;
+                    if i > 0 && bytes > max_bytes {
+                        to = from + i;
+                        break;
+                    }
+                }
+            }
             (
                 writer.lines[from..to].to_vec(),
                 writer.order.clone(),
@@ -584,13 +596,24 @@ impl JournalStore for FileStore {
                 let (files, scanned) = this.open_scanning(&session, true)?;
                 match scanned {
                     Some(items) => Ok(items),
-                    None => Self::read_all(&files, after, limit),
+                    None => Self::read_all(&files, after, limit, u64::MAX),
                 }
             })
             .await;
         }
         let files = self.open(session)?;
-        blocking(move || Self::read_all(&files, after, limit)).await
+        blocking(move || Self::read_all(&files, after, limit, u64::MAX)).await
+    }
+
+    async fn read_bytes(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        let files = self.open(session)?;
+        blocking(move || Self::read_all(&files, after, limit, max_bytes)).await
     }
 
     async fn start_segment(

@@ -41,8 +41,8 @@ WITH head AS (
     WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
 ), runs AS (
-    INSERT INTO cairn_run_sessions (run_id, session_id)
-    SELECT r, $1 FROM unnest($13::TEXT[]) AS r
+    INSERT INTO cairn_run_sessions (run_id, session_id, after_seq)
+    SELECT r, $1, a FROM unnest($13::TEXT[], $14::BIGINT[]) AS t(r, a)
     WHERE EXISTS (SELECT 1 FROM ok)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING 1
@@ -63,6 +63,9 @@ struct Rows<'a> {
     generation: Generation,
     /// The runs the batch starts (the run index: run → session).
     started: Vec<String>,
+    /// For each, the seq before its first entry in the batch (no entry
+    /// of the run comes at or before it).
+    started_after: Vec<i64>,
 }
 
 impl<'a> Rows<'a> {
@@ -90,7 +93,24 @@ impl<'a> Rows<'a> {
                 })
                 .filter_map(|e| e.run_id.map(|r| r.to_string()))
                 .collect(),
+            started_after: Vec::new(),
         }
+        .with_after(events)
+    }
+
+    fn with_after(mut self, events: &[Arc<SessionEvent>]) -> Self {
+        self.started_after = self
+            .started
+            .iter()
+            .map(|run| {
+                let first = events
+                    .iter()
+                    .find(|e| e.run_id.is_some_and(|r| r.to_string() == *run))
+                    .map_or(1, |e| e.seq.0);
+                seq_i64(first.saturating_sub(1))
+            })
+            .collect();
+        self
     }
 }
 
@@ -168,6 +188,7 @@ impl PgStore {
                 bytes,
                 generation,
                 started,
+                started_after,
             } = Rows::of(events);
             tx.execute(
                 "INSERT INTO cairn_entries (session_id, seq, segment_id, line)
@@ -196,9 +217,10 @@ impl PgStore {
             .map_err(db(ctx()))?;
             if !started.is_empty() {
                 tx.execute(
-                    "INSERT INTO cairn_run_sessions (run_id, session_id)
-                     SELECT r, $1 FROM unnest($2::TEXT[]) AS r ON CONFLICT (run_id) DO NOTHING",
-                    &[&sid, &started],
+                    "INSERT INTO cairn_run_sessions (run_id, session_id, after_seq)
+                     SELECT r, $1, a FROM unnest($2::TEXT[], $3::BIGINT[]) AS t(r, a)
+                     ON CONFLICT (run_id) DO NOTHING",
+                    &[&sid, &started, &started_after],
                 )
                 .await
                 .map_err(db(ctx()))?;
@@ -302,6 +324,7 @@ impl JournalStore for PgStore {
             bytes,
             generation,
             started,
+            started_after,
         } = Rows::of(events);
         let last = seq_i64(events.last().map_or(expected, |e| e.seq).0);
         let token = self.token_of(session).map_or(0, |t| t as i64);
@@ -322,6 +345,7 @@ impl JournalStore for PgStore {
                     &CHANNEL,
                     &format!("{sid} {last}"),
                     &started,
+                    &started_after,
                 ],
             )
             .await
@@ -365,16 +389,46 @@ impl JournalStore for PgStore {
         after: Seq,
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError> {
+        self.read_bytes(session, after, limit, u64::MAX).await
+    }
+
+    async fn read_bytes(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<JournalItem>, StoreError> {
         let client = self.client().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = client
-            .query(
-                "SELECT seq, line FROM cairn_entries WHERE session_id = $1 AND seq > $2
-                 ORDER BY seq LIMIT $3",
-                &[&session.as_str(), &seq_i64(after.0), &limit],
-            )
-            .await
-            .map_err(db(format!("session {session}: read")))?;
+        let rows = if max_bytes == u64::MAX {
+            client
+                .query(
+                    "SELECT seq, line FROM cairn_entries WHERE session_id = $1 AND seq > $2
+                     ORDER BY seq LIMIT $3",
+                    &[&session.as_str(), &seq_i64(after.0), &limit],
+                )
+                .await
+        } else {
+            // The running total of the lines' sizes (a TOASTed line's size
+            // is read from its header, not by reading it): the first row
+            // always, then while the lines fit.
+            let max = i64::try_from(max_bytes).unwrap_or(i64::MAX);
+            client
+                .query(
+                    "SELECT seq, line FROM (
+                       SELECT seq, line, octet_length(line) + 1 AS size,
+                              sum(octet_length(line) + 1) OVER (ORDER BY seq) AS total
+                       FROM (SELECT seq, line FROM cairn_entries
+                             WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) page
+                     ) sized
+                     WHERE total - size = 0 OR total <= $4
+                     ORDER BY seq",
+                    &[&session.as_str(), &seq_i64(after.0), &limit, &max],
+                )
+                .await
+        }
+        .map_err(db(format!("session {session}: read")))?;
         if rows.is_empty() {
             // Empty, or no such session.
             self.head(session).await?;

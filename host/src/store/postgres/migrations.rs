@@ -80,6 +80,13 @@ CREATE TABLE cairn_run_sessions (
 CREATE INDEX cairn_run_sessions_session ON cairn_run_sessions (session_id);
 "#,
     ),
+    (
+        3,
+        "where each run's entries begin",
+        r#"
+ALTER TABLE cairn_run_sessions ADD COLUMN after_seq BIGINT;
+"#,
+    ),
 ];
 
 /// The schema version this cairn writes.

@@ -11,7 +11,8 @@ use crate::store::run_index::{IndexedRun, RunIndex, RunPage};
 use async_trait::async_trait;
 
 /// One row of the index as selected: run, session, workspace, facts.
-const SELECT: &str = "SELECT rs.run_id, rs.session_id, COALESCE(w.workspace, ''), r.facts
+const SELECT: &str = "SELECT rs.run_id, rs.session_id, COALESCE(w.workspace, ''), r.facts,
+           rs.after_seq
     FROM cairn_run_sessions rs
     LEFT JOIN cairn_workers w ON w.session_id = rs.session_id
     LEFT JOIN cairn_runs r ON r.run_id = rs.run_id";
@@ -40,6 +41,10 @@ fn row(r: &tokio_postgres::Row) -> Result<Option<(RunId, IndexedRun)>, StoreErro
             session,
             workspace: r.get::<_, String>(2),
             facts,
+            after: r
+                .get::<_, Option<i64>>(4)
+                .and_then(|a| u64::try_from(a).ok())
+                .map(crate::ids::Seq),
         },
     )))
 }
@@ -51,15 +56,17 @@ impl RunIndex for PgStore {
         run: RunId,
         session: &SessionId,
         _workspace: &str,
+        after: crate::ids::Seq,
     ) -> Result<(), StoreError> {
         // Already there when the append of its `started` entry went
         // through; this makes it so when that entry was written elsewhere.
         let client = self.client().await?;
+        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
         client
             .execute(
-                "INSERT INTO cairn_run_sessions (run_id, session_id) VALUES ($1, $2)
+                "INSERT INTO cairn_run_sessions (run_id, session_id, after_seq) VALUES ($1, $2, $3)
                  ON CONFLICT (run_id) DO NOTHING",
-                &[&run.to_string(), &session.as_str()],
+                &[&run.to_string(), &session.as_str(), &after],
             )
             .await
             .map_err(db(format!("run {run}: indexing it")))?;

@@ -269,6 +269,15 @@ impl Controller for Hostile {
                 let n = std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0);
                 return Ok(Outcome::Finished(format!("{n} entries")));
             }
+            emits if emits.starts_with("emits ") => {
+                // `emits COUNT KIB`: COUNT texts of KIB KiB each.
+                let mut words = emits.split(' ').skip(1).map(|w| w.parse::<usize>().unwrap_or(0));
+                let (count, kib) = (words.next().unwrap_or(0), words.next().unwrap_or(0));
+                let text = "e".repeat(kib << 10);
+                for _ in 0..count {
+                    cairn_guest::emit_text(&text)?;
+                }
+            }
             other => return Err(Error::new("unknown_attack", other)),
         }
         Ok(Outcome::Finished("survived".into()))
