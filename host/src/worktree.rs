@@ -6,7 +6,15 @@
 //! which may fill its holes, stays under the same limit), and a file
 //! preallocated past its length counts what it took from the disk. Every
 //! entry (file, directory, symlink, anything else) counts once against
-//! `artifact_files`; nesting past `artifact_depth` levels is itself a breach.
+//! `artifact_files`, and a directory counts its own blocks as bytes (a
+//! tree of empty directories is not free); nesting past `artifact_depth`
+//! levels is itself a breach.
+//!
+//! Walks measure; an [`ArtifactMeter`] enforces at the write: every write,
+//! `set-size` and new directory of the run's guest is charged before it
+//! happens, and one that would pass `artifact_bytes` fails with an error
+//! value (`insufficient-space`) instead. The walks the run's watcher makes
+//! bring the meter back to what is really there (deletions give room back).
 //! Walks are iterative, hold one descriptor per level (at most
 //! `artifact_depth`), and stop at the first limit crossed, so a hostile tree
 //! costs the host no more than the limits allow.
@@ -78,6 +86,12 @@ pub fn usage(dir: &Dir, budget: &Budget) -> io::Result<(Usage, Option<Breach>)> 
         }
         let kind = entry.file_type()?;
         if kind.is_dir() {
+            used.bytes = used
+                .bytes
+                .saturating_add(entry.metadata()?.blocks().saturating_mul(512));
+            if used.bytes > budget.bytes {
+                return Ok((used, Some(("artifact_bytes", used.bytes, budget.bytes))));
+            }
             iters.push(entry.open_dir()?.entries()?);
         } else if kind.is_file() {
             used.bytes = used.bytes.saturating_add(file_bytes(&entry.metadata()?));
@@ -87,6 +101,84 @@ pub fn usage(dir: &Dir, budget: &Budget) -> io::Result<(Usage, Option<Breach>)> 
         }
     }
     Ok((used, None))
+}
+
+/// What a new directory is charged at its creation, before a walk counts
+/// its blocks: one block of most filesystems.
+pub const DIRECTORY_BYTES: u64 = 4096;
+
+/// A run's worktree bytes as its writes grow them, against its
+/// `artifact_bytes`: charged before each write, brought back to the
+/// measured usage by each walk.
+#[derive(Debug)]
+pub struct ArtifactMeter {
+    used: std::sync::atomic::AtomicU64,
+    /// Every byte ever taken: what was charged while a walk went on.
+    taken: std::sync::atomic::AtomicU64,
+    budget: u64,
+}
+
+impl ArtifactMeter {
+    /// A meter of `budget` bytes, `used` of them taken (the carried tree).
+    pub fn new(budget: u64, used: u64) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(ArtifactMeter {
+            used: std::sync::atomic::AtomicU64::new(used),
+            taken: std::sync::atomic::AtomicU64::new(0),
+            budget,
+        })
+    }
+
+    /// Take `bytes` more, or refuse when the budget would be passed.
+    pub fn take(&self, bytes: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        bytes == 0
+            || self
+                .used
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                    used.checked_add(bytes).filter(|&u| u <= self.budget)
+                })
+                .is_ok()
+                && {
+                    self.taken.fetch_add(bytes, Ordering::AcqRel);
+                    true
+                }
+    }
+
+    /// Where the charges stand before a walk (see [`Self::measured`]).
+    pub fn mark(&self) -> u64 {
+        self.taken.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Give `bytes` back (a write that failed, a file truncated).
+    pub fn give(&self, bytes: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    /// A walk begun at `mark` measured `bytes`: that, and whatever was
+    /// charged while it went on (which it may or may not have seen: counted
+    /// again rather than missed), is what is there now.
+    pub fn measured(&self, mark: u64, bytes: u64) {
+        let since = self.mark().saturating_sub(mark);
+        self.used.store(
+            bytes.saturating_add(since),
+            std::sync::atomic::Ordering::Release,
+        );
+    }
+
+    /// Bytes taken now.
+    pub fn used(&self) -> u64 {
+        self.used.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The budget.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
 }
 
 /// Copy regular files and directories of `from` into `to`; symlinks and

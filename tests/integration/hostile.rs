@@ -31,6 +31,23 @@ pub fn hostile(attack: &str) -> StartRun {
     req
 }
 
+/// Bytes of a tree as the limits count them: files by the larger of
+/// length and blocks, directories by their blocks.
+fn tree_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        if meta.is_dir() {
+            total += meta.blocks() * 512 + tree_bytes(&entry.path());
+        } else if meta.is_file() {
+            total += meta.len().max(meta.blocks() * 512);
+        }
+    }
+    total
+}
+
 fn failure(events: &[SessionEvent]) -> cairn::journal::event::ErrorInfo {
     match &events.last().unwrap().payload {
         Payload::Lifecycle(LifecycleEvent::Failed { error }) => error.clone(),
@@ -45,6 +62,11 @@ async fn attack(rt: &Runtime, name: &str) -> (RunFacts, Vec<SessionEvent>, Durat
         // Each entry is a sync: a lower ceiling reaches the count, not the
         // wall clock, even on a loaded machine.
         req.limits.events_per_run = Some(200);
+    }
+    if name == "dirs" {
+        // Room for entries: what ends it is the blocks the directories take.
+        req.limits.artifact_files = Some(100_000);
+        req.limits.artifact_depth = None;
     }
     let (_, facts, events) =
         tokio::time::timeout(Duration::from_secs(60), run_to_end(rt, req, None))
@@ -62,9 +84,15 @@ async fn every_attack_ends_its_own_run_and_names_the_limit() {
         ("memory", "limit_exceeded", Some("memory_bytes")),
         ("flood", "limit_exceeded", Some("events_per_run")),
         ("giant", "limit_exceeded", Some("event_bytes")),
-        ("disk", "limit_exceeded", Some("artifact_bytes")),
+        // Refused at the write, as a full disk would refuse it: the guest
+        // sees insufficient-space and gives up with its own error.
+        ("disk", "controller_error", None),
         ("nest", "limit_exceeded", Some("artifact_depth")),
-        ("sparse", "limit_exceeded", Some("artifact_bytes")),
+        ("sparse", "controller_error", None),
+        ("dirs", "controller_error", None),
+        // Hard links the writes never paid for: the walk at the run's end
+        // counts each, and the run is ended for the tree it leaves.
+        ("links", "limit_exceeded", Some("artifact_bytes")),
         ("inodes", "limit_exceeded", Some("artifact_files")),
         ("files", "limit_exceeded", Some("open_files")),
         ("logs", "limit_exceeded", Some("log_bytes")),
@@ -79,6 +107,23 @@ async fn every_attack_ends_its_own_run_and_names_the_limit() {
         assert_eq!(facts.status, RunStatus::Failed, "{name}");
         let error = failure(&events);
         assert_eq!(error.code, code, "{name}: {error:?}");
+        if code == "controller_error" {
+            // Refused at the write: the guest gave up with its own error,
+            // and the worktree it leaves is within the run's 8 MiB.
+            assert!(error.message.starts_with("io: "), "{name}: {error:?}");
+            let worker = rt.home().lookup(&facts.session_id).unwrap().unwrap();
+            let tree = rt.home().path().join(format!(
+                "workers/{worker}/runs/{}/artifacts",
+                facts.generation.0
+            ));
+            let used = tree_bytes(&tree);
+            assert!(
+                used <= 8 << 20,
+                "{name}: {used} bytes left in {}",
+                tree.display()
+            );
+            figures.push(format!("{name}: refused at the write: {}", error.message));
+        }
         if let Some(limit) = limit {
             let details = error.details.clone().unwrap();
             assert_eq!(details["limit"], limit, "{name}: {details}");
@@ -368,18 +413,20 @@ async fn the_component_cache_and_live_windows_are_bounded() {
 async fn an_oversized_worktree_is_not_carried_and_old_worktrees_are_pruned() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path()).await;
-    // A 2 GiB sparse file counts as its length: the run is ended for it.
-    let (facts, events, _) = attack(&rt, "sparse").await;
-    assert_eq!(failure(&events).details.unwrap()["limit"], "artifact_bytes");
+    // A worktree of 2 MiB, within its run's limits.
+    let (_, facts, events) = run_to_end(&rt, hostile("fill 2048"), None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{events:?}");
     let session = events[0].session_id.clone();
     let again = |prompt: &str| {
         let mut req = hostile(prompt);
         req.session = Some(session.clone());
         req
     };
-    // The next run is not stuck behind it: it starts with an empty
-    // worktree, and its stderr log says why.
-    let (_, next, events) = run_to_end(&rt, again("count"), None).await;
+    // The next run's limits are lower: it is not stuck behind a tree over
+    // them — it starts with an empty worktree, and its stderr log says why.
+    let mut lower = again("count");
+    lower.limits.artifact_bytes = Some(1 << 20);
+    let (_, next, events) = run_to_end(&rt, lower, None).await;
     assert_eq!(next.status, RunStatus::Finished, "{events:?}");
     let text = format!("{:?}", events.last().unwrap().payload);
     assert!(text.contains("0 entries"), "{text}");

@@ -62,7 +62,9 @@ async fn live_windows_stay_under_the_host_cap_and_evicted_ones_read_from_the_sto
                 .expect("no store error");
             let e = match d {
                 Delivery::Event(e) => e,
-                other => panic!("session {s}: an evicted window is read from the store, never a {other:?}"),
+                other => panic!(
+                    "session {s}: an evicted window is read from the store, never a {other:?}"
+                ),
             };
             if e.line().len() > 256 << 10 {
                 big += 1;
@@ -107,7 +109,8 @@ async fn a_run_and_a_task_are_read_from_where_they_begin() {
     let s = server().await;
     let url = format!("{}/v1/a2a/echo", s.base);
     let send = |text: &str, context: Option<&str>| {
-        let mut message = json!({ "messageId": text, "role": "ROLE_USER", "parts": [{ "text": text }] });
+        let mut message =
+            json!({ "messageId": text, "role": "ROLE_USER", "parts": [{ "text": text }] });
         if let Some(c) = context {
             message["contextId"] = json!(c);
         }

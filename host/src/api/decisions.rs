@@ -29,9 +29,8 @@ pub async fn list(
     for p in &mut mine {
         let mut asked = None;
         let after = s.rt.run_after(p.run_id).await;
-        let _ = s
-            .rt
-            .scan(&p.session_id, after, |i| {
+        let _ =
+            s.rt.scan(&p.session_id, after, |i| {
                 if let Some(crate::journal::event::Payload::Lifecycle(
                     crate::journal::event::LifecycleEvent::DecisionRequested {
                         decision_id,

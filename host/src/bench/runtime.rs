@@ -75,6 +75,7 @@ async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
             ..Default::default()
         },
         host: host.clone(),
+        meter: None,
     };
     let start = RunStart {
         run_id: RunId::new(),

@@ -7,6 +7,7 @@ pub mod complexity;
 pub mod cpu;
 mod host;
 mod limiter;
+mod metered;
 mod stable_fs;
 
 pub use clock::JournalClock;
@@ -288,7 +289,11 @@ impl Components {
             HostState,
             stable_fs::StableFsData,
         >(&mut linker, |s| {
-            stable_fs::StableFs(wasmtime_wasi::filesystem::WasiFilesystemView::filesystem(s))
+            let meter = s.artifacts.clone();
+            stable_fs::StableFs(
+                wasmtime_wasi::filesystem::WasiFilesystemView::filesystem(s),
+                meter,
+            )
         })
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         linker.allow_shadowing(false);
@@ -537,6 +542,7 @@ impl Components {
             table,
             limits: limiter::Limiter::new(sandbox.limits, Some(sandbox.host.clone())),
             host: Some(sandbox.host.clone()),
+            artifacts: sandbox.meter.clone(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -661,6 +667,9 @@ pub struct Sandbox {
     pub limits: crate::limits::Limits,
     /// The run's side of every import.
     pub host: Arc<dyn RunHost>,
+    /// The worktree's bytes against `artifact_bytes`, charged at each
+    /// write (none: only the walks count).
+    pub meter: Option<Arc<crate::worktree::ArtifactMeter>>,
 }
 
 /// What `run(start)` receives.
@@ -702,6 +711,8 @@ pub struct HostState {
     table: ResourceTable,
     limits: limiter::Limiter,
     host: Option<Arc<dyn RunHost>>,
+    /// The run's worktree bytes, charged at each write.
+    artifacts: Option<Arc<crate::worktree::ArtifactMeter>>,
 }
 
 impl HostState {
@@ -718,6 +729,7 @@ impl HostState {
                 None,
             ),
             host: None,
+            artifacts: None,
         }
     }
 }

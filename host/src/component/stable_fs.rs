@@ -4,19 +4,43 @@
 //! (`none`; Rust's `Metadata::modified` then reports them unsupported), and
 //! the metadata hash is a digest of the object's type, size and link count
 //! rather than of its device, inode and times. A guest that reads them
-//! replays the same (`cairn replay` matches); everything else is delegated
-//! unchanged.
+//! replays the same (`cairn replay` matches). Writes that grow the
+//! worktree are charged to the run's budget first ([`super::metered`]);
+//! everything else is delegated unchanged.
 
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 use wasmtime::component::{HasData, Resource};
-use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     self, HostDescriptor, HostDirectoryEntryStream,
 };
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 
-/// The view a run's filesystem calls go through.
-pub struct StableFs<'a>(pub WasiFilesystemCtxView<'a>);
+/// The view a run's filesystem calls go through, and the run's worktree
+/// meter (none for a describe).
+pub struct StableFs<'a>(
+    pub WasiFilesystemCtxView<'a>,
+    pub Option<Arc<crate::worktree::ArtifactMeter>>,
+);
+
+/// A metered run's file: its meter, the file, its size when looked at.
+type MeteredFile = (Arc<crate::worktree::ArtifactMeter>, Arc<std::fs::File>, u64);
+
+impl StableFs<'_> {
+    /// The file behind `fd` and its size now, when the run is metered.
+    fn metered_file(&mut self, fd: &Resource<types::Descriptor>) -> FsResult<Option<MeteredFile>> {
+        let Some(meter) = self.1.clone() else {
+            return Ok(None);
+        };
+        let Descriptor::File(f) = self.0.table.get(fd)? else {
+            return Ok(None);
+        };
+        let file = f.file.clone();
+        let size = file.metadata().map_err(FsError::from)?.len();
+        Ok(Some((meter, file, size)))
+    }
+}
 
 /// The `HasData` of [`StableFs`] for `add_to_linker`.
 pub struct StableFsData;
@@ -71,6 +95,24 @@ impl types::Host for StableFs<'_> {
         err: Resource<wasmtime::Error>,
     ) -> wasmtime::Result<Option<types::ErrorCode>> {
         types::Host::filesystem_error_code(&mut self.0, err)
+    }
+}
+
+impl StableFs<'_> {
+    /// Put `stream` back in the table wrapped so its writes are charged.
+    fn meter_stream(
+        &mut self,
+        stream: Resource<DynOutputStream>,
+        metered: Option<MeteredFile>,
+        offset: Option<u64>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let Some((meter, file, _)) = metered else {
+            return Ok(stream);
+        };
+        let inner = self.0.table.delete(stream)?;
+        let wrapped: DynOutputStream =
+            Box::new(super::metered::Metered::at(inner, file, meter, offset));
+        Ok(self.0.table.push(wrapped)?)
     }
 }
 
@@ -141,7 +183,24 @@ impl HostDescriptor for StableFs<'_> {
         fd: Resource<types::Descriptor>,
         size: types::Filesize,
     ) -> FsResult<()> {
-        HostDescriptor::set_size(&mut self.0, fd, size).await
+        // A sparse file counts its length: growing one is charged whole.
+        let metered = self.metered_file(&fd)?;
+        let grows = metered
+            .as_ref()
+            .map_or(0, |(_, _, was)| size.saturating_sub(*was));
+        if let Some((meter, _, _)) = &metered
+            && !meter.take(grows)
+        {
+            return Err(FsError::from(super::metered::no_space()));
+        }
+        let done = HostDescriptor::set_size(&mut self.0, fd, size).await;
+        if let Some((meter, _, was)) = &metered {
+            match &done {
+                Err(_) => meter.give(grows),
+                Ok(()) => meter.give(was.saturating_sub(size)),
+            }
+        }
+        done
     }
 
     async fn set_times(
@@ -168,7 +227,20 @@ impl HostDescriptor for StableFs<'_> {
         buf: Vec<u8>,
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
-        HostDescriptor::write(&mut self.0, fd, buf, offset).await
+        let metered = self.metered_file(&fd)?;
+        let grows = metered.as_ref().map_or(0, |(_, _, size)| {
+            super::metered::growth(*size, offset, buf.len() as u64)
+        });
+        if let Some((meter, _, _)) = &metered
+            && !meter.take(grows)
+        {
+            return Err(FsError::from(super::metered::no_space()));
+        }
+        let done = HostDescriptor::write(&mut self.0, fd, buf, offset).await;
+        if let (Some((meter, _, _)), Err(_)) = (&metered, &done) {
+            meter.give(grows);
+        }
+        done
     }
 
     async fn read_directory(
@@ -187,7 +259,18 @@ impl HostDescriptor for StableFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        HostDescriptor::create_directory_at(&mut self.0, fd, path).await
+        // A directory takes blocks too; the walks count what it really took.
+        let meter = self.1.clone();
+        if let Some(m) = &meter
+            && !m.take(crate::worktree::DIRECTORY_BYTES)
+        {
+            return Err(FsError::from(super::metered::no_space()));
+        }
+        let done = HostDescriptor::create_directory_at(&mut self.0, fd, path).await;
+        if let (Some(m), Err(_)) = (&meter, &done) {
+            m.give(crate::worktree::DIRECTORY_BYTES);
+        }
+        done
     }
 
     async fn set_times_at(
@@ -291,14 +374,18 @@ impl HostDescriptor for StableFs<'_> {
         fd: Resource<types::Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
-        HostDescriptor::write_via_stream(&mut self.0, fd, offset)
+        let metered = self.metered_file(&fd)?;
+        let stream = HostDescriptor::write_via_stream(&mut self.0, fd, offset)?;
+        self.meter_stream(stream, metered, Some(offset))
     }
 
     fn append_via_stream(
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<Resource<DynOutputStream>> {
-        HostDescriptor::append_via_stream(&mut self.0, fd)
+        let metered = self.metered_file(&fd)?;
+        let stream = HostDescriptor::append_via_stream(&mut self.0, fd)?;
+        self.meter_stream(stream, metered, None)
     }
 
     async fn is_same_object(

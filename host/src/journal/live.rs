@@ -342,7 +342,10 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         if let Some(w) = &self.windows {
-            let bytes = self.state.get_mut().map_or_else(|p| p.into_inner().bytes, |st| st.bytes);
+            let bytes = self
+                .state
+                .get_mut()
+                .map_or_else(|p| p.into_inner().bytes, |st| st.bytes);
             w.total.fetch_sub(bytes, Ordering::Relaxed);
         }
     }

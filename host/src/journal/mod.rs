@@ -133,9 +133,8 @@ impl Journals {
         let head = self.store.head(session).await?;
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let journal = open.entry(session.clone()).or_insert_with(|| {
-            let live =
-                Live::new(self.live_window, head.last_seq)
-                    .with_max_bytes(self.live_window_bytes, Some(&self.windows));
+            let live = Live::new(self.live_window, head.last_seq)
+                .with_max_bytes(self.live_window_bytes, Some(&self.windows));
             Arc::new(SessionJournal::new(
                 session.clone(),
                 self.store.clone(),

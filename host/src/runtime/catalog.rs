@@ -190,7 +190,11 @@ impl Runtime {
                 return true;
             };
             let terminal = matches!(&e.payload, Payload::Lifecycle(l) if l.is_terminal());
-            if terminal || matches!(&e.payload, Payload::Lifecycle(LifecycleEvent::Started { .. }))
+            if terminal
+                || matches!(
+                    &e.payload,
+                    Payload::Lifecycle(LifecycleEvent::Started { .. })
+                )
             {
                 ends.push(e.clone());
             }

@@ -453,6 +453,11 @@ impl Runtime {
                 clock,
                 limits: ctx.limits,
                 host: ctx.clone(),
+                // Charged as the run was: a write refused then is refused now.
+                meter: Some(crate::worktree::ArtifactMeter::new(
+                    ctx.limits.artifact_bytes,
+                    0,
+                )),
             };
             let start = RunStart {
                 run_id: run,

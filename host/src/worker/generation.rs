@@ -24,6 +24,9 @@ pub struct GenerationDir {
     pub artifacts_path: PathBuf,
     /// The host path of `runs/<gen>/`.
     pub path: PathBuf,
+    /// Bytes of the worktree carried over from the generation before (as
+    /// `crate::worktree` counts them; 0 when none was).
+    pub carried_bytes: u64,
 }
 
 impl WorkerDir {
@@ -171,6 +174,7 @@ impl WorkerDir {
         let name = generation.to_string();
         let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
         let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+        let mut carried_bytes = 0;
         if let Some(previous) = from
             && let Ok(prev) = runs
                 .open_dir(previous.to_string())
@@ -181,8 +185,9 @@ impl WorkerDir {
                 self.id
             );
             match crate::worktree::usage(&prev, budget).map_err(io_err(ctx.clone()))? {
-                (_, None) => {
+                (used, None) => {
                     crate::worktree::copy(&prev, &artifacts, budget.depth).map_err(io_err(ctx))?;
+                    carried_bytes = used.bytes;
                 }
                 (_, Some((limit, value, max))) => {
                     let note = format!(
@@ -204,6 +209,7 @@ impl WorkerDir {
             dir,
             artifacts_path: path.join("artifacts"),
             path,
+            carried_bytes,
         })
     }
 

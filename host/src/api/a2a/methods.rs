@@ -325,7 +325,10 @@ impl Call {
         let rt = self.rt();
         let mut first = None;
         rt.scan(&session, rt.run_after(run).await, |item| {
-            first = item.event().filter(|e| e.run_id == Some(run)).map(|e| e.seq);
+            first = item
+                .event()
+                .filter(|e| e.run_id == Some(run))
+                .map(|e| e.seq);
             first.is_none()
         })
         .await?;

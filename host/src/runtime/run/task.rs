@@ -173,7 +173,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         if let Ok(bytes) = env.store.bytes(&ctx.session).await {
             ctx.journal_bytes.store(bytes, Ordering::Relaxed);
         }
-        watch_limits(ctx.clone(), gen_dir.artifacts_path.clone());
+        let meter =
+            crate::worktree::ArtifactMeter::new(ctx.limits.artifact_bytes, gen_dir.carried_bytes);
+        watch_limits(ctx.clone(), gen_dir.artifacts_path.clone(), meter.clone());
         let _ = ctx.supervisor.set(Arc::downgrade(&env.supervisor));
         let _ = ctx.place.set(super::Place {
             worker_id: plan.worker_id,
@@ -192,6 +194,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             clock,
             limits: ctx.limits,
             host: ctx.clone(),
+            meter: Some(meter),
         };
         let start = RunStart {
             run_id: ctx.run_id,
@@ -207,7 +210,26 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // Hold no more descriptors than the run needs while it lives.
         drop(gen_dir);
         drop(worker_dir);
-        execute(&env.components, &ctx, &plan.prepared, sandbox, start).await
+        let artifacts = sandbox.artifacts.clone();
+        let outcome = execute(&env.components, &ctx, &plan.prepared, sandbox, start).await;
+        if outcome.is_ok() {
+            // The worktree as the run leaves it: one over its limits ends
+            // the run failed, never a next generation silently empty.
+            let budget = crate::worktree::Budget::of(&ctx.limits);
+            let breach = tokio::task::spawn_blocking(move || {
+                let dir =
+                    cap_std::fs::Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority())
+                        .ok()?;
+                crate::worktree::usage(&dir, &budget).ok().and_then(|(_, b)| b)
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some((limit, value, max)) = breach {
+                ctx.break_limit(limit, value, max);
+            }
+        }
+        outcome
     }
     .await;
     ctx.activity.send_replace(Activity::Ended);
@@ -357,7 +379,11 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
 /// under `artifacts/` (bytes, entries, depth: see `crate::worktree`;
 /// measured every few ticks, a breach traps the guest at its next epoch
 /// tick). Ends when the run does.
-fn watch_limits(ctx: Arc<RunCtx>, artifacts: std::path::PathBuf) {
+fn watch_limits(
+    ctx: Arc<RunCtx>,
+    artifacts: std::path::PathBuf,
+    meter: Arc<crate::worktree::ArtifactMeter>,
+) {
     let started = tokio::time::Instant::now();
     // Broken once more than `wall_ms` has passed.
     let deadline = started + Duration::from_millis(ctx.limits.wall_ms.saturating_add(1));
@@ -394,13 +420,18 @@ fn watch_limits(ctx: Arc<RunCtx>, artifacts: std::path::PathBuf) {
                 let path = artifacts.clone();
                 let budget = crate::worktree::Budget::of(&ctx.limits);
                 let walked = tokio::time::Instant::now();
+                let meter = meter.clone();
+                let mark = meter.mark();
                 let breach = tokio::task::spawn_blocking(move || {
                     let dir =
                         cap_std::fs::Dir::open_ambient_dir(&path, cap_std::ambient_authority())
                             .ok()?;
-                    crate::worktree::usage(&dir, &budget)
-                        .ok()
-                        .and_then(|(_, b)| b)
+                    let (used, breach) = crate::worktree::usage(&dir, &budget).ok()?;
+                    // What is there now (deletions give room back).
+                    if breach.is_none() {
+                        meter.measured(mark, used.bytes);
+                    }
+                    breach
                 })
                 .await
                 .ok()

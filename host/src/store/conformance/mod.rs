@@ -169,22 +169,42 @@ pub async fn journal_and_runs(s: &Subject<'_>) {
     let line = |i: usize| all[i].event().map_or(0, |e| e.line().len() as u64 + 1);
     let two = line(2) + line(3);
     assert_eq!(
-        seqs(&store.read_bytes(&session, Seq(2), 10, two).await.expect("bytes")),
+        seqs(
+            &store
+                .read_bytes(&session, Seq(2), 10, two)
+                .await
+                .expect("bytes")
+        ),
         [3, 4],
         "{name}: a page of {two} bytes holds entries 3 and 4 exactly"
     );
     assert_eq!(
-        seqs(&store.read_bytes(&session, Seq(2), 10, two - 1).await.expect("bytes")),
+        seqs(
+            &store
+                .read_bytes(&session, Seq(2), 10, two - 1)
+                .await
+                .expect("bytes")
+        ),
         [3],
         "{name}: a byte short of two entries is one"
     );
     assert_eq!(
-        seqs(&store.read_bytes(&session, Seq(0), 10, 1).await.expect("bytes")),
+        seqs(
+            &store
+                .read_bytes(&session, Seq(0), 10, 1)
+                .await
+                .expect("bytes")
+        ),
         [1],
         "{name}: an entry larger than the page still comes, alone"
     );
     assert_eq!(
-        seqs(&store.read_bytes(&session, Seq(0), 2, u64::MAX - 1).await.expect("bytes")),
+        seqs(
+            &store
+                .read_bytes(&session, Seq(0), 2, u64::MAX - 1)
+                .await
+                .expect("bytes")
+        ),
         [1, 2],
         "{name}: the entry limit holds beside the byte limit"
     );

@@ -269,9 +269,35 @@ impl Controller for Hostile {
                 let n = std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0);
                 return Ok(Outcome::Finished(format!("{n} entries")));
             }
+            fill if fill.starts_with("fill ") => {
+                // `fill KIB`: one file of KIB KiB, then finish.
+                let kib = fill[5..].parse::<usize>().unwrap_or(0);
+                std::fs::write("fill.bin", vec![3u8; kib << 10])
+                    .map_err(|e| Error::new("io", e.to_string()))?;
+            }
+            "dirs" => {
+                // Directories without end: each takes blocks of the disk.
+                for i in 0u64.. {
+                    std::fs::create_dir(format!("d-{i}"))
+                        .map_err(|e| Error::new("io", format!("after {i} directories: {e}")))?;
+                }
+            }
+            "links" => {
+                // A file under the budget, and hard links to it that cost
+                // the disk nothing but count as files of their own.
+                std::fs::write("big.bin", vec![5u8; 5 << 20])
+                    .map_err(|e| Error::new("io", e.to_string()))?;
+                for i in 0..3 {
+                    std::fs::hard_link("big.bin", format!("link-{i}.bin"))
+                        .map_err(|e| Error::new("io", e.to_string()))?;
+                }
+            }
             emits if emits.starts_with("emits ") => {
                 // `emits COUNT KIB`: COUNT texts of KIB KiB each.
-                let mut words = emits.split(' ').skip(1).map(|w| w.parse::<usize>().unwrap_or(0));
+                let mut words = emits
+                    .split(' ')
+                    .skip(1)
+                    .map(|w| w.parse::<usize>().unwrap_or(0));
                 let (count, kib) = (words.next().unwrap_or(0), words.next().unwrap_or(0));
                 let text = "e".repeat(kib << 10);
                 for _ in 0..count {
