@@ -103,6 +103,13 @@ impl Queue {
     async fn fill(self: &Arc<Self>) -> Result<(), QueueError> {
         let chosen = {
             let _guard = self.lock.lock().await;
+            // What to start depends on the rows alone: unchanged since a
+            // fill that started nothing, there is nothing to start.
+            let stamp = self.store.cards_stamp();
+            let quiet = || self.quiet.lock().unwrap_or_else(|p| p.into_inner());
+            if stamp.is_some() && *quiet() == stamp {
+                return Ok(());
+            }
             let mut cards = self.store.cards()?;
             let busy = cards
                 .rows
@@ -121,6 +128,9 @@ impl Queue {
             }
             if !chosen.is_empty() {
                 self.store.put_cards(&cards)?;
+                *quiet() = None;
+            } else {
+                *quiet() = stamp;
             }
             chosen
         };

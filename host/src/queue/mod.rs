@@ -83,6 +83,10 @@ pub struct Queue {
     /// from the ledger on first use, so an ending written again after a
     /// crash is not written twice.
     ledgered: Mutex<Option<HashSet<String>>>,
+    /// The rows' stamp when a fill last found nothing to start: until it
+    /// changes, the next fill reads nothing (an idle queue of large cards
+    /// costs a `stat` per tick, not a parse).
+    quiet: Mutex<Option<[i64; 6]>>,
 }
 
 /// Check a card id: `[a-z0-9][a-z0-9-]{0,63}`.
@@ -119,6 +123,7 @@ impl Queue {
             max,
             inflight: Default::default(),
             ledgered: Default::default(),
+            quiet: Default::default(),
         })
     }
 

@@ -227,6 +227,12 @@ pub trait QueueStore: Send + Sync {
     fn append_ledger(&self, row: &serde_json::Value) -> Result<(), StoreFailure>;
     /// The ledger's rows.
     fn ledger(&self) -> Result<Vec<serde_json::Value>, StoreFailure>;
+    /// A mark that changes whenever the rows do (the file's inode, size
+    /// and times: every write replaces it), so a dispatcher with nothing
+    /// to do re-reads nothing until they change. `None`: always re-read.
+    fn cards_stamp(&self) -> Option<[i64; 6]> {
+        None
+    }
 }
 
 /// The file store: `<home>/queue/`, made on the first write.
@@ -304,6 +310,19 @@ impl FileQueue {
 }
 
 impl QueueStore for FileQueue {
+    fn cards_stamp(&self) -> Option<[i64; 6]> {
+        use cap_std::fs::MetadataExt;
+        let m = self.existing()?.metadata(CARDS).ok()?;
+        Some([
+            m.ino() as i64,
+            m.len() as i64,
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ])
+    }
+
     fn cards(&self) -> Result<Cards, StoreFailure> {
         let mut c: Cards = self.read(CARDS, 1)?;
         c.version = 1;
