@@ -465,7 +465,8 @@ impl Runtime {
     ) -> Result<Vec<JournalItem>, RuntimeError> {
         match self.inner.store.read(session, after, limit).await {
             Err(StoreError::UnknownSession(s)) => Err(RuntimeError::UnknownSession(s)),
-            Err(e) => Err(RuntimeError::from(e).for_session(session)),
+            // Named relative to the home: a client never learns its path.
+            Err(e) => Err(self.home_relative(RuntimeError::from(e).for_session(session))),
             Ok(items) => Ok(items),
         }
     }

@@ -48,7 +48,9 @@ impl Runtime {
                 .await
             {
                 Err(StoreError::UnknownSession(s)) => return Err(RuntimeError::UnknownSession(s)),
-                Err(e) => return Err(RuntimeError::from(e).for_session(session)),
+                Err(e) => {
+                    return Err(self.home_relative(RuntimeError::from(e).for_session(session)));
+                }
                 Ok(page) => page,
             };
             let Some(last) = page.last() else {
