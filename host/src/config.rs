@@ -223,12 +223,17 @@ pub struct Quota {
     pub component_bytes: u64,
     /// Work-queue cards pending or processing at once. 0: the default, 1,000.
     pub cards: usize,
+    /// Workers (sessions, delegated children included) the workspace
+    /// holds until it deletes them. 0: the default, 100,000.
+    pub workers: usize,
 }
 
 /// The default `uploads` quota.
 pub const DEFAULT_UPLOADS: usize = 256;
 /// The default `cards` quota.
 pub const DEFAULT_CARDS: usize = 1000;
+/// The default `workers` quota.
+pub const DEFAULT_WORKERS: usize = 100_000;
 /// The default `component_bytes` quota.
 pub const DEFAULT_COMPONENT_BYTES: u64 = 1 << 30;
 

@@ -645,3 +645,70 @@ async fn the_queue_checks_prompts_at_add_and_bounds_cards_per_workspace() {
     assert_eq!(other.status(), 201, "{:?}", other.text().await);
     rt.begin_shutdown();
 }
+
+/// `[quota] workers`: a workspace holds at most so many workers, its
+/// roots and their delegated children together, until it deletes some
+/// (before, nothing bounded them: a fork bomb made 8,746 in two minutes).
+/// A spawn, a new session and a start past it are refused, naming the
+/// quota; another workspace is not affected; a delete makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_holds_at_most_its_quota_of_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = open(
+        &home,
+        Some(
+            "[quota]\nworkers = 3\n[workspaces.other]\ntokens = [\"token-of-other-0123456789\"]\n",
+        ),
+    )
+    .await;
+    let parent = grant(&rt, "parent").await;
+    let steps = json!([
+        { "spawn": { "component": "echo", "prompt": "one" } },
+        { "spawn": { "component": "echo", "prompt": "two" } },
+        { "spawn": { "component": "echo", "prompt": "three" } },
+    ]);
+    let (_, _, results) = run_parent(&rt, &parent, steps).await;
+    assert!(
+        results[0]["error"].is_null() && results[1]["error"].is_null(),
+        "{results:?}"
+    );
+    let refused = results[2]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{results:?}"));
+    assert!(refused.contains("workers = 3"), "{refused}");
+    let local = rt.default_workspace().to_string();
+    match rt.create_session_in(None, &local).await {
+        Err(cairn::runtime::RuntimeError::Capacity(m)) => assert!(m.contains("workers = 3"), "{m}"),
+        other => panic!("a fourth worker: {other:?}"),
+    }
+    let start = rt
+        .start(StartRun::new(ComponentRef::BuiltIn("echo".into()), "hi"))
+        .await;
+    assert!(
+        matches!(start, Err(cairn::runtime::RuntimeError::Capacity(_))),
+        "{start:?}"
+    );
+    rt.create_session_in(None, "other")
+        .await
+        .expect("another workspace has its own quota");
+    let child = rt
+        .list_sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| {
+            rt.home()
+                .lookup(s)
+                .ok()
+                .flatten()
+                .and_then(|w| rt.home().open_worker(w).ok())
+                .and_then(|w| w.record().ok())
+                .is_some_and(|r| r.parent.is_some())
+        })
+        .expect("a child");
+    rt.delete_session(&child).await.unwrap();
+    rt.create_session_in(None, &local)
+        .await
+        .expect("a delete makes room");
+}

@@ -231,13 +231,14 @@ impl Runtime {
         }
         let window = self.crash_window();
         // A child deleted ends its loan: its parent records it pruned.
-        let parent = self
+        let record = self
             .inner
             .workers
             .open_worker(worker)
             .and_then(|w| w.record())
-            .ok()
-            .and_then(|r| r.parent);
+            .ok();
+        let workspace = record.as_ref().map(|r| r.workspace.clone());
+        let parent = record.and_then(|r| r.parent);
         if let Some(p) = parent {
             self.mark_pruned(&p.worker_id, worker);
         }
@@ -253,6 +254,9 @@ impl Runtime {
             fs.forget(session);
         }
         self.inner.registry.sessions().remove(session);
+        if let Some(ws) = workspace {
+            self.worker_gone(&ws);
+        }
         window.closed();
         Ok(())
     }

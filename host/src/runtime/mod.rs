@@ -117,6 +117,9 @@ pub(crate) struct Inner {
     run_index: Arc<dyn crate::store::RunIndex>,
     /// Set once the embedded index is built from the journals.
     run_index_built: tokio::sync::OnceCell<()>,
+    /// Workers each workspace holds (`[quota] workers`), counted from the
+    /// home on first use and kept current by creations and deletions.
+    worker_counts: Mutex<Option<std::collections::HashMap<String, usize>>>,
     store: Arc<dyn Store>,
     file_store: Option<Arc<FileStore>>,
     /// The shared store and this instance's leases (several instances on
@@ -247,6 +250,7 @@ impl Runtime {
                 recovery,
                 run_index,
                 run_index_built: Default::default(),
+                worker_counts: Default::default(),
                 store,
                 file_store,
                 cluster,

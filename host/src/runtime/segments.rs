@@ -158,6 +158,22 @@ impl Runtime {
         before: Seq,
         new_id: Option<SessionId>,
     ) -> Result<Forked, RuntimeError> {
+        // The fork is a worker of the source's workspace: under its quota.
+        let workspace = self.open_worker_of(session)?.record()?.workspace;
+        self.reserve_worker(&workspace)?;
+        let forked = self.fork_reserved(session, before, new_id).await;
+        if forked.is_err() {
+            self.worker_gone(&workspace);
+        }
+        forked
+    }
+
+    async fn fork_reserved(
+        &self,
+        session: &SessionId,
+        before: Seq,
+        new_id: Option<SessionId>,
+    ) -> Result<Forked, RuntimeError> {
         let source = self.open_worker_of(session)?;
         let record = source.record()?;
         let events = self.events_of(session).await?;

@@ -194,6 +194,20 @@ impl Runtime {
         if self.inner.workers.lookup(&session)?.is_some() {
             return Err(RuntimeError::SessionExists(session));
         }
+        self.reserve_worker(workspace)?;
+        let made = self.create_reserved(session, workspace).await;
+        if made.is_err() {
+            self.worker_gone(workspace);
+        }
+        made
+    }
+
+    /// [`Runtime::create_session_with`] once the workspace's quota has room.
+    async fn create_reserved(
+        &self,
+        session: SessionId,
+        workspace: &str,
+    ) -> Result<(SessionId, WorkerDir), RuntimeError> {
         // On a shared store: the session's lease first, so no other
         // instance writes it.
         self.lease_new(&session).await?;

@@ -2,9 +2,11 @@
 //! spawned beneath it. A tree is bounded as a whole (`[limits]
 //! tree_workers`), so no run's children can fan out without end; a root's
 //! run ending stops the unclaimed descendants that were not spawned
-//! `continue`; `prune` stops everything below the worker it names.
+//! `continue`; `prune` stops everything below the worker it names. A
+//! workspace is bounded too: it holds at most `[quota] workers` workers,
+//! roots and children together, until it deletes some.
 
-use super::Runtime;
+use super::{Runtime, RuntimeError};
 use crate::ids::WorkerId;
 use crate::journal::event::{CancelReason, LivenessPolicy};
 use crate::worker::{ChildRef, ChildStatus};
@@ -134,5 +136,65 @@ impl Runtime {
             }
         }
         below.len()
+    }
+}
+
+impl Runtime {
+    fn worker_counts(
+        &self,
+    ) -> Result<
+        std::sync::MutexGuard<'_, Option<std::collections::HashMap<String, usize>>>,
+        RuntimeError,
+    > {
+        let mut counts = self
+            .inner
+            .worker_counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if counts.is_none() {
+            let mut by_workspace = std::collections::HashMap::new();
+            for id in self.inner.workers.list_workers()? {
+                if let Some(ws) = self.inner.workers.worker_entry(id).workspace {
+                    *by_workspace.entry(ws).or_insert(0) += 1;
+                }
+            }
+            *counts = Some(by_workspace);
+        }
+        Ok(counts)
+    }
+
+    /// Room for one more worker of `workspace` under its `[quota] workers`,
+    /// taken now: give it back with [`Self::worker_gone`] if the worker is
+    /// not made after all.
+    pub(crate) fn reserve_worker(&self, workspace: &str) -> Result<(), RuntimeError> {
+        let quota = self.inner.config.host.quota_of(
+            workspace,
+            |q| q.workers,
+            crate::config::DEFAULT_WORKERS,
+        );
+        let mut counts = self.worker_counts()?;
+        let held = counts
+            .get_or_insert_with(Default::default)
+            .entry(workspace.to_string())
+            .or_insert(0);
+        if *held >= quota {
+            return Err(RuntimeError::Capacity(format!(
+                "workspace {workspace:?} holds {held} workers, its quota (workers = {quota}); delete sessions it no longer needs first"
+            )));
+        }
+        *held += 1;
+        Ok(())
+    }
+
+    /// A worker of `workspace` is gone (deleted, or never made).
+    pub(crate) fn worker_gone(&self, workspace: &str) {
+        let mut counts = self
+            .inner
+            .worker_counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = counts.as_mut().and_then(|c| c.get_mut(workspace)) {
+            *held = held.saturating_sub(1);
+        }
     }
 }
