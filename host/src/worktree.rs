@@ -115,6 +115,9 @@ pub struct ArtifactMeter {
     used: std::sync::atomic::AtomicU64,
     /// Every byte ever taken: what was charged while a walk went on.
     taken: std::sync::atomic::AtomicU64,
+    /// The guest created, linked or wrote something: only then can the
+    /// tree it leaves differ from the one it was given.
+    touched: std::sync::atomic::AtomicBool,
     budget: u64,
 }
 
@@ -124,13 +127,27 @@ impl ArtifactMeter {
         std::sync::Arc::new(ArtifactMeter {
             used: std::sync::atomic::AtomicU64::new(used),
             taken: std::sync::atomic::AtomicU64::new(0),
+            touched: std::sync::atomic::AtomicBool::new(false),
             budget,
         })
+    }
+
+    /// Something that may grow the tree without a charge (a new file, a
+    /// link) is about to happen.
+    pub fn touch(&self) {
+        self.touched
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the guest changed the tree in a way that can grow it.
+    pub fn touched(&self) -> bool {
+        self.touched.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Take `bytes` more, or refuse when the budget would be passed.
     pub fn take(&self, bytes: u64) -> bool {
         use std::sync::atomic::Ordering;
+        self.touch();
         bytes == 0
             || self
                 .used

@@ -292,6 +292,9 @@ impl HostDescriptor for StableFs<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        if let Some(m) = &self.1 {
+            m.touch();
+        }
         HostDescriptor::link_at(
             &mut self.0,
             fd,
@@ -311,6 +314,12 @@ impl HostDescriptor for StableFs<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
+        if let Some(m) = &self.1
+            && (oflags.contains(types::OpenFlags::CREATE)
+                || flags.contains(types::DescriptorFlags::WRITE))
+        {
+            m.touch();
+        }
         HostDescriptor::open_at(&mut self.0, fd, path_flags, path, oflags, flags).await
     }
 
@@ -350,6 +359,9 @@ impl HostDescriptor for StableFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        if let Some(m) = &self.1 {
+            m.touch();
+        }
         HostDescriptor::symlink_at(&mut self.0, fd, src_path, dest_path).await
     }
 

@@ -211,8 +211,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         drop(gen_dir);
         drop(worker_dir);
         let artifacts = sandbox.artifacts.clone();
+        let meter = sandbox.meter.clone();
         let outcome = execute(&env.components, &ctx, &plan.prepared, sandbox, start).await;
-        if outcome.is_ok() {
+        if outcome.is_ok() && meter.is_none_or(|m| m.touched()) {
             // The worktree as the run leaves it: one over its limits ends
             // the run failed, never a next generation silently empty.
             let budget = crate::worktree::Budget::of(&ctx.limits);
