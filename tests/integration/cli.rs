@@ -208,3 +208,52 @@ fn a_closed_stdout_ends_a_delegating_run_without_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("Broken pipe"), "{err}");
 }
+
+/// Output for people, read by a pipe that closes early (`cairn ls | head
+/// -1`): the command ends quietly with the status of a tool killed by
+/// SIGPIPE (before, it panicked with a backtrace); a relative home is made
+/// absolute (before, the compiled-code cache refused it: "Cache directory
+/// path has to be absolute"); `cairn run --help` names every built-in.
+#[test]
+fn a_closed_pipe_a_relative_home_and_the_help_read_well() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ok, out, err) = cairn(&[
+        "run",
+        "echo",
+        "--prompt",
+        "hi",
+        "--home",
+        tmp.path().join("home").to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}{err}");
+    let mut child = cairn_bin()
+        .args(["ls", "--home", tmp.path().join("home").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(141), "{err}");
+
+    let out = cairn_bin()
+        .current_dir(tmp.path())
+        .env_remove("CAIRN_HOME")
+        .args(["run", "echo", "--prompt", "hi"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("absolute"), "{err}");
+    assert!(tmp.path().join(".cairn").is_dir());
+
+    let (_, help, _) = cairn(&["run", "--help"]);
+    for name in cairn::examples::names() {
+        assert!(
+            help.contains(name),
+            "`cairn run --help` names {name}: {help}"
+        );
+    }
+}

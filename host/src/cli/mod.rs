@@ -106,16 +106,35 @@ impl HomeArg {
     }
 
     fn path(&self) -> PathBuf {
-        self.home
+        let home = self
+            .home
             .clone()
             .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from(".cairn"))
+            .unwrap_or_else(|| PathBuf::from(".cairn"));
+        // Absolute: the compiled-code cache (and every path printed) needs it.
+        std::path::absolute(&home).unwrap_or(home)
     }
 }
 
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // When stdout's reader goes (`cairn ls | head -3`), end quietly with
+    // the status a Unix tool killed by SIGPIPE has (141), instead of a
+    // panic and its backtrace.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info)
+    }));
     crate::fsutil::raise_open_file_limit();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
