@@ -213,7 +213,8 @@ fn a_closed_stdout_ends_a_delegating_run_without_a_panic() {
 /// -1`): the command ends quietly with the status of a tool killed by
 /// SIGPIPE (before, it panicked with a backtrace); a relative home is made
 /// absolute (before, the compiled-code cache refused it: "Cache directory
-/// path has to be absolute"); `cairn run --help` names every built-in.
+/// path has to be absolute"); an error's cause is said once; `cairn run
+/// --help` names every built-in.
 #[test]
 fn a_closed_pipe_a_relative_home_and_the_help_read_well() {
     let tmp = tempfile::tempdir().unwrap();
@@ -248,6 +249,17 @@ fn a_closed_pipe_a_relative_home_and_the_help_read_well() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("absolute"), "{err}");
     assert!(tmp.path().join(".cairn").is_dir());
+
+    // A missing component says why once (before: its cause twice).
+    let missing = tmp.path().join("missing.wasm");
+    let (ok, _, err) = cairn(&[
+        "run",
+        missing.to_str().unwrap(),
+        "--home",
+        tmp.path().join("home").to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
 
     let (_, help, _) = cairn(&["run", "--help"]);
     for name in cairn::examples::names() {

@@ -116,6 +116,23 @@ impl HomeArg {
     }
 }
 
+/// An error and its causes, each cause once: one whose text the message
+/// already holds (an error that prints its source) is not said again.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -181,7 +198,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cairn: {e:#}");
+            eprintln!("cairn: {}", error_chain(&e));
             // Another process owns the home: exit 2, having changed nothing.
             let busy = e.chain().any(|c| {
                 c.downcast_ref::<crate::home_lock::LockError>()
