@@ -47,12 +47,17 @@ pub fn line(event: &SessionEvent) -> String {
                     quote(prompt)
                 )
             }
-            LifecycleEvent::ObserverAttached { observer } => format!("attached   {observer:?}"),
+            LifecycleEvent::ObserverAttached { observer } => format!(
+                "attached   {} ({}{})",
+                observer.id,
+                wire(&observer.role),
+                if observer.present { ", present" } else { "" }
+            ),
             LifecycleEvent::ObserverDetached { observer, because } => {
-                format!("detached   {} ({because:?})", observer.id)
+                format!("detached   {} ({})", observer.id, wire(because))
             }
             LifecycleEvent::ClaimsExhausted => "claims exhausted".to_string(),
-            LifecycleEvent::LivenessDecided { policy } => format!("liveness   {policy:?}"),
+            LifecycleEvent::LivenessDecided { policy } => format!("liveness   {}", wire(policy)),
             LifecycleEvent::DecisionRequested {
                 decision_id,
                 prompt,
@@ -60,15 +65,16 @@ pub fn line(event: &SessionEvent) -> String {
                 ..
             } => {
                 format!(
-                    "decision?  {request_kind:?} {} [{decision_id}]",
+                    "decision?  {} {} [{decision_id}]",
+                    wire(request_kind),
                     quote(prompt)
                 )
             }
             LifecycleEvent::ApprovalRouted { route, because, .. } => {
-                format!("routed     {route:?}: {because}")
+                format!("routed     {}: {because}", wire(route))
             }
             LifecycleEvent::DecisionRecorded { value, by, .. } => {
-                format!("decided    {value} (by {by:?})")
+                format!("decided    {value} (by {})", wire(by))
             }
             LifecycleEvent::DecisionTimedOut { .. } => "decision timed out".to_string(),
             LifecycleEvent::ResumedByReplay {
@@ -126,6 +132,16 @@ pub fn json(d: &Delivery) -> String {
     }
 }
 
+/// A value as the journal spells it (`claiming`, `displaced`), never a
+/// Rust debug form.
+fn wire<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".into(),
+    }
+}
+
 fn short_digest(d: &str) -> &str {
     &d[..d.len().min(19)]
 }
@@ -137,5 +153,46 @@ fn quote(text: &str) -> String {
         format!("{cut:?}… ({} bytes)", text.len())
     } else {
         format!("{text:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::event::{DetachCause, Observer, ObserverRole};
+
+    fn entry(payload: Payload) -> SessionEvent {
+        SessionEvent {
+            session_id: crate::ids::SessionId::parse("s-1").unwrap(),
+            segment_id: crate::ids::SegmentId::new(),
+            run_id: None,
+            seq: crate::ids::Seq(7),
+            at_ms: 0,
+            payload,
+            facts: None,
+            line: Default::default(),
+        }
+    }
+
+    #[test]
+    fn observers_read_as_the_journal_spells_them() {
+        let observer = Observer {
+            id: "o1".into(),
+            role: ObserverRole::Claiming,
+            present: true,
+        };
+        let attached = line(&entry(Payload::Lifecycle(
+            LifecycleEvent::ObserverAttached {
+                observer: observer.clone(),
+            },
+        )));
+        assert_eq!(attached, "#7    attached   o1 (claiming, present)");
+        let detached = line(&entry(Payload::Lifecycle(
+            LifecycleEvent::ObserverDetached {
+                observer,
+                because: DetachCause::Displaced,
+            },
+        )));
+        assert_eq!(detached, "#7    detached   o1 (displaced)");
     }
 }
