@@ -729,3 +729,44 @@ async fn an_idle_queue_reads_its_rows_only_when_they_change() {
         .unwrap();
     until(&q, "next", "done", |r| r.state == RowState::Done).await;
 }
+
+/// An older `sessions.state.json` (version 2, before the `worker:`
+/// namespace) is read as before: the queue works on it, `cairn doctor`
+/// finds nothing unreadable, and the next write upgrades it to version 3
+/// keeping what it held (before: refused, `queue_unreadable`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_state_file_is_read_and_upgraded_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join("queue")).unwrap();
+    let old =
+        json!({ "version": 2, "sessions": { "card-7": { "sessionId": "abc", "attempts": 1 } } });
+    std::fs::write(home.join("queue/sessions.state.json"), old.to_string()).unwrap();
+    let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!report.contains("queue_unreadable"), "{report}");
+    let (rt, q) = open(&home, None).await;
+    assert!(q.records().unwrap().is_empty());
+    let ws = rt.default_workspace().to_string();
+    let _worker = dispatch(&q);
+    q.add(card("fresh", "echo", "on an old file", None, &ws))
+        .await
+        .unwrap();
+    until(&q, "fresh", "done", |r| r.state == RowState::Done).await;
+    let now: Value =
+        serde_json::from_slice(&std::fs::read(home.join("queue/sessions.state.json")).unwrap())
+            .unwrap();
+    assert_eq!(now["version"], 3, "{now}");
+    assert_eq!(
+        now["legacy"]["sessions.card-7"]["sessionId"], "abc",
+        "{now}"
+    );
+    assert!(
+        now["sessions"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("worker:fresh")),
+        "{now}"
+    );
+}

@@ -206,6 +206,51 @@ pub struct Records {
     pub version: u64,
     /// Records by key; retired ones under `<key>#retired-<n>`.
     pub sessions: BTreeMap<String, Record>,
+    /// What an older file (version 1 or 2, before the `worker:` namespace)
+    /// held that is not a worker record, kept as it was: read as before,
+    /// written back with the file's upgrade to version 3.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub legacy: BTreeMap<String, serde_json::Value>,
+}
+
+impl Records {
+    /// An older file's contents as version 3: its `worker:` records (when
+    /// they read as records) keep their keys; everything else is kept
+    /// aside in `legacy`, unchanged.
+    fn upgrade(old: serde_json::Value) -> Records {
+        let mut out = Records {
+            version: 3,
+            ..Default::default()
+        };
+        let serde_json::Value::Object(top) = old else {
+            return out;
+        };
+        for (name, value) in top {
+            match (name.as_str(), value) {
+                ("version", _) => {}
+                ("sessions", serde_json::Value::Object(entries)) => {
+                    for (key, entry) in entries {
+                        let record = key
+                            .starts_with("worker:")
+                            .then(|| serde_json::from_value::<Record>(entry.clone()).ok())
+                            .flatten();
+                        match record {
+                            Some(r) => {
+                                out.sessions.insert(key, r);
+                            }
+                            None => {
+                                out.legacy.insert(format!("sessions.{key}"), entry);
+                            }
+                        }
+                    }
+                }
+                (_, value) => {
+                    out.legacy.insert(name, value);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A queue store failure.
@@ -334,9 +379,25 @@ impl QueueStore for FileQueue {
     }
 
     fn records(&self) -> Result<Records, StoreFailure> {
-        let mut r: Records = self.read(SESSIONS, 3)?;
-        r.version = 3;
-        Ok(r)
+        let fresh = || Records {
+            version: 3,
+            ..Default::default()
+        };
+        let fail = |e: &dyn std::fmt::Display| StoreFailure(format!("{DIR}/{SESSIONS}: {e}"));
+        let Some(dir) = self.existing() else {
+            return Ok(fresh());
+        };
+        match fsutil::read_document::<Records>(&dir, SESSIONS, 3) {
+            Ok(r) => Ok(Records { version: 3, ..r }),
+            Err(e) if e.is_not_found() => Ok(fresh()),
+            Err(fsutil::DocumentError::Version { found, .. }) if found < 3 => {
+                // Version 1 or 2: read as before, upgraded when next written.
+                let bytes = dir.read(SESSIONS).map_err(|e| fail(&e))?;
+                let old = serde_json::from_slice(&bytes).map_err(|e| fail(&e))?;
+                Ok(Records::upgrade(old))
+            }
+            Err(e) => Err(fail(&e)),
+        }
     }
 
     fn put_records(&self, records: &Records) -> Result<(), StoreFailure> {
