@@ -177,9 +177,28 @@ async fn a_run_and_a_task_are_read_from_where_they_begin() {
         status != 200 && body.contains("changed on disk"),
         "{status} {body}"
     );
+    // Followed from the start over SSE, the stream ends on the broken line
+    // with an `error` event, which names it relative to the home too.
+    let events = tokio::time::timeout(
+        Duration::from_secs(30),
+        s.http
+            .get(format!("{}/v1/sessions/{context}/events?after=0", s.base))
+            .send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let events = tokio::time::timeout(Duration::from_secs(30), events.text())
+        .await
+        .expect("the stream ends at the error")
+        .unwrap();
+    assert!(
+        events.contains("event: error") && events.contains("changed on disk"),
+        "{events}"
+    );
     let home = s.rt.home().path().display().to_string();
     assert!(
-        !body.contains(&home) && !got.to_string().contains(&home),
-        "the home's path reaches a client: {body} {got}"
+        !body.contains(&home) && !got.to_string().contains(&home) && !events.contains(&home),
+        "the home's path reaches a client: {body} {got} {events}"
     );
 }

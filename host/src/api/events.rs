@@ -48,16 +48,18 @@ pub fn sse_event(d: &Delivery) -> Event {
 /// A stream of an observation's deliveries; `stop` ends it after an event.
 /// When the host shuts down the stream ends with one `event: shutdown`.
 fn stream_of(
+    rt: crate::runtime::Runtime,
     obs: Observation,
-    closing: tokio::sync::watch::Receiver<bool>,
     keep: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
     stop: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
     let keep = std::sync::Arc::new(keep);
     let stop = std::sync::Arc::new(stop);
+    let closing = rt.closing();
     stream::unfold(Some((obs, closing)), move |state| {
         let keep = keep.clone();
         let stop = stop.clone();
+        let rt = rt.clone();
         async move {
             let (mut obs, mut closing) = state?;
             loop {
@@ -80,9 +82,11 @@ fn stream_of(
                         return Some((Ok(event), next));
                     }
                     Some(Err(e)) => {
+                        // Named relative to the home: a client never learns its path.
+                        let message = rt.strip_home(&e.to_string());
                         let event = Event::default()
                             .event("error")
-                            .data(serde_json::json!({ "error": { "code": "internal", "message": e.to_string() } }).to_string());
+                            .data(serde_json::json!({ "error": { "code": "internal", "message": message } }).to_string());
                         return Some((Ok(event), None));
                     }
                     None => return None,
@@ -128,7 +132,7 @@ pub async fn session_events(
         .streams
         .take(&s.rt.host_config().server, &ws.0, Some(&session))?;
     let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
-    let stream = stream_of(obs, s.rt.closing(), |_| true, |_| false);
+    let stream = stream_of(s.rt.clone(), obs, |_| true, |_| false);
     Ok(Sse::new(super::streams::holding(stream, slot))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
@@ -151,7 +155,7 @@ pub async fn run_events(
         _ => true,
     };
     let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
-    let stream = stream_of(obs, s.rt.closing(), mine, end);
+    let stream = stream_of(s.rt.clone(), obs, mine, end);
     Ok(Sse::new(super::streams::holding(stream, slot))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }

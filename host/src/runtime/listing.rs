@@ -23,7 +23,9 @@ pub const MAX_PAGE: usize = 1000;
 impl Runtime {
     /// `text` with this home's host path left out (`workers/…` stays): what
     /// a tenant is told about its damaged session names no host layout.
-    pub(crate) fn strip_home(&self, text: &str) -> String {
+    /// `text` with the home's path taken out: paths in it read relative to
+    /// the home (what a client or a guest may be told).
+    pub fn strip_home(&self, text: &str) -> String {
         let home = self.inner.workers.path().display().to_string();
         text.replace(&format!("{home}/"), "")
             .replace(&home, "<home>")
