@@ -40,6 +40,22 @@ impl StableFs<'_> {
         let size = file.metadata().map_err(FsError::from)?.len();
         Ok(Some((meter, file, size)))
     }
+
+    /// Put `stream` back in the table wrapped so its writes are charged.
+    fn meter_stream(
+        &mut self,
+        stream: Resource<DynOutputStream>,
+        metered: Option<MeteredFile>,
+        offset: Option<u64>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let Some((meter, file, _)) = metered else {
+            return Ok(stream);
+        };
+        let inner = self.0.table.delete(stream)?;
+        let wrapped: DynOutputStream =
+            Box::new(super::metered::Metered::at(inner, file, meter, offset));
+        Ok(self.0.table.push(wrapped)?)
+    }
 }
 
 /// The `HasData` of [`StableFs`] for `add_to_linker`.
@@ -95,24 +111,6 @@ impl types::Host for StableFs<'_> {
         err: Resource<wasmtime::Error>,
     ) -> wasmtime::Result<Option<types::ErrorCode>> {
         types::Host::filesystem_error_code(&mut self.0, err)
-    }
-}
-
-impl StableFs<'_> {
-    /// Put `stream` back in the table wrapped so its writes are charged.
-    fn meter_stream(
-        &mut self,
-        stream: Resource<DynOutputStream>,
-        metered: Option<MeteredFile>,
-        offset: Option<u64>,
-    ) -> FsResult<Resource<DynOutputStream>> {
-        let Some((meter, file, _)) = metered else {
-            return Ok(stream);
-        };
-        let inner = self.0.table.delete(stream)?;
-        let wrapped: DynOutputStream =
-            Box::new(super::metered::Metered::at(inner, file, meter, offset));
-        Ok(self.0.table.push(wrapped)?)
     }
 }
 

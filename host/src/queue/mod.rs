@@ -13,6 +13,7 @@
 
 mod dispatch;
 pub mod doctor;
+mod fairness;
 pub mod model;
 
 pub use model::{FileQueue, QueueStore, Record, RecordStatus, Resume, Row, RowState};

@@ -129,21 +129,7 @@ impl JournalStore for MemoryStore {
         after: Seq,
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError> {
-        self.with(session, |s| {
-            let Some(first) = s.events.front().map(|e| e.seq) else {
-                return Ok(vec![]);
-            };
-            if after.0 + 1 < first.0 {
-                return Err(StoreError::Truncated { oldest: first });
-            }
-            let skip = (after.0 + 1 - first.0) as usize;
-            Ok(s.events
-                .iter()
-                .skip(skip)
-                .take(limit)
-                .map(|e| JournalItem::Event(Box::new(SessionEvent::clone(e))))
-                .collect())
-        })
+        self.read_bytes(session, after, limit, u64::MAX).await
     }
 
     async fn read_bytes(
@@ -164,9 +150,11 @@ impl JournalStore for MemoryStore {
             let mut bytes = 0u64;
             let mut out = Vec::new();
             for e in s.events.iter().skip(skip).take(limit) {
-                bytes += e.line().len() as u64 + 1;
-                if !out.is_empty() && bytes > max_bytes {
-                    break;
+                if max_bytes != u64::MAX {
+                    bytes += e.line().len() as u64 + 1;
+                    if !out.is_empty() && bytes > max_bytes {
+                        break;
+                    }
                 }
                 out.push(JournalItem::Event(Box::new(SessionEvent::clone(e))));
             }

@@ -81,35 +81,32 @@ impl<'a> Rows<'a> {
                 .filter_map(|e| crate::store::reserved_generation(e))
                 .max()
                 .unwrap_or(Generation(0)),
-            started: events
-                .iter()
-                .filter(|e| {
-                    matches!(
-                        e.payload,
-                        crate::journal::event::Payload::Lifecycle(
-                            crate::journal::event::LifecycleEvent::Started { .. }
-                        )
-                    )
-                })
-                .filter_map(|e| e.run_id.map(|r| r.to_string()))
-                .collect(),
+            started: Vec::new(),
             started_after: Vec::new(),
         }
-        .with_after(events)
+        .with_started(events)
     }
 
-    fn with_after(mut self, events: &[Arc<SessionEvent>]) -> Self {
-        self.started_after = self
-            .started
-            .iter()
-            .map(|run| {
-                let first = events
-                    .iter()
-                    .find(|e| e.run_id.is_some_and(|r| r.to_string() == *run))
-                    .map_or(1, |e| e.seq.0);
-                seq_i64(first.saturating_sub(1))
-            })
-            .collect();
+    /// The runs the batch starts, each with the seq before its first entry
+    /// in the batch (its generation's reservation comes before `started`).
+    fn with_started(mut self, events: &[Arc<SessionEvent>]) -> Self {
+        for e in events {
+            let (
+                crate::journal::event::Payload::Lifecycle(
+                    crate::journal::event::LifecycleEvent::Started { .. },
+                ),
+                Some(run),
+            ) = (&e.payload, e.run_id)
+            else {
+                continue;
+            };
+            let first = events
+                .iter()
+                .find(|x| x.run_id == Some(run))
+                .map_or(e.seq, |x| x.seq);
+            self.started.push(run.to_string());
+            self.started_after.push(seq_i64(first.0.saturating_sub(1)));
+        }
         self
     }
 }
