@@ -105,9 +105,16 @@ pub const MAX_SESSION_ID_LEN: usize = 200;
 /// `-_.:@+=`, at most [`MAX_SESSION_ID_LEN`] bytes, never `..` (so no path,
 /// control or bidirectional-override character can reach a log, a header or
 /// a file name). Stores address it only through [`SessionId::storage_key`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
 #[serde(transparent)]
 pub struct SessionId(std::sync::Arc<str>);
+
+impl Serialize for SessionId {
+    /// By its name: a client, a journal and an export never see a scope.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
 
 impl SessionId {
     /// Mint a new session id (`s-` and a UUIDv7).
@@ -163,14 +170,107 @@ impl SessionId {
         Ok(SessionId(s.into()))
     }
 
-    /// The id as given.
+    /// The id as stores key it: the name, or for a session of a workspace
+    /// other than the host's own, the workspace, [`SCOPE_MARK`] and the name
+    /// (see [`SessionId::in_workspace`]).
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The id as its workspace knows it: what clients chose or were given,
+    /// what journals, exports and every answer show.
+    pub fn name(&self) -> &str {
+        match self.0.rsplit_once(SCOPE_MARK) {
+            Some((_, name)) => name,
+            None => &self.0,
+        }
+    }
+
+    /// Whether the id is scoped to a workspace other than the host's own.
+    pub fn is_scoped(&self) -> bool {
+        self.0.contains(SCOPE_MARK)
     }
 
     /// The v5 UUID every store uses in place of the id itself.
     pub fn storage_key(&self) -> Uuid {
         Uuid::new_v5(&SESSION_NAMESPACE, self.0.as_bytes())
+    }
+
+    /// The session named `self` within `workspace`: session ids are one
+    /// namespace per workspace, so two workspaces may each hold `s-1`. The
+    /// host's own workspace (`local`) keeps bare names, as every session
+    /// had before ids were scoped; another workspace's names are kept with
+    /// the workspace in front. Clients never see the difference: ids are
+    /// shown and serialized by [`SessionId::name`].
+    pub fn in_workspace(&self, workspace: &str, host_own: &str) -> SessionId {
+        let name = self.name();
+        if workspace == host_own {
+            SessionId(name.into())
+        } else {
+            SessionId(format!("{workspace}{SCOPE_MARK}{name}").into())
+        }
+    }
+
+    /// The session `name` in the same workspace as this one (a child, a
+    /// peer, a fork's source: never another workspace's).
+    pub fn sibling(&self, name: &SessionId) -> SessionId {
+        match self.0.rsplit_once(SCOPE_MARK) {
+            Some((ws, _)) => SessionId(format!("{ws}{SCOPE_MARK}{}", name.name()).into()),
+            None => SessionId(name.name().into()),
+        }
+    }
+
+    /// The bare name, unscoped: how a legacy session of another workspace,
+    /// made before ids were scoped, is still keyed.
+    pub fn unscoped(&self) -> SessionId {
+        SessionId(self.name().into())
+    }
+
+    /// Whether two ids name the same session name (in whatever workspace).
+    pub fn same_name(&self, other: &SessionId) -> bool {
+        self.name() == other.name()
+    }
+
+    /// An id as a store keys it ([`SessionId::as_str`]): a stored name, or
+    /// a workspace, the mark and a stored name.
+    pub fn from_key(s: &str) -> Result<Self, InvalidId> {
+        match s.rsplit_once(SCOPE_MARK) {
+            Some((ws, name)) => {
+                if ws.is_empty() || ws.len() > 128 {
+                    return Err(InvalidId::new(
+                        "session id",
+                        s,
+                        "its workspace is empty or longer than 128 bytes",
+                    ));
+                }
+                Self::stored(name)?;
+                Ok(SessionId(s.into()))
+            }
+            None => Self::stored(s),
+        }
+    }
+}
+
+/// What separates a scoped session id's workspace from its name (a control
+/// character, so no name or stored id can hold it).
+pub const SCOPE_MARK: char = '\u{1f}';
+
+/// Serde of a session id as stores key it (the workspace kept), for the
+/// documents that must give back the very session they name
+/// (`#[serde(with = "crate::ids::session_key")]`).
+pub mod session_key {
+    use super::SessionId;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// The key.
+    pub fn serialize<S: Serializer>(id: &SessionId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(id.as_str())
+    }
+
+    /// A key or a bare stored id.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SessionId, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        SessionId::from_key(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -230,7 +330,7 @@ impl std::str::FromStr for SessionId {
 
 impl fmt::Display for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.name())
     }
 }
 

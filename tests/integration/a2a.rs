@@ -156,10 +156,24 @@ async fn a_task_of_one_workspace_is_not_found_from_another() {
     let (_, listed) = rpc(&http, &url, Some(B), call("ListTasks", json!({}))).await;
     assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
     let into = json!({ "message": { "messageId": "m3", "contextId": context, "parts": [{ "text": "hijack" }] } });
-    let (_, refused) = rpc(&http, &url, Some(B), call("SendMessage", into)).await;
-    assert_eq!(refused["error"]["code"], -32001, "{refused}");
+    // A's contextId, named by B, is a context of B's own (context ids are
+    // per workspace): B's message starts a task there, A's context is
+    // untouched.
+    let (_, theirs) = rpc(&http, &url, Some(B), call("SendMessage", into)).await;
+    assert_eq!(
+        theirs["result"]["task"]["contextId"],
+        context.as_str(),
+        "{theirs}"
+    );
+    assert_ne!(theirs["result"]["task"]["id"], task.as_str(), "{theirs}");
     let (_, listed) = rpc(&http, &url, Some(A), call("ListTasks", json!({}))).await;
     assert_eq!(listed["result"]["tasks"][0]["id"], task.as_str());
+    assert_eq!(
+        listed["result"]["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert!(!listed.to_string().contains("hijack"), "{listed}");
     // Cards name the bearer scheme when tokens are configured.
     let card: Value = http
         .get(format!("{base}/.well-known/agent-card.json"))

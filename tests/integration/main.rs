@@ -26,6 +26,7 @@ mod queue;
 mod restore;
 mod runtime;
 mod scale_out;
+mod session_names;
 mod shared_store;
 mod skeleton;
 mod store;

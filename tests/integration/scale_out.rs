@@ -45,16 +45,31 @@ impl Instance {
         store: &str,
         env: &[(&str, &str)],
     ) -> Instance {
+        Instance::start_configured(dir, name, store, "", &["--insecure-local"], env)
+    }
+
+    /// An instance whose `cairn.toml` holds `toml` after its `[store]`
+    /// section, served with `flags`.
+    pub(crate) fn start_configured(
+        dir: &Path,
+        name: &str,
+        store: &str,
+        toml: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Instance {
         let home = dir.join(name);
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(
             home.join("cairn.toml"),
-            format!("[store]\nlease_ttl_ms = {TTL_MS}\n"),
+            format!("[store]\nlease_ttl_ms = {TTL_MS}\n{toml}"),
         )
         .unwrap();
         let stderr = dir.join(format!("{name}.err"));
         let mut child = cairn_bin()
-            .args(["serve", "--insecure-local", "--listen", "127.0.0.1:0"])
+            .arg("serve")
+            .args(flags)
+            .args(["--listen", "127.0.0.1:0"])
             .arg("--home")
             .arg(&home)
             .args(["--store", store, "--instance", name])

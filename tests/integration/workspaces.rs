@@ -126,11 +126,6 @@ async fn a_foreign_token_reaches_nothing() {
         (
             "POST",
             "/v1/runs".into(),
-            Some(json!({"session": session, "component": "echo", "prompt": "x"})),
-        ),
-        (
-            "POST",
-            "/v1/runs".into(),
             Some(json!({"continues": run, "prompt": "x"})),
         ),
         (
@@ -150,14 +145,6 @@ async fn a_foreign_token_reaches_nothing() {
         assert_eq!(status, 404, "{method} {path} as B: {text}");
         assert!(!text.contains("secret plan"), "{text}");
     }
-    // Chat into A's session by header.
-    let resp = b(http.post(format!("{base}/v1/chat/completions")))
-        .header("x-cairn-session", &session)
-        .json(&json!({"model": "echo", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 404);
     // Lists show B nothing of A.
     for path in ["/v1/sessions", "/v1/runs", "/v1/decisions"] {
         let list: Value = b(http.get(format!("{base}{path}")))
@@ -183,6 +170,38 @@ async fn a_foreign_token_reaches_nothing() {
             .iter()
             .all(|c| c["digest"] != digest.as_str())
     );
+    // A's session id, named by B, is B's own (ids are per workspace): a
+    // run and a chat into it make and use B's session of that name.
+    let resp = b(http.post(format!("{base}/v1/runs")))
+        .json(&json!({"session": session, "component": "echo", "prompt": "b's"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let resp = b(http.post(format!("{base}/v1/chat/completions")))
+        .header("x-cairn-session", &session)
+        .json(&json!({"model": "echo", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    assert!(!text.contains("secret plan"), "{text}");
+    let b_view: Value = b(http.get(format!("{base}/v1/sessions/{s}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let a_view: Value = a(http.get(format!("{base}/v1/sessions/{s}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(b_view["session_id"], a_view["session_id"]);
+    assert_ne!(b_view["worker_id"], a_view["worker_id"], "{b_view}");
 
     // A's run is untouched: still waiting, and A can finish it.
     let summary: Value = a(http.get(format!("{base}/v1/sessions/{s}")))

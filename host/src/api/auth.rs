@@ -177,16 +177,44 @@ pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Nex
     next.run(req).await
 }
 
-/// Fail unless `session` is the caller's (as if it did not exist).
-pub fn own_session(s: &AppState, ws: &Workspace, session: &SessionId) -> Result<(), ApiError> {
-    match s.rt.session_workspace(session) {
-        Ok(owner) if owner == ws.0 => Ok(()),
-        Ok(_) | Err(RuntimeError::UnknownSession(_)) => {
-            Err(ApiError::not_found(format!("no session {session}")))
+/// The caller's session named `name`, as stores key it; `404` when its
+/// workspace holds none (another workspace's session of that name answers
+/// the same: it is not there for this caller).
+pub fn own_session(s: &AppState, ws: &Workspace, name: &SessionId) -> Result<SessionId, ApiError> {
+    match s.rt.resolve_session(&ws.0, name) {
+        Ok(key) => Ok(key),
+        Err(RuntimeError::UnknownSession(_)) => {
+            Err(ApiError::not_found(format!("no session {name}")))
         }
-        Err(RuntimeError::Worker(crate::worker::WorkerError::NoSuchWorker(_))) => {
-            Err(ApiError::not_found(format!("no session {session}")))
-        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The caller's session named `name`, if its workspace holds one.
+pub fn find_own(
+    s: &AppState,
+    ws: &Workspace,
+    name: &SessionId,
+) -> Result<Option<SessionId>, ApiError> {
+    match s.rt.resolve_session(&ws.0, name) {
+        Ok(key) => Ok(Some(key)),
+        Err(RuntimeError::UnknownSession(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether `session` (as stores key it) is the caller's.
+pub fn is_own(s: &AppState, ws: &Workspace, session: &SessionId) -> bool {
+    s.rt.session_workspace(session)
+        .is_ok_and(|owner| owner == ws.0)
+}
+
+/// The key a session named `name` has or would get in the caller's
+/// workspace: its own session of that name, else a new one's key.
+pub fn session_key(s: &AppState, ws: &Workspace, name: &SessionId) -> Result<SessionId, ApiError> {
+    match s.rt.resolve_session(&ws.0, name) {
+        Ok(key) => Ok(key),
+        Err(RuntimeError::UnknownSession(_)) => Ok(s.rt.scoped(name, &ws.0)),
         Err(e) => Err(e.into()),
     }
 }
@@ -194,7 +222,9 @@ pub fn own_session(s: &AppState, ws: &Workspace, session: &SessionId) -> Result<
 /// The run's session, when the run is the caller's.
 pub async fn own_run(s: &AppState, ws: &Workspace, run: RunId) -> Result<SessionId, ApiError> {
     let session = s.rt.session_of_run(run).await?;
-    own_session(s, ws, &session).map_err(|_| ApiError::not_found(format!("no run {run}")))?;
+    if !is_own(s, ws, &session) {
+        return Err(ApiError::not_found(format!("no run {run}")));
+    }
     Ok(session)
 }
 

@@ -1,7 +1,7 @@
 //! `/v1/decisions` (and `/v1/approvals/{id}`, an alias).
 
 use super::AppState;
-use super::auth::{Workspace, own_session};
+use super::auth::{Workspace, is_own, own_session};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::wire::{DecideRequest, Decided, DecisionsQuery};
@@ -15,14 +15,14 @@ pub async fn list(
     Extension(ws): Extension<Workspace>,
     Query(q): Query<DecisionsQuery>,
 ) -> Result<Json<Vec<PendingDecision>>, ApiError> {
-    let session = q.session.as_deref().map(SessionId::parse).transpose()?;
-    if let Some(session) = &session {
-        own_session(&s, &ws, session)?;
-    }
+    let session = match q.session.as_deref().map(SessionId::parse).transpose()? {
+        Some(name) => Some(own_session(&s, &ws, &name)?),
+        None => None,
+    };
     let mut mine: Vec<PendingDecision> =
         s.rt.pending_decisions(session.as_ref())
             .into_iter()
-            .filter(|p| own_session(&s, &ws, &p.session_id).is_ok())
+            .filter(|p| is_own(&s, &ws, &p.session_id))
             .collect();
     // Each request's kind, prompt and details, from its run's entries in
     // the journal (read from where the run begins, a page at a time).
@@ -65,7 +65,9 @@ pub async fn decide(
     let id: DecisionId = id.parse()?;
     let not_found = || ApiError::not_found(format!("no pending decision {id}"));
     let session = s.rt.session_of_decision(&id).ok_or_else(not_found)?;
-    own_session(&s, &ws, &session).map_err(|_| not_found())?;
+    if !is_own(&s, &ws, &session) {
+        return Err(not_found());
+    }
     s.rt.decide(&id, req.value).await?;
     Ok(Json(Decided {
         decision_id: id.to_string(),

@@ -126,8 +126,7 @@ pub async fn session_events(
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     let slot = s
         .streams
         .take(&s.rt.host_config().server, &ws.0, Some(&session))?;

@@ -107,6 +107,21 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     }
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
+    // Ids are the caller's workspace's: each is looked up by its key there.
+    let ws = req
+        .extensions()
+        .get::<super::auth::Workspace>()
+        .map(|w| w.0.clone())
+        .unwrap_or_else(|| s.rt.default_workspace().to_string());
+    let key = |name: SessionId| {
+        let (s, ws) = (&s, &ws);
+        async move {
+            match s.rt.resolve_shared(ws, &name).await {
+                Some(key) => key,
+                None => s.rt.scoped(&name, ws),
+            }
+        }
+    };
     match names(req.method(), &path, &query, req.headers()) {
         Names::Everywhere => merged(&s, req, next).await,
         Names::Nothing => {
@@ -115,15 +130,15 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
             {
                 return ApiError::from(e).into_response();
             }
-            if let Some(session) = streamed_session(&path)
-                && let Err(e) = s.rt.ensure_known(&session).await
+            if let Some(name) = streamed_session(&path)
+                && let Err(e) = s.rt.ensure_known(&key(name).await).await
             {
                 return ApiError::from(e).into_response();
             }
             next.run(req).await
         }
         Names::Session(id) => match SessionId::parse(&id) {
-            Ok(session) => serve_at_holder(&s, session, req, None, next).await,
+            Ok(name) => serve_at_holder(&s, key(name).await, req, None, next).await,
             Err(_) => next.run(req).await,
         },
         Names::Run(id) => {
@@ -148,7 +163,7 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
                 .and_then(|id| SessionId::parse(&id).ok());
             let req = Request::from_parts(parts, Body::from(bytes.clone()));
             match session {
-                Some(session) => serve_at_holder(&s, session, req, Some(bytes), next).await,
+                Some(name) => serve_at_holder(&s, key(name).await, req, Some(bytes), next).await,
                 None => next.run(req).await,
             }
         }
@@ -159,7 +174,11 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
                 Ok(b) => b,
                 Err(response) => return response,
             };
-            let session = a2a_session(&s, &bytes).await;
+            let session = match a2a_session(&s, &bytes).await {
+                // A context is named by its name; a task's session is a key.
+                Some(name) if !name.is_scoped() => Some(key(name).await),
+                other => other,
+            };
             let req = Request::from_parts(parts, Body::from(bytes.clone()));
             match session {
                 Some(session) => serve_at_holder(&s, session, req, Some(bytes), next).await,

@@ -1,7 +1,7 @@
 //! `/v1/runs`.
 
 use super::AppState;
-use super::auth::{Workspace, own_component, own_run, own_session};
+use super::auth::{Workspace, own_component, own_run, own_session, session_key};
 use super::body::{JsonBody, parse};
 use super::error::ApiError;
 use super::wire::{CancelAccepted, ResumeRequest, StartRunRequest, StartedRun};
@@ -49,19 +49,12 @@ pub async fn start(
     Extension(ws): Extension<Workspace>,
     JsonBody(req): JsonBody<StartRunRequest>,
 ) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
-    let mut session = req.session.as_deref().map(SessionId::parse).transpose()?;
-    if let Some(session) = &session
-        && s.rt
-            .draft_workspace(session)
-            .is_some_and(|owner| owner != ws.0)
-    {
-        return Err(ApiError::not_found(format!("no session {session}")));
-    }
-    if let Some(session) = &session
-        && s.rt.session_exists(session)?
-    {
-        own_session(&s, &ws, session)?;
-    }
+    // The caller's session of that name, or the key a new one gets:
+    // another workspace's session of the name is not in the way.
+    let mut session = match req.session.as_deref().map(SessionId::parse).transpose()? {
+        Some(name) => Some(session_key(&s, &ws, &name)?),
+        None => None,
+    };
     let component = match req.component.as_deref() {
         Some(c) => Some(component_ref(&s, &ws, c).await?),
         None => None,
@@ -118,8 +111,7 @@ pub async fn list(
     Query(q): Query<super::wire::RunsQuery>,
 ) -> Result<(axum::http::HeaderMap, Json<Vec<RunSummary>>), ApiError> {
     if let Some(session) = &q.session {
-        let session = crate::ids::SessionId::parse(session)?;
-        own_session(&s, &ws, &session)?;
+        let session = own_session(&s, &ws, &crate::ids::SessionId::parse(session)?)?;
         let runs =
             s.rt.session_runs(&session)
                 .await

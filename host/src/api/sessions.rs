@@ -35,15 +35,6 @@ pub async fn create(
             }),
         ));
     }
-    if let Some(id) = &id
-        && s.rt.draft_workspace(id).is_some_and(|owner| owner != ws.0)
-    {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("session {id} exists already"),
-        ));
-    }
     let (session_id, worker_id) = s.rt.create_session_in(id, &ws.0).await?;
     Ok((
         StatusCode::CREATED,
@@ -84,8 +75,7 @@ pub async fn get(
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionSummary>, ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     Ok(Json(s.rt.summary(&session).await?))
 }
 
@@ -94,8 +84,7 @@ pub async fn delete(
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     s.rt.delete_session(&session).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -105,8 +94,7 @@ pub async fn compact(
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<SegmentStarted>), ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     Ok((StatusCode::CREATED, Json(s.rt.compact(&session).await?)))
 }
 
@@ -117,8 +105,7 @@ pub async fn prune(
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     s.rt.prune(&session).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -129,8 +116,7 @@ pub async fn branch(
     Path(id): Path<String>,
     JsonBody(req): JsonBody<BranchRequest>,
 ) -> Result<(StatusCode, Json<SegmentStarted>), ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     Ok((
         StatusCode::CREATED,
         Json(s.rt.branch(&session, Seq(req.at_seq)).await?),
@@ -143,8 +129,7 @@ pub async fn fork(
     Path(id): Path<String>,
     JsonBody(req): JsonBody<ForkRequest>,
 ) -> Result<(StatusCode, Json<Forked>), ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     let new_id = req.id.as_deref().map(SessionId::parse).transpose()?;
     Ok((
         StatusCode::CREATED,

@@ -98,8 +98,7 @@ pub async fn journal(
     Path(id): Path<String>,
     Query(q): Query<JournalQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = SessionId::parse(&id)?;
-    own_session(&s, &ws, &session)?;
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     let limit = q.limit.unwrap_or(1000);
     if !(1..=10_000).contains(&limit) {
         return Err(ApiError::invalid("limit is 1 to 10000"));

@@ -150,7 +150,9 @@ pub struct Record {
     pub workspace: String,
     /// The worker.
     pub worker_id: WorkerId,
-    /// Its session (persisted before any run starts).
+    /// Its session (persisted before any run starts), as stores key it.
+    #[serde(with = "crate::ids::session_key")]
+    #[schemars(with = "String")]
     pub session_id: SessionId,
     /// The worktree identity written into the worker (`worktree.json`).
     pub worktree: String,

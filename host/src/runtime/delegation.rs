@@ -174,14 +174,16 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     // The child's id derives from the spawn: a spawn the parent's replay
     // asks again finds the child it made.
     let key = format!("{}/{}", ctx.run_id, n);
-    let session = SessionId::parse(&format!(
-        "s-{}",
-        uuid::Uuid::new_v5(
-            &uuid::Uuid::NAMESPACE_OID,
-            format!("cairn-child:{}:{key}", ctx.session).as_bytes()
-        )
-    ))
-    .map_err(|e| e.to_string())?;
+    let session = ctx.session.sibling(
+        &SessionId::parse(&format!(
+            "s-{}",
+            uuid::Uuid::new_v5(
+                &uuid::Uuid::NAMESPACE_OID,
+                format!("cairn-child:{}:{key}", ctx.session).as_bytes()
+            )
+        ))
+        .map_err(|e| e.to_string())?,
+    );
     let meta = parent.metadata().map_err(|e| e.to_string())?;
     let existing = meta
         .children

@@ -19,6 +19,7 @@ mod registry;
 pub mod replay;
 mod run;
 mod run_index;
+mod scope;
 mod segments;
 mod start;
 pub mod state;

@@ -208,9 +208,10 @@ impl Runtime {
             })
             .collect();
 
-        let child = new_id.unwrap_or_default();
+        // The fork's id is of the source's workspace.
+        let child = self.new_key(new_id, &record.workspace)?;
         if self.inner.workers.lookup(&child)?.is_some() {
-            return Err(RuntimeError::SessionExists(child));
+            return Err(RuntimeError::SessionExists(child.unscoped()));
         }
         crash_point("fork-before-create");
         // On a shared store: the new session's lease first.

@@ -127,10 +127,10 @@ impl Runtime {
         id: Option<SessionId>,
         workspace: &str,
     ) -> Result<SessionId, RuntimeError> {
-        let session = id.unwrap_or_default();
+        let session = self.new_key(id, workspace)?;
         let mut drafts = self.inner.registry.drafts();
         if drafts.contains_key(&session) || self.inner.workers.lookup(&session)?.is_some() {
-            return Err(RuntimeError::SessionExists(session));
+            return Err(RuntimeError::SessionExists(session.unscoped()));
         }
         drafts.insert(session.clone(), workspace.to_string());
         Ok(session)
@@ -190,9 +190,17 @@ impl Runtime {
         id: Option<SessionId>,
         workspace: &str,
     ) -> Result<(SessionId, WorkerDir), RuntimeError> {
-        let session = id.unwrap_or_default();
+        // A draft of this workspace is persisted under its own key.
+        let draft = id
+            .as_ref()
+            .map(|id| self.scoped(id, workspace))
+            .filter(|key| self.draft_workspace(key).as_deref() == Some(workspace));
+        let session = match draft {
+            Some(key) => key,
+            None => self.new_key(id, workspace)?,
+        };
         if self.inner.workers.lookup(&session)?.is_some() {
-            return Err(RuntimeError::SessionExists(session));
+            return Err(RuntimeError::SessionExists(session.unscoped()));
         }
         self.reserve_worker(workspace)?;
         let made = self.create_reserved(session, workspace).await;
@@ -274,7 +282,29 @@ impl Runtime {
 
     /// Start a run. Returns once the run is held (Preparing); it goes on in
     /// its own task.
-    pub async fn start(&self, req: StartRun) -> Result<Started, RuntimeError> {
+    pub async fn start(&self, mut req: StartRun) -> Result<Started, RuntimeError> {
+        // A session named by its name is the workspace's session of that
+        // name (or a new one's key); a key is taken as it is.
+        if let Some(name) = req.session.take() {
+            let workspace = req
+                .workspace
+                .clone()
+                .unwrap_or_else(|| self.inner.config.workspace.clone());
+            req.session = Some(if name.is_scoped() {
+                name
+            } else {
+                match self.resolve_session(&workspace, &name) {
+                    Ok(key) => key,
+                    Err(RuntimeError::UnknownSession(_)) => {
+                        match self.resolve_shared(&workspace, &name).await {
+                            Some(key) => key,
+                            None => self.scoped(&name, &workspace),
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            });
+        }
         self.start_inner(req, None).await
     }
 

@@ -331,6 +331,22 @@ pub fn check_fence(
     Ok(())
 }
 
+/// Give entries read for `session` its id as the store keys it: a journal
+/// line names its session by name (what exports show), so a scoped session's
+/// entries are read with its workspace put back.
+pub fn restamp(session: &SessionId, items: &mut [JournalItem]) {
+    if !session.is_scoped() {
+        return;
+    }
+    for item in items {
+        if let JournalItem::Event(e) = item
+            && e.session_id.same_name(session)
+        {
+            e.session_id = session.clone();
+        }
+    }
+}
+
 /// The generation an entry names (`GenerationReserved`, `Started`,
 /// `ResumedByReplay`): a new run reserves past every one its journal names,
 /// a fork's copied history included.

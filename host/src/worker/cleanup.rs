@@ -297,6 +297,6 @@ fn first_commit_whole(id: WorkerId, dir: &Dir) -> bool {
     };
     matches!(
         crate::store::file::parse_line(&bytes[..end]),
-        Ok(crate::store::JournalItem::Event(e)) if e.seq.0 == 1 && e.session_id == doc.session_id
+        Ok(crate::store::JournalItem::Event(e)) if e.seq.0 == 1 && e.session_id.same_name(&doc.session_id)
     )
 }

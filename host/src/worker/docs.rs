@@ -22,7 +22,8 @@ pub struct WorkerRecord {
     pub version: u64,
     /// The worker.
     pub worker_id: WorkerId,
-    /// Its one session.
+    /// Its one session (as stores key it: its workspace kept).
+    #[serde(with = "crate::ids::session_key")]
     pub session_id: SessionId,
     /// The workspace it is attributed to.
     pub workspace: String,
@@ -39,6 +40,17 @@ pub struct WorkerRecord {
     /// The worker that spawned this one, when it is a child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+}
+
+impl WorkerRecord {
+    /// The parent's session in this worker's workspace (documents name
+    /// other sessions by name; a parent is always of the child's workspace).
+    pub fn scoped(mut self) -> Self {
+        if let Some(p) = &mut self.parent {
+            p.session_id = self.session_id.sibling(&p.session_id);
+        }
+        self
+    }
 }
 
 /// A child's link to its parent (`worker.json` `parent`).
@@ -141,6 +153,23 @@ pub struct WorkerMetadata {
     pub peers: Vec<PeerRef>,
 }
 
+impl WorkerMetadata {
+    /// The sessions it names (children, peers, a fork's source), read by
+    /// name, in the workspace of `own`: they are never another workspace's.
+    pub fn scoped(mut self, own: &SessionId) -> Self {
+        for c in &mut self.children {
+            c.session_id = own.sibling(&c.session_id);
+        }
+        for p in &mut self.peers {
+            p.session_id = own.sibling(&p.session_id);
+        }
+        if let Some(f) = &mut self.forked_from {
+            f.session_id = own.sibling(&f.session_id);
+        }
+        self
+    }
+}
+
 /// Where a forked worker came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,7 +190,8 @@ pub struct SessionDoc {
     pub version: u64,
     /// Always [`FORMAT`].
     pub format: String,
-    /// The session.
+    /// The session (as stores key it).
+    #[serde(with = "crate::ids::session_key")]
     pub session_id: SessionId,
     /// The worker holding it.
     pub worker_id: WorkerId,
@@ -180,7 +210,8 @@ pub struct SessionDoc {
 pub struct IndexEntry {
     /// Always 1.
     pub version: u64,
-    /// The session.
+    /// The session (as stores key it).
+    #[serde(with = "crate::ids::session_key")]
     pub session_id: SessionId,
     /// Its worker.
     pub worker_id: WorkerId,

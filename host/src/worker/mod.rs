@@ -334,7 +334,7 @@ impl Home {
             worker_id: id,
             session_id: field(&doc, "session_id")
                 .or_else(|| field(&record, "session_id"))
-                .and_then(|s| SessionId::parse(&s).ok()),
+                .and_then(|s| SessionId::from_key(&s).ok()),
             workspace: field(&record, "workspace").or_else(|| field(&doc, "workspace")),
             problem: Some(problem),
         }
@@ -519,7 +519,7 @@ impl WorkerDir {
                 what: format!("worker.json names worker {}", record.worker_id),
             });
         }
-        Ok(record)
+        Ok(record.scoped())
     }
 
     /// Replace `worker.json` atomically.
@@ -532,7 +532,9 @@ impl WorkerDir {
 
     /// Read `metadata.json`.
     pub fn metadata(&self) -> Result<WorkerMetadata, WorkerError> {
-        fsutil::read_document(&self.dir, "metadata.json", DOC_VERSION).map_err(self.doc_err())
+        fsutil::read_document::<WorkerMetadata>(&self.dir, "metadata.json", DOC_VERSION)
+            .map(|m| m.scoped(&self.session))
+            .map_err(self.doc_err())
     }
 
     /// Make a staged worker visible (the last step of a creation or a

@@ -3,7 +3,7 @@
 use super::task::{TaskState, TaskView};
 use super::{Agent, RpcError, code, success};
 use crate::api::AppState;
-use crate::api::auth::{Workspace, own_run, own_session};
+use crate::api::auth::{Workspace, find_own, own_run, own_session};
 use crate::ids::{RunId, Seq, SessionId};
 use crate::journal::Delivery;
 use crate::journal::event::{CancelReason, Liveness, LivenessPolicy, Payload};
@@ -173,7 +173,7 @@ impl Call {
                 .parse::<RunId>()
                 .map_err(|_| RpcError::new(code::TASK_NOT_FOUND, format!("no task {task:?}")))?;
             let (session, _) = self.task_of(run).await?;
-            if context.is_some_and(|c| c != session.as_str()) {
+            if context.is_some_and(|c| c != session.name()) {
                 return Err(RpcError::params(format!(
                     "task {run} belongs to context {session}, not {}",
                     context.unwrap_or_default()
@@ -185,12 +185,9 @@ impl Call {
         let session = match context {
             Some(c) => {
                 let id = SessionId::parse(c).map_err(|e| RpcError::params(e.to_string()))?;
-                let known = rt.session_exists(&id)?;
-                if known {
-                    own_session(&self.s, &self.ws, &id)?;
-                    id
-                } else {
-                    rt.create_session_first(Some(id), &self.ws.0).await?.0
+                match find_own(&self.s, &self.ws, &id)? {
+                    Some(key) => key,
+                    None => rt.create_session_first(Some(id), &self.ws.0).await?.0,
                 }
             }
             None => rt.create_session_first(None, &self.ws.0).await?.0,
@@ -430,8 +427,11 @@ impl Call {
         let rt = self.rt();
         let (runs, next) = match str_field(&params, "contextId") {
             Some(c) => {
-                let session = SessionId::parse(c).map_err(|e| RpcError::params(e.to_string()))?;
-                own_session(&self.s, &self.ws, &session)?;
+                let session = own_session(
+                    &self.s,
+                    &self.ws,
+                    &SessionId::parse(c).map_err(|e| RpcError::params(e.to_string()))?,
+                )?;
                 let mut runs: Vec<_> = rt
                     .session_runs(&session)
                     .await?

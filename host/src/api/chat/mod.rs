@@ -22,7 +22,7 @@ mod respond;
 pub use request::{ChatMessage, ChatRequest};
 
 use super::AppState;
-use super::auth::{Workspace, own_session};
+use super::auth::{Workspace, find_own};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::runs::component_ref;
@@ -68,13 +68,11 @@ pub async fn completions(
         None => None,
     };
     let existing = match &named {
-        Some(id) => rt.session_exists(id)?,
-        None => false,
+        Some(name) => find_own(&s, &ws, name)?,
+        None => None,
     };
     // A session made here is started by its worker (no lookup to repeat).
-    let (session, made) = if existing {
-        let id = named.expect("an existing session was named");
-        own_session(&s, &ws, &id)?;
+    let (session, made) = if let Some(id) = existing {
         (id, None)
     } else {
         let (id, worker) = rt.create_session_first(named, &ws.0).await?;
@@ -126,7 +124,7 @@ pub async fn completions(
         },
     };
     let h = response.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(session.as_str()) {
+    if let Ok(v) = HeaderValue::from_str(session.name()) {
         h.insert("x-cairn-session", v);
     }
     if let Ok(v) = HeaderValue::from_str(&run.to_string()) {

@@ -590,19 +590,22 @@ impl JournalStore for FileStore {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .contains_key(session);
-        if cold {
+        let mut items = if cold {
             let (this, session) = (self.clone_handle(), session.clone());
-            return blocking(move || {
+            blocking(move || {
                 let (files, scanned) = this.open_scanning(&session, true)?;
                 match scanned {
                     Some(items) => Ok(items),
                     None => Self::read_all(&files, after, limit, u64::MAX),
                 }
             })
-            .await;
-        }
-        let files = self.open(session)?;
-        blocking(move || Self::read_all(&files, after, limit, u64::MAX)).await
+            .await?
+        } else {
+            let files = self.open(session)?;
+            blocking(move || Self::read_all(&files, after, limit, u64::MAX)).await?
+        };
+        crate::store::restamp(session, &mut items);
+        Ok(items)
     }
 
     async fn read_bytes(
@@ -613,7 +616,9 @@ impl JournalStore for FileStore {
         max_bytes: u64,
     ) -> Result<Vec<JournalItem>, StoreError> {
         let files = self.open(session)?;
-        blocking(move || Self::read_all(&files, after, limit, max_bytes)).await
+        let mut items = blocking(move || Self::read_all(&files, after, limit, max_bytes)).await?;
+        crate::store::restamp(session, &mut items);
+        Ok(items)
     }
 
     async fn start_segment(

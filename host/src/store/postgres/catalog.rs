@@ -97,11 +97,13 @@ impl PgStore {
             .await
             .map_err(db(format!("session {session}: reading its worker")))?;
         row.map(|r| {
-            serde_json::from_str(r.get::<_, &str>(0)).map_err(|e| StoreError::Corrupt {
-                path: format!("postgres:cairn_workers/{session}").into(),
-                line: 1,
-                reason: e.to_string(),
-            })
+            serde_json::from_str::<WorkerRecord>(r.get::<_, &str>(0))
+                .map(WorkerRecord::scoped)
+                .map_err(|e| StoreError::Corrupt {
+                    path: format!("postgres:cairn_workers/{session}").into(),
+                    line: 1,
+                    reason: e.to_string(),
+                })
         })
         .transpose()
     }
@@ -118,7 +120,7 @@ impl PgStore {
             .map_err(db("listing the catalog"))?;
         Ok(rows
             .iter()
-            .filter_map(|r| SessionId::parse(r.get::<_, &str>(0)).ok())
+            .filter_map(|r| SessionId::from_key(r.get::<_, &str>(0)).ok())
             .collect())
     }
 
@@ -133,7 +135,7 @@ impl PgStore {
             )
             .await
             .map_err(db(format!("run {run}: finding its session")))?;
-        Ok(row.and_then(|r| SessionId::parse(r.get::<_, &str>(0)).ok()))
+        Ok(row.and_then(|r| SessionId::from_key(r.get::<_, &str>(0)).ok()))
     }
 
     /// Remove a session from the shared store: its journal, runs,

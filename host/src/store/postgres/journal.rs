@@ -450,6 +450,7 @@ impl JournalStore for PgStore {
             items.push(item);
             next = next.next();
         }
+        crate::store::restamp(session, &mut items);
         Ok(items)
     }
 

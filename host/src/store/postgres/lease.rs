@@ -15,7 +15,7 @@ const LEASE_COLUMNS: &str = "session_id, holder, token,
 fn lease_of(row: &Row) -> Result<Lease, StoreError> {
     let session: &str = row.get(0);
     Ok(Lease {
-        session: SessionId::parse(session).map_err(|e| StoreError::Corrupt {
+        session: SessionId::from_key(session).map_err(|e| StoreError::Corrupt {
             path: "postgres:cairn_leases".into(),
             line: 0,
             reason: format!("{session:?}: {e}"),

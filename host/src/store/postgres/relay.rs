@@ -114,10 +114,10 @@ async fn listen(
     let _ = tx.send(None);
     while let Some(payload) = notes.recv().await {
         heard.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let Some((session, seq)) = payload.split_once(' ') else {
+        let Some((session, seq)) = payload.rsplit_once(' ') else {
             continue;
         };
-        if let (Ok(session), Ok(seq)) = (SessionId::parse(session), seq.parse::<u64>()) {
+        if let (Ok(session), Ok(seq)) = (SessionId::from_key(session), seq.parse::<u64>()) {
             let _ = tx.send(Some((session, Seq(seq))));
         }
     }

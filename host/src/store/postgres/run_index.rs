@@ -20,7 +20,7 @@ const SELECT: &str = "SELECT rs.run_id, rs.session_id, COALESCE(w.workspace, '')
 fn row(r: &tokio_postgres::Row) -> Result<Option<(RunId, IndexedRun)>, StoreError> {
     let (Ok(run), Ok(session)) = (
         r.get::<_, &str>(0).parse::<RunId>(),
-        SessionId::parse(r.get::<_, &str>(1)),
+        SessionId::from_key(r.get::<_, &str>(1)),
     ) else {
         // A row no cairn wrote: not a run of ours.
         return Ok(None);
