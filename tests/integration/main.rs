@@ -23,6 +23,7 @@ mod migrate;
 mod peers;
 mod postgres;
 mod queue;
+mod queue_files;
 mod restore;
 mod runtime;
 mod scale_out;

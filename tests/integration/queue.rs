@@ -11,18 +11,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-async fn open(home: &Path, toml: Option<&str>) -> (Runtime, Arc<Queue>) {
+pub(crate) async fn open(home: &Path, toml: Option<&str>) -> (Runtime, Arc<Queue>) {
     let rt = super::common::runtime_with(home, toml).await;
     let q = Queue::open(rt.clone()).unwrap();
     (rt, q)
 }
 
-fn dispatch(q: &Arc<Queue>) -> tokio::task::JoinHandle<()> {
+pub(crate) fn dispatch(q: &Arc<Queue>) -> tokio::task::JoinHandle<()> {
     let q = q.clone();
     tokio::spawn(async move { q.work(false).await.unwrap() })
 }
 
-fn card(card: &str, component: &str, prompt: &str, round: Option<u32>, ws: &str) -> NewCard {
+pub(crate) fn card(card: &str, component: &str, prompt: &str, round: Option<u32>, ws: &str) -> NewCard {
     NewCard {
         card: card.into(),
         component: component.into(),
@@ -32,7 +32,7 @@ fn card(card: &str, component: &str, prompt: &str, round: Option<u32>, ws: &str)
     }
 }
 
-fn row_of(q: &Queue, card: &str) -> Row {
+pub(crate) fn row_of(q: &Queue, card: &str) -> Row {
     q.rows(None)
         .unwrap()
         .into_iter()
@@ -40,7 +40,7 @@ fn row_of(q: &Queue, card: &str) -> Row {
         .unwrap()
 }
 
-async fn until(q: &Queue, card: &str, what: &str, done: impl Fn(&Row) -> bool) -> Row {
+pub(crate) async fn until(q: &Queue, card: &str, what: &str, done: impl Fn(&Row) -> bool) -> Row {
     let t = Instant::now();
     loop {
         let row = row_of(q, card);
@@ -368,19 +368,15 @@ async fn fifty_cards_never_exceed_max_concurrency_in_the_store() {
         .unwrap();
     }
     let _d = dispatch(&q);
-    let store = home.join("queue").join("cards.queue.json");
+    let store = home.join("queue").join("cards");
     let (mut samples, mut most) = (0, 0);
     let t = Instant::now();
     loop {
         // Read what the store holds, as another process would.
-        let doc: Value = match std::fs::read(&store)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-        {
-            Some(d) => d,
-            None => continue,
-        };
-        let rows = doc["rows"].as_array().unwrap();
+        let rows = crate::queue_files::rows_on_disk(&store);
+        if rows.len() < 50 {
+            continue;
+        }
         let processing = rows.iter().filter(|r| r["state"] == "processing").count();
         most = most.max(processing);
         samples += 1;

@@ -1,5 +1,7 @@
 //! The work queue's durable state and its file store: `<home>/queue/`
-//! `cards.queue.json` (the rows, version 1), `sessions.state.json` (the
+//! `cards/` (one document per card's row, version 1; before, every row was
+//! in `cards.queue.json`, read as before and split at the next write),
+//! `sessions.state.json` (the
 //! worker records by key, version 3, keys in the `worker:` namespace) and
 //! `ledger.jsonl` (one terminal `worker-session` row per dispatch that
 //! ended). Both documents are written atomically (temp file, fsync,
@@ -15,7 +17,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 pub const DIR: &str = "queue";
+/// Where every row was before each card had its own document.
 pub const CARDS: &str = "cards.queue.json";
+/// One document per card: `<v5 of workspace and card>.json`.
+pub const CARD_DIR: &str = "cards";
 pub const SESSIONS: &str = "sessions.state.json";
 pub const LEDGER: &str = "ledger.jsonl";
 /// A card's transcript (each dispatch's prompt and answer) is kept to this.
@@ -113,6 +118,30 @@ pub struct Cards {
     /// The rows, in the order cards were added.
     pub rows: Vec<Row>,
 }
+
+/// `cards/<name>.json`: one card's row, and where it stands among the
+/// others (the order cards were added).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CardDoc {
+    /// 1.
+    version: u64,
+    /// Its place in the order cards were added.
+    order: u64,
+    /// The row.
+    row: Row,
+}
+
+/// The name of a row's document: a v5 UUID of its workspace and card, so
+/// no card name reaches the file system.
+fn card_file(row: &Row) -> String {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x2b8e_61d4_7c93_4f0a_9e15_c4a7_30d2_58f1);
+    let id = uuid::Uuid::new_v5(&NAMESPACE, format!("{}\0{}", row.workspace, row.card).as_bytes());
+    format!("{id}.json")
+}
+
+/// What this process knows `cards/` holds: each document's order and bytes.
+type CardFiles = BTreeMap<String, (u64, Vec<u8>)>;
 
 /// A worker record's standing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -286,6 +315,9 @@ pub trait QueueStore: Send + Sync {
 pub struct FileQueue {
     root: Dir,
     writable: bool,
+    /// `cards/` as last read or written (`None`: not known yet), so a
+    /// write replaces only the rows that changed.
+    known: std::sync::Mutex<Option<CardFiles>>,
 }
 
 /// An append a crash cut short leaves a last line without its newline;
@@ -317,7 +349,40 @@ impl FileQueue {
         let root = root
             .try_clone()
             .map_err(|e| StoreFailure(format!("cannot open the home: {e}")))?;
-        Ok(FileQueue { root, writable })
+        Ok(FileQueue {
+            root,
+            writable,
+            known: std::sync::Mutex::new(None),
+        })
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Option<CardFiles>> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every card document of `cards/`, in the order cards were added.
+    fn card_docs(&self, dir: &Dir) -> Result<Vec<(String, CardDoc, Vec<u8>)>, StoreFailure> {
+        let cards = match dir.open_dir(CARD_DIR) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreFailure(format!("{DIR}/{CARD_DIR}/: {e}"))),
+        };
+        let fail = |e: &dyn std::fmt::Display| StoreFailure(format!("{DIR}/{CARD_DIR}/: {e}"));
+        let mut docs = Vec::new();
+        for entry in cards.entries().map_err(|e| fail(&e))? {
+            let entry = entry.map_err(|e| fail(&e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Temp files of an interrupted write start with a dot.
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue;
+            }
+            let doc = fsutil::read_document::<CardDoc>(&cards, &name, 1)
+                .map_err(|e| StoreFailure(format!("{DIR}/{CARD_DIR}/{name}: {e}")))?;
+            let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| fail(&e))?;
+            docs.push((name, doc, bytes));
+        }
+        docs.sort_by_key(|(name, doc, _)| (doc.order, name.clone()));
+        Ok(docs)
     }
 
     fn existing(&self) -> Option<Dir> {
@@ -359,7 +424,13 @@ impl FileQueue {
 impl QueueStore for FileQueue {
     fn cards_stamp(&self) -> Option<[i64; 6]> {
         use cap_std::fs::MetadataExt;
-        let m = self.existing()?.metadata(CARDS).ok()?;
+        // Every write of a row renames a document into `cards/` (or an
+        // older home's one file is replaced): the directory's times change.
+        let dir = self.existing()?;
+        let m = dir
+            .metadata(CARDS)
+            .or_else(|_| dir.metadata(CARD_DIR))
+            .ok()?;
         Some([
             m.ino() as i64,
             m.len() as i64,
@@ -371,13 +442,91 @@ impl QueueStore for FileQueue {
     }
 
     fn cards(&self) -> Result<Cards, StoreFailure> {
-        let mut c: Cards = self.read(CARDS, 1)?;
-        c.version = 1;
-        Ok(c)
+        let Some(dir) = self.existing() else {
+            return Ok(Cards {
+                version: 1,
+                rows: Vec::new(),
+            });
+        };
+        if dir.exists(CARDS) {
+            // An older home: every row in one file, the truth until the
+            // next write splits it (a split a crash cut short included).
+            *self.known() = None;
+            let mut c: Cards = self.read(CARDS, 1)?;
+            c.version = 1;
+            return Ok(c);
+        }
+        let docs = self.card_docs(&dir)?;
+        let mut known = CardFiles::new();
+        let mut rows = Vec::with_capacity(docs.len());
+        for (name, doc, bytes) in docs {
+            known.insert(name, (doc.order, bytes));
+            rows.push(doc.row);
+        }
+        *self.known() = Some(known);
+        Ok(Cards { version: 1, rows })
     }
 
+    /// Only the rows that changed are written, each its own document
+    /// (atomically: temp file, fsync, rename, directory fsync), so adding
+    /// a card costs one small document however many cards there are.
     fn put_cards(&self, cards: &Cards) -> Result<(), StoreFailure> {
-        self.write(CARDS, cards)
+        let dir = self.dir()?;
+        let fail = |e: &dyn std::fmt::Display| StoreFailure(format!("cannot write {DIR}/{CARD_DIR}/: {e}"));
+        let card_dir = fsutil::ensure_dir(&dir, CARD_DIR).map_err(|e| fail(&e))?;
+        let older = dir.exists(CARDS);
+        let mut known = self.known();
+        let held = match known.take() {
+            Some(k) => k,
+            None => self
+                .card_docs(&dir)?
+                .into_iter()
+                .map(|(name, doc, bytes)| (name, (doc.order, bytes)))
+                .collect(),
+        };
+        let mut next = held.values().map(|(o, _)| *o + 1).max().unwrap_or(0);
+        let mut now = CardFiles::new();
+        let result = (|| {
+            for row in &cards.rows {
+                let name = card_file(row);
+                let order = match held.get(&name) {
+                    Some((o, _)) => *o,
+                    None => {
+                        next += 1;
+                        next - 1
+                    }
+                };
+                let doc = CardDoc {
+                    version: 1,
+                    order,
+                    row: row.clone(),
+                };
+                let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| fail(&e))?;
+                if held.get(&name).map(|(_, b)| b) != Some(&bytes) {
+                    fsutil::write_document(&card_dir, &name, &bytes).map_err(|e| fail(&e))?;
+                }
+                now.insert(name, (order, bytes));
+            }
+            let mut removed = false;
+            for name in held.keys().filter(|n| !now.contains_key(*n)) {
+                card_dir.remove_file(name).map_err(|e| fail(&e))?;
+                removed = true;
+            }
+            if removed {
+                fsutil::sync_dir(&card_dir).map_err(|e| fail(&e))?;
+            }
+            if older {
+                // Split: the one file goes once every row has its own.
+                dir.remove_file(CARDS).map_err(|e| fail(&e))?;
+                fsutil::sync_dir(&dir).map_err(|e| fail(&e))?;
+            }
+            Ok(())
+        })();
+        // What is on disk is known only after a write that went through.
+        if result.is_ok() {
+            *known = Some(now);
+        }
+        result
     }
 
     fn records(&self) -> Result<Records, StoreFailure> {
