@@ -20,6 +20,7 @@ mod isolation;
 mod lifecycle;
 mod memory;
 mod migrate;
+mod migrate_streamed;
 mod peers;
 mod postgres;
 mod queue;

@@ -24,6 +24,7 @@
 //! ```
 
 pub mod source;
+mod stream;
 mod target;
 
 use crate::fsutil;
@@ -556,7 +557,7 @@ fn one_worker(
 ) -> Result<&'static str, String> {
     let loaded = src.load(claim?)?;
     entry.files = loaded.files.len() as u64;
-    entry.bytes = loaded.files.values().map(|b| b.len() as u64).sum();
+    entry.bytes = loaded.files.values().map(|f| f.len).sum();
     entry.events = loaded.events;
     entry.diagnostics = loaded.notes.clone();
     let target = target::inspect(home, &loaded)?;

@@ -6,7 +6,7 @@
 
 use crate::ids::{Generation, SegmentId, SessionId, WorkerId};
 use crate::store::JournalItem;
-use crate::store::file::segment::{index_segment, scan_segment};
+use crate::store::file::segment::parse_line;
 use crate::worker::{SegmentRef, WorkerMetadata};
 use cap_std::fs::Dir;
 use serde_json::Value;
@@ -49,9 +49,9 @@ pub struct Claim {
 pub struct Loaded {
     /// The claim.
     pub claim: Claim,
-    /// `segments/` of the target, by name: the source bytes, a
-    /// crash-truncated final line left out.
-    pub files: BTreeMap<String, Vec<u8>>,
+    /// `segments/` of the target, by name: the source files, checked, to
+    /// be copied as streams (a crash-truncated final line left out).
+    pub files: BTreeMap<String, super::stream::SourceFile>,
     /// The last generation the journal names.
     pub last_generation: Generation,
     /// When its first entry was written (ms), or 0.
@@ -289,85 +289,91 @@ impl Source {
         for (i, segment) in meta.segments.iter().enumerate() {
             let name = format!("{}.jsonl", segment.segment_id);
             let path = Path::new(&rel).join(&name);
-            let bytes = read_regular(&dir, &name, MAX_SEGMENT_BYTES, &path.to_string_lossy())?;
-            let scan = scan_segment(&bytes, &path, prev).map_err(|e| e.to_string())?;
-            let mut generation = Generation(0);
-            index_segment(
-                &bytes[..scan.good_len as usize],
-                &path,
-                prev,
-                &mut generation,
-            )
-            .map_err(|e| e.to_string())?;
-            out.last_generation = out.last_generation.max(generation);
-            for (n, item) in scan.items.iter().enumerate() {
-                if let JournalItem::Event(e) = item {
-                    if n == 0
-                        && let crate::journal::event::Payload::Lifecycle(
-                            crate::journal::event::LifecycleEvent::SegmentCreated {
-                                compacted_from,
-                                forked_from,
-                                ..
-                            },
-                        ) = &e.payload
-                        && let Some(lineage) = compacted_from.as_ref().or(forked_from.as_ref())
-                    {
-                        out.claim.metadata.segments[i].parent = Some(lineage.segment);
-                    }
-                    let line = n + 1;
-                    if e.session_id != claim.session_id {
+            let shown = path.to_string_lossy().into_owned();
+            let (file, _) = open_regular(&dir, &name, MAX_SEGMENT_BYTES, &shown)?;
+            let mut entries = 0u64;
+            let read = super::stream::lines(file, &shown, |line, text| {
+                let item =
+                    parse_line(text).map_err(|reason| format!("{shown}:{line}: {reason}"))?;
+                let seq = item.seq();
+                if let Some(p) = prev {
+                    if seq <= p {
                         return Err(format!(
-                            "{}:{line}: the entry names session {}, not {}",
-                            path.display(),
-                            e.session_id,
-                            claim.session_id
+                            "{shown}:{line}: duplicate seq {seq} (after seq {p})"
                         ));
                     }
-                    if e.segment_id != segment.segment_id {
-                        return Err(format!(
-                            "{}:{line}: the entry names segment {}, not the file's",
-                            path.display(),
-                            e.segment_id
-                        ));
-                    }
-                    if out.created_at_ms == 0 {
-                        out.created_at_ms = e.at_ms;
+                    if seq != p.next() {
+                        return Err(format!("{shown}:{line}: hole: seq {seq} follows seq {p}"));
                     }
                 }
-            }
-            if let Some(line) = scan.truncated_line {
-                if i + 1 != meta.segments.len() {
+                prev = Some(seq);
+                entries += 1;
+                let JournalItem::Event(e) = &item else {
+                    return Ok(());
+                };
+                if line == 1
+                    && let crate::journal::event::Payload::Lifecycle(
+                        crate::journal::event::LifecycleEvent::SegmentCreated {
+                            compacted_from,
+                            forked_from,
+                            ..
+                        },
+                    ) = &e.payload
+                    && let Some(lineage) = compacted_from.as_ref().or(forked_from.as_ref())
+                {
+                    out.claim.metadata.segments[i].parent = Some(lineage.segment);
+                }
+                if e.session_id != claim.session_id {
                     return Err(format!(
-                        "{}:{line}: truncated line in a segment that is not the active one",
-                        path.display()
+                        "{shown}:{line}: the entry names session {}, not {}",
+                        e.session_id, claim.session_id
                     ));
                 }
+                if e.segment_id != segment.segment_id {
+                    return Err(format!(
+                        "{shown}:{line}: the entry names segment {}, not the file's",
+                        e.segment_id
+                    ));
+                }
+                if out.created_at_ms == 0 {
+                    out.created_at_ms = e.at_ms;
+                }
+                if let Some(g) = crate::store::reserved_generation(e) {
+                    out.last_generation = out.last_generation.max(g);
+                }
+                Ok(())
+            })?;
+            if let Some(line) = read.truncated_line {
+                if i + 1 != meta.segments.len() {
+                    return Err(format!(
+                        "{shown}:{line}: truncated line in a segment that is not the active one"
+                    ));
+                }
+                let len = read.source.file_len();
                 out.notes.push(format!(
-                    "{}:{line}: left out a crash-truncated final line ({} bytes)",
-                    path.display(),
-                    bytes.len() as u64 - scan.good_len
+                    "{shown}:{line}: left out a crash-truncated final line ({} bytes)",
+                    len.saturating_sub(read.good_len)
                 ));
             }
-            if let Some(last) = scan.items.last() {
-                prev = Some(last.seq());
-            }
-            out.events += scan.items.len() as u64;
-            let mut bytes = bytes;
-            bytes.truncate(scan.good_len as usize);
-            out.files.insert(name, bytes);
+            out.events += entries;
+            out.files.insert(name, read.source);
             let trace = format!("{}.trace.jsonl", segment.segment_id);
             if names.contains(&trace) {
                 let path = Path::new(&rel).join(&trace);
-                let bytes = read_regular(&dir, &trace, MAX_SEGMENT_BYTES, &path.to_string_lossy())?;
-                let good = check_trace(&bytes, &path)?;
-                if good < bytes.len() {
+                let shown = path.to_string_lossy().into_owned();
+                let (file, _) = open_regular(&dir, &trace, MAX_SEGMENT_BYTES, &shown)?;
+                let read = super::stream::lines(file, &shown, |line, text| {
+                    serde_json::from_slice::<serde::de::IgnoredAny>(text)
+                        .map(|_| ())
+                        .map_err(|e| format!("{shown}:{line}: not JSON: {e}"))
+                })?;
+                if read.truncated_line.is_some() {
                     out.notes.push(format!(
-                        "{}: left out a crash-truncated final line ({} bytes)",
-                        path.display(),
-                        bytes.len() - good
+                        "{shown}: left out a crash-truncated final line ({} bytes)",
+                        read.source.file_len().saturating_sub(read.good_len)
                     ));
                 }
-                out.files.insert(trace, bytes[..good].to_vec());
+                out.files.insert(trace, read.source);
             }
         }
         Ok(out)
@@ -378,9 +384,10 @@ impl Source {
 pub const MAX_CATALOG_BYTES: u64 = 64 << 20;
 /// The largest metadata document read.
 pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
-/// The largest segment or trace file read (each is held while its worker
-/// is copied).
-pub const MAX_SEGMENT_BYTES: u64 = 256 << 20;
+/// The largest segment or trace file read (each is streamed, a line at a
+/// time, never held whole; a file claiming more, such as a sparse one, is
+/// refused by its length before anything is read).
+pub const MAX_SEGMENT_BYTES: u64 = 64 << 30;
 /// The most workers one catalog may list.
 pub const MAX_WORKERS: usize = 200_000;
 
@@ -389,8 +396,29 @@ pub const MAX_WORKERS: usize = 200_000;
 /// before anything is read, and it is opened non-blocking, so opening a
 /// FIFO never waits; a link is not followed. `shown` names it in errors.
 fn read_regular(dir: &Dir, name: &str, max: u64, shown: &str) -> Result<Vec<u8>, String> {
-    use rustix::fs::{Mode, OFlags};
     use std::io::Read;
+    let (file, size) = open_regular(dir, name, max, shown)?;
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{shown} grew past {max} bytes while it was read: refused"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Open `name` of `dir` only when it is a regular file of at most `max`
+/// bytes (see [`read_regular`]); the file and its length.
+fn open_regular(
+    dir: &Dir,
+    name: &str,
+    max: u64,
+    shown: &str,
+) -> Result<(std::fs::File, u64), String> {
+    use rustix::fs::{Mode, OFlags};
     let fd = rustix::fs::openat(
         dir,
         name,
@@ -422,35 +450,7 @@ fn read_regular(dir: &Dir, name: &str, max: u64, shown: &str) -> Result<Vec<u8>,
             "{shown} has {size} bytes; at most {max} are read from a legacy tree"
         ));
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    std::fs::File::from(fd)
-        .take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!(
-            "{shown} grew past {max} bytes while it was read: refused"
-        ));
-    }
-    Ok(bytes)
-}
-
-/// Every complete trace line is JSON; one crash-truncated final line is
-/// tolerated. The length of the complete lines.
-fn check_trace(bytes: &[u8], path: &Path) -> Result<usize, String> {
-    let mut offset = 0;
-    let mut line = 0;
-    while offset < bytes.len() {
-        line += 1;
-        let Some(end) = bytes[offset..].iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let text = &bytes[offset..offset + end];
-        serde_json::from_slice::<serde::de::IgnoredAny>(text)
-            .map_err(|e| format!("{}:{line}: not JSON: {e}", path.display()))?;
-        offset += end + 1;
-    }
-    Ok(offset)
+    Ok((std::fs::File::from(fd), size))
 }
 
 fn catalog_entry(

@@ -143,11 +143,15 @@ fn verify(worker: &Dir, loaded: &Loaded) -> Result<(), String> {
             "session/segments/ differs in its files: extra {extra:?}, missing {missing:?}"
         ));
     }
-    for (name, bytes) in &loaded.files {
+    for (name, source) in &loaded.files {
         let held = segments
-            .read(name)
+            .open(name)
+            .map_err(|e| format!("cannot read session/segments/{name}: {e}"))?
+            .into_std();
+        let same = source
+            .same_as(&held)
             .map_err(|e| format!("cannot read session/segments/{name}: {e}"))?;
-        if held != *bytes {
+        if !same {
             return Err(format!("session/segments/{name} differs from the source"));
         }
     }
@@ -240,9 +244,9 @@ fn stage(dir: &Dir, loaded: &Loaded) -> std::io::Result<()> {
         file.sync_all()?;
     }
     let segments = fsutil::create_dir_new(&staged, "segments")?;
-    for (name, bytes) in &loaded.files {
+    for (name, source) in &loaded.files {
         let mut file = fsutil::create_file_new(&segments, name)?;
-        file.write_all(bytes)?;
+        source.copy_to(&mut file)?;
         fsutil::count_sync();
         file.sync_all()?;
     }
