@@ -22,7 +22,13 @@ pub(crate) fn dispatch(q: &Arc<Queue>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move { q.work(false).await.unwrap() })
 }
 
-pub(crate) fn card(card: &str, component: &str, prompt: &str, round: Option<u32>, ws: &str) -> NewCard {
+pub(crate) fn card(
+    card: &str,
+    component: &str,
+    prompt: &str,
+    round: Option<u32>,
+    ws: &str,
+) -> NewCard {
     NewCard {
         card: card.into(),
         component: component.into(),

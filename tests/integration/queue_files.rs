@@ -34,7 +34,10 @@ fn files(cards: &Path) -> BTreeMap<String, (u64, u64)> {
         .flatten()
         .map(|e| {
             let m = e.metadata().unwrap();
-            (e.file_name().to_string_lossy().into_owned(), (m.ino(), m.len()))
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                (m.ino(), m.len()),
+            )
         })
         .collect()
 }

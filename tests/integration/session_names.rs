@@ -373,3 +373,38 @@ fn on_the_shared_store_names_are_per_workspace_at_every_instance() {
     let (_, a_runs) = get(&nodes[1], A, "/v1/runs?session=squat-1");
     assert_eq!(a_runs, json!([]), "A's squat-1 has no run");
 }
+
+#[test]
+fn the_workers_quota_holds_across_instances() {
+    use crate::scale_out::Instance;
+    let (_tokio, _pg, store, dir) = crate::scale_out::shared_store();
+    let config = format!("{}[workspaces.a.quota]\nworkers = 3\n", toml());
+    let nodes = [
+        Instance::start_configured(dir.path(), "q0", &store, &config, &[], &[]),
+        Instance::start_configured(dir.path(), "q1", &store, &config, &[], &[]),
+    ];
+    let http = crate::scale_out::client();
+    let create = |node: &Instance, token: &str| {
+        let r = http
+            .post(format!("{}/v1/sessions", node.url))
+            .bearer_auth(token)
+            .json(&json!({}))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    // Three of A's workers, made at two instances: the quota.
+    for node in [&nodes[0], &nodes[1], &nodes[0]] {
+        let (code, text) = create(node, A);
+        assert_eq!(code, 201, "{text}");
+    }
+    // A fourth is refused at either instance (before, each instance
+    // counted only the workers in its own home).
+    for node in &nodes {
+        let (code, text) = create(node, A);
+        assert_eq!(code, 429, "{text}");
+        assert!(text.contains("workers = 3"), "{text}");
+    }
+    // Another workspace is not held back by A's quota.
+    assert_eq!(create(&nodes[1], B).0, 201);
+}

@@ -136,7 +136,10 @@ struct CardDoc {
 /// no card name reaches the file system.
 fn card_file(row: &Row) -> String {
     const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x2b8e_61d4_7c93_4f0a_9e15_c4a7_30d2_58f1);
-    let id = uuid::Uuid::new_v5(&NAMESPACE, format!("{}\0{}", row.workspace, row.card).as_bytes());
+    let id = uuid::Uuid::new_v5(
+        &NAMESPACE,
+        format!("{}\0{}", row.workspace, row.card).as_bytes(),
+    );
     format!("{id}.json")
 }
 
@@ -472,7 +475,9 @@ impl QueueStore for FileQueue {
     /// a card costs one small document however many cards there are.
     fn put_cards(&self, cards: &Cards) -> Result<(), StoreFailure> {
         let dir = self.dir()?;
-        let fail = |e: &dyn std::fmt::Display| StoreFailure(format!("cannot write {DIR}/{CARD_DIR}/: {e}"));
+        let fail = |e: &dyn std::fmt::Display| {
+            StoreFailure(format!("cannot write {DIR}/{CARD_DIR}/: {e}"))
+        };
         let card_dir = fsutil::ensure_dir(&dir, CARD_DIR).map_err(|e| fail(&e))?;
         let older = dir.exists(CARDS);
         let mut known = self.known();

@@ -549,10 +549,18 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        if !c.pg.publish(record).await? {
-            return Err(RuntimeError::SessionExists(record.session_id.clone()));
+        // `[quota] workers` holds across the cluster: the catalog counts
+        // every instance's workers of the workspace.
+        let quota = self.inner.config.host.quota_of(
+            &record.workspace,
+            |q| q.workers,
+            crate::config::DEFAULT_WORKERS,
+        );
+        match c.pg.publish_within(record, quota).await? {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(RuntimeError::SessionExists(record.session_id.unscoped())),
+            Err(held) => Err(super::tree::workers_full(&record.workspace, held, quota)),
         }
-        Ok(())
     }
 
     /// Snapshot a generation's worktree into the shared store, within

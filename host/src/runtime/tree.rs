@@ -178,9 +178,7 @@ impl Runtime {
             .entry(workspace.to_string())
             .or_insert(0);
         if *held >= quota {
-            return Err(RuntimeError::Capacity(format!(
-                "workspace {workspace:?} holds {held} workers, its quota (workers = {quota}); delete sessions it no longer needs first"
-            )));
+            return Err(workers_full(workspace, *held as u64, quota));
         }
         *held += 1;
         Ok(())
@@ -197,4 +195,11 @@ impl Runtime {
             *held = held.saturating_sub(1);
         }
     }
+}
+
+/// `workspace` holds `held` workers, its `[quota] workers`.
+pub(crate) fn workers_full(workspace: &str, held: u64, quota: usize) -> RuntimeError {
+    RuntimeError::Capacity(format!(
+        "workspace {workspace:?} holds {held} workers, its quota (workers = {quota}); delete sessions it no longer needs first"
+    ))
 }

@@ -71,6 +71,58 @@ impl PgStore {
         Ok(n == 1)
     }
 
+    /// Publish a new session's worker when its workspace holds fewer than
+    /// `quota` workers in the whole catalog (every instance's): counted and
+    /// inserted under the workspace's advisory lock, so creations racing at
+    /// several instances never pass the quota together. `Ok(Err(held))`:
+    /// the workspace is at its quota; `Ok(Ok(false))`: the session exists.
+    pub async fn publish_within(
+        &self,
+        record: &WorkerRecord,
+        quota: usize,
+    ) -> Result<Result<bool, u64>, StoreError> {
+        let session = &record.session_id;
+        let ctx = format!("session {session}: publishing its worker");
+        let json = serde_json::to_string(record).map_err(|e| StoreError::Database {
+            context: format!("session {session}: its worker record"),
+            message: e.to_string(),
+        })?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('cairn-workers:' || $1))",
+            &[&record.workspace],
+        )
+        .await
+        .map_err(db(ctx.clone()))?;
+        let held: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM cairn_workers WHERE workspace = $1",
+                &[&record.workspace],
+            )
+            .await
+            .map_err(db(ctx.clone()))?
+            .get(0);
+        if held as u64 >= quota as u64 {
+            return Ok(Err(held as u64));
+        }
+        let n = tx
+            .execute(
+                "INSERT INTO cairn_workers (session_id, worker_id, workspace, record)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[
+                    &session.as_str(),
+                    &record.worker_id.to_string(),
+                    &record.workspace,
+                    &json,
+                ],
+            )
+            .await
+            .map_err(db(ctx.clone()))?;
+        tx.commit().await.map_err(db(ctx))?;
+        Ok(Ok(n == 1))
+    }
+
     /// Bind a session's worker to a component (an unbound one only).
     async fn bind_worker(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
