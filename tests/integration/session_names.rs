@@ -408,3 +408,47 @@ fn the_workers_quota_holds_across_instances() {
     // Another workspace is not held back by A's quota.
     assert_eq!(create(&nodes[1], B).0, 201);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_names_another_workspaces_session_as_workspace_slash_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), toml()).unwrap();
+    let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    let name = cairn::SessionId::parse("squat-1").unwrap();
+    let (_, b_worker) = rt.create_session_in(Some(name.clone()), "b").await.unwrap();
+    let (_, local_worker) = rt.create_session(Some(name)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+    let worker_of = |arg: &str| {
+        let out = cairn_in(&home, &["inspect", arg, "--json"]);
+        assert!(
+            out.status.success(),
+            "{arg}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["session"]["session_id"], "squat-1", "{v}");
+        v["session"]["worker_id"].as_str().unwrap().to_string()
+    };
+    assert_eq!(worker_of("b/squat-1"), b_worker.to_string());
+    assert_eq!(worker_of("squat-1"), local_worker.to_string());
+    let out = cairn_in(&home, &["inspect", "a/squat-1"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("squat-1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cairn_in(&home, &["rm", "b/squat-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!cairn_in(&home, &["inspect", "b/squat-1"]).status.success());
+    assert_eq!(worker_of("squat-1"), local_worker.to_string());
+}

@@ -204,10 +204,10 @@ impl Client {
             )),
             Client::Remote { .. } => {
                 let summary = self
-                    .get(&format!("/v1/sessions/{}", enc(session.as_str())))
+                    .get(&format!("/v1/sessions/{}", enc(session.name())))
                     .await?;
                 let runs = self
-                    .get(&format!("/v1/runs?session={}", enc(session.as_str())))
+                    .get(&format!("/v1/runs?session={}", enc(session.name())))
                     .await?;
                 let mine: Vec<Value> = runs.as_array().map(|a| a.to_vec()).unwrap_or_default();
                 Ok((summary, Value::Array(mine)))
@@ -247,7 +247,7 @@ impl Client {
                 let last = if follow {
                     u64::MAX
                 } else {
-                    self.get(&format!("/v1/sessions/{}", enc(session.as_str())))
+                    self.get(&format!("/v1/sessions/{}", enc(session.name())))
                         .await?["last_seq"]
                         .as_u64()
                         .unwrap_or(0)
@@ -258,7 +258,7 @@ impl Client {
                 let resp = http
                     .get(format!(
                         "{base}/v1/sessions/{}/events?after={after}",
-                        enc(session.as_str())
+                        enc(session.name())
                     ))
                     .send()
                     .await
@@ -359,7 +359,7 @@ impl Client {
                 }
             }),
             Client::Remote { .. } => {
-                let s = enc(session.as_str());
+                let s = enc(session.name());
                 match op {
                     SegmentOp::Compact => {
                         self.post(&format!("/v1/sessions/{s}/compact"), serde_json::json!({}))
@@ -390,7 +390,7 @@ impl Client {
             Client::Local(rt) => Ok(rt.delete_session(session).await?),
             Client::Remote { base, http } => {
                 let resp = http
-                    .delete(format!("{base}/v1/sessions/{}", enc(session.as_str())))
+                    .delete(format!("{base}/v1/sessions/{}", enc(session.name())))
                     .send()
                     .await
                     .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;

@@ -1,6 +1,5 @@
 //! `cairn debug …`: hidden helpers for crash tests; not a user surface.
 
-use crate::ids::SessionId;
 use crate::journal::Journals;
 use crate::journal::event::{AgentEvent, Payload};
 use crate::store::Store;
@@ -37,7 +36,7 @@ pub async fn debug(cmd: Debug) -> anyhow::Result<ExitCode> {
             batch,
         } => {
             let home = Home::open(&home)?;
-            let session = SessionId::parse(&session)?;
+            let session = super::session_arg(&session)?;
             let store: Arc<dyn Store> = Arc::new(FileStore::new(home.clone()));
             let journals = Journals::new(store, 16);
             let journal = match home.lookup(&session)? {

@@ -2,7 +2,7 @@
 //! in-process on a home, or against a server with `--server URL`.
 
 use super::client::TargetArgs;
-use crate::ids::{DecisionId, RunId, SessionId};
+use crate::ids::{DecisionId, RunId};
 use serde_json::Value;
 use std::io::Write;
 use std::process::ExitCode;
@@ -103,7 +103,7 @@ async fn segment(
     session: &str,
     op: super::client::SegmentOp,
 ) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(session)?;
+    let session = super::session_arg(session)?;
     let command = match op {
         super::client::SegmentOp::Compact => "compact",
         super::client::SegmentOp::Branch(_) => "branch",
@@ -234,7 +234,7 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     let (summary, runs) = args.target.reader(false).await?.inspect(&session).await?;
     if args.target.json {
         println!(
@@ -319,7 +319,7 @@ pub async fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn events(args: EventsArgs) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     let client = args.target.reader(args.follow).await?;
     let json = args.target.json;
     let mut out = std::io::stdout();
@@ -342,7 +342,7 @@ pub async fn events(args: EventsArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn export(args: SessionArg) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     let client = args.target.reader(false).await?;
     let mut out = std::io::stdout().lock();
     let mut n = 0u64;
@@ -418,7 +418,7 @@ pub async fn resume(args: RunArg) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn rm(args: SessionArg) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     args.target.writer("rm").await?.rm(&session).await?;
     if args.target.json {
         println!(

@@ -118,6 +118,18 @@ impl HomeArg {
 
 /// An error and its causes, each cause once: one whose text the message
 /// already holds (an error that prints its source) is not said again.
+/// A session named on the command line: `NAME` (the host's own workspace,
+/// or the token's workspace at a server), or `WORKSPACE/NAME` for another
+/// workspace's session of a home opened here (session ids are one
+/// namespace per workspace).
+pub(crate) fn session_arg(arg: &str) -> anyhow::Result<crate::ids::SessionId> {
+    match arg.split_once('/') {
+        Some((workspace, name)) if !workspace.is_empty() => Ok(crate::ids::SessionId::parse(name)?
+            .in_workspace(workspace, crate::runtime::HOST_WORKSPACE)),
+        _ => Ok(crate::ids::SessionId::parse(arg)?),
+    }
+}
+
 fn error_chain(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {

@@ -2,7 +2,6 @@
 //! journal and report divergence. Writes nothing.
 
 use super::HomeArg;
-use crate::ids::SessionId;
 use crate::runtime::Runtime;
 use crate::runtime::replay::RunReplay;
 use std::process::ExitCode;
@@ -20,7 +19,7 @@ pub struct ReplayArgs {
 }
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     let mut config = args.home.runtime_config("replay")?;
     // Offline replay reads only: no lock, no repair, nothing written.
     config.read_only = true;

@@ -8,16 +8,13 @@ use std::process::ExitCode;
 
 /// `cairn prune SESSION`.
 pub async fn prune(args: SessionArg) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     let client = args.target.writer("prune").await?;
     match &client {
         Client::Local(rt) => rt.prune(&session).await?,
         Client::Remote { .. } => {
             client
-                .post(
-                    &format!("/v1/sessions/{}/prune", session.as_str()),
-                    json!({}),
-                )
+                .post(&format!("/v1/sessions/{}/prune", session.name()), json!({}))
                 .await?;
         }
     }
@@ -32,7 +29,7 @@ pub async fn prune(args: SessionArg) -> anyhow::Result<ExitCode> {
 
 /// `cairn tree SESSION`: the delegation tree under a session, with states.
 pub async fn tree(args: SessionArg) -> anyhow::Result<ExitCode> {
-    let session = SessionId::parse(&args.session)?;
+    let session = super::session_arg(&args.session)?;
     let client = args.target.reader(false).await?;
     let mut out = Vec::new();
     walk(&client, &session, None, 0, &mut out, &args.target).await?;

@@ -67,7 +67,7 @@ impl RuntimeConfig {
         RuntimeConfig {
             home: home.into(),
             store: StoreKind::File,
-            workspace: "local".into(),
+            workspace: HOST_WORKSPACE.into(),
             live_window: crate::journal::DEFAULT_LIVE_WINDOW,
             live_window_bytes: crate::journal::DEFAULT_LIVE_WINDOW_BYTES,
             host: crate::config::HostConfig::default(),
@@ -195,3 +195,7 @@ pub struct Started {
     /// The component digest.
     pub component: String,
 }
+
+/// The host's own workspace: local mode, `cairn run` and the CLI act for
+/// it; its sessions are keyed by their bare names.
+pub const HOST_WORKSPACE: &str = "local";

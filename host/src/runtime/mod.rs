@@ -51,7 +51,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
-pub use config::{ComponentRef, FirstCommit, RuntimeConfig, StartRun, Started, StoreKind};
+pub use config::{
+    ComponentRef, FirstCommit, HOST_WORKSPACE, RuntimeConfig, StartRun, Started, StoreKind,
+};
 
 /// A seam told when a generation goes live (`worker.sock` is one): it
 /// serves what it serves through the runtime's public calls, and stops
