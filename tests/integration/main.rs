@@ -12,6 +12,7 @@ mod clients;
 mod common;
 mod corruption;
 mod delegation;
+mod deletes;
 mod doctor;
 mod fuzz;
 mod fuzz_api;

@@ -296,3 +296,47 @@ fn an_a2a_call_at_any_instance_is_served_where_its_context_is_held() {
         "{all}"
     );
 }
+
+/// `GET /v1/decisions?session=S` at an instance that does not hold S
+/// answers S's pending decisions, as the unfiltered listing there does
+/// (before: `404 no session S`).
+#[test]
+fn a_sessions_decisions_are_listed_at_any_instance() {
+    let (_tokio, _pg, store, dir) = shared_store();
+    let nodes = [
+        Instance::start(dir.path(), "d0", &store),
+        Instance::start(dir.path(), "d1", &store),
+    ];
+    let http = client();
+    let r = http
+        .post(format!("{}/v1/runs", nodes[0].url))
+        .json(&serde_json::json!({"component": "approval", "prompt": "ask", "session": "d"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let list = |node: &Instance, query: &str| {
+        let r = http
+            .get(format!("{}/v1/decisions{query}", node.url))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.json::<serde_json::Value>().unwrap())
+    };
+    let t = std::time::Instant::now();
+    let asked = loop {
+        let (_, all) = list(&nodes[0], "?session=d");
+        if let Some(id) = all[0]["decision_id"].as_str() {
+            break id.to_string();
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{all}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (code, everywhere) = list(&nodes[1], "");
+    assert_eq!(
+        (code, everywhere[0]["decision_id"].as_str()),
+        (200, Some(asked.as_str()))
+    );
+    let (code, filtered) = list(&nodes[1], "?session=d");
+    assert_eq!(code, 200, "{filtered}");
+    assert_eq!(filtered.as_array().map(Vec::len), Some(1), "{filtered}");
+    assert_eq!(filtered[0]["decision_id"], asked.as_str(), "{filtered}");
+}

@@ -59,7 +59,12 @@ fn names(method: &Method, path: &str, query: &str, headers: &HeaderMap) -> Names
             Some(s) => Names::Session(s),
             None => Names::Nothing,
         },
-        ["v1", "decisions"] if method == Method::GET => Names::Everywhere,
+        // One session's decisions: where it is held; every session's:
+        // merged from every instance.
+        ["v1", "decisions"] if method == Method::GET => match session_query {
+            Some(s) => Names::Session(s),
+            None => Names::Everywhere,
+        },
         // A stream follows the relay here; a listing is read here.
         ["v1", "sessions", _, "events"] | ["v1", "runs", _, "events"] => Names::Nothing,
         ["v1", "sessions", id] | ["v1", "sessions", id, _] => Names::Session(decode(id)),

@@ -86,6 +86,11 @@ pub async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     s.rt.delete_session(&session).await?;
+    // The work queue's records of it go too (a card's key never gets a
+    // second worker by an answer after its session is gone).
+    if let Err(e) = s.queue.session_deleted(&session).await {
+        eprintln!("cairn: session {session} deleted; the work queue not told: {e}");
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -387,7 +387,13 @@ impl Client {
     /// Delete a session.
     pub async fn rm(&self, session: &SessionId) -> anyhow::Result<()> {
         match self {
-            Client::Local(rt) => Ok(rt.delete_session(session).await?),
+            Client::Local(rt) => {
+                rt.delete_session(session).await?;
+                crate::queue::Queue::open(rt.clone())?
+                    .session_deleted(session)
+                    .await?;
+                Ok(())
+            }
             Client::Remote { base, http } => {
                 let resp = http
                     .delete(format!("{base}/v1/sessions/{}", enc(session.name())))

@@ -246,6 +246,49 @@ impl Queue {
     }
 
     /// Retire the record of `key` (kept for audit under a new name).
+    /// A session was deleted: the records naming it are retired, and a
+    /// card waiting on it (pending or awaiting) ends `failed`, so no answer
+    /// or dispatch makes its key a second worker. A processing card's run
+    /// was cancelled by the delete; its end is recorded as any other.
+    pub async fn session_deleted(&self, session: &crate::ids::SessionId) -> Result<(), QueueError> {
+        let _guard = self.lock.lock().await;
+        let mut records = self.store.records()?;
+        let keys: Vec<String> = records
+            .sessions
+            .iter()
+            .filter(|(k, r)| !k.contains("#retired-") && r.session_id == *session)
+            .map(|(k, _)| k.clone())
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let why = format!("its session {session} was deleted");
+        for key in &keys {
+            retire_in(&mut records, key, &why);
+        }
+        self.store.put_records(&records)?;
+        let mut cards = self.store.cards()?;
+        let now = crate::fsutil::now_ms();
+        let mut changed = false;
+        for row in cards
+            .rows
+            .iter_mut()
+            .filter(|r| keys.contains(&r.worker_key))
+        {
+            if matches!(row.state, RowState::Pending | RowState::Awaiting) {
+                row.state = RowState::Failed;
+                row.last_reason = Some(why.clone());
+                row.resume = None;
+                row.updated_ms = now;
+                changed = true;
+            }
+        }
+        if changed {
+            self.store.put_cards(&cards)?;
+        }
+        Ok(())
+    }
+
     fn retire(&self, key: &str, why: &str) -> Result<(), QueueError> {
         let mut records = self.store.records()?;
         retire_in(&mut records, key, why);

@@ -229,6 +229,27 @@ impl Runtime {
         for pending in self.pending_decisions(Some(session)) {
             self.inner.broker.withdraw(&pending.decision_id);
         }
+        // Owned work next (seed 003): every run below it stops, and each
+        // child is pruned with its loan ended — no child outlives its
+        // deleted parent still naming it as live.
+        self.stop_below(worker).await;
+        if let Ok(meta) = self
+            .inner
+            .workers
+            .open_worker(worker)
+            .and_then(|w| w.metadata())
+        {
+            for child in &meta.children {
+                if let Ok(w) = self.inner.workers.open_worker(child.worker_id)
+                    && let Ok(mut record) = w.record()
+                    && let Some(p) = record.parent.as_mut()
+                    && !p.loan_reclaimed
+                {
+                    p.loan_reclaimed = true;
+                    let _ = w.write_record(&record);
+                }
+            }
+        }
         let window = self.crash_window();
         // A child deleted ends its loan: its parent records it pruned.
         let record = self

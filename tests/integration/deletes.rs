@@ -1,0 +1,135 @@
+//! A delete stops owned work (seed 003: stop restarts, then the active
+//! execution and owned tasks, then files and index; issue 38 item 3): a
+//! deleted parent's children stop and are pruned with their loans ended,
+//! and a deleted queue card's session ends the card instead of an answer
+//! making its key a second worker.
+
+use super::delegation::grant;
+use cairn::runtime::{ComponentRef, StartRun};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_parent_stops_and_prunes_its_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = super::common::runtime_with(&home, None).await;
+    let hostile = grant(&rt, "hostile").await;
+    let parent = grant(&rt, "parent").await;
+    // Two children spawned `continue`, each waiting on a decision: they
+    // outlive their parent's run.
+    let steps = json!([
+        { "spawn": { "component": hostile, "prompt": "wait" } },
+        { "spawn": { "component": hostile, "prompt": "wait" } },
+    ]);
+    let root = rt
+        .start(StartRun::new(
+            ComponentRef::Digest(parent),
+            steps.to_string(),
+        ))
+        .await
+        .unwrap();
+    rt.wait(root.run_id).await.unwrap();
+    let t = Instant::now();
+    while rt.live_runs().len() < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the children never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let children: Vec<_> = rt.live_runs().into_iter().map(|(s, _)| s).collect();
+    rt.delete_session(&root.session_id).await.unwrap();
+    // Before, both children went on running, naming a parent that was gone.
+    assert!(rt.live_runs().is_empty(), "{:?}", rt.live_runs());
+    for child in &children {
+        let summary = rt.summary(child).await.unwrap();
+        let record: Value = serde_json::from_slice(
+            &std::fs::read(
+                home.join("workers")
+                    .join(summary.worker_id.to_string())
+                    .join("worker.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["parent"]["loan_reclaimed"], true, "{record}");
+        let facts = summary.last_run.expect("the child's run ended");
+        assert_eq!(facts.status, cairn::RunStatus::Cancelled, "{facts:?}");
+    }
+    rt.begin_shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_awaiting_cards_session_ends_the_card() {
+    let (_tmp, rt, base) = super::common::served_here(None).await;
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let r = http
+        .post(format!("{base}/v1/queue"))
+        .json(&json!({"card": "deploy", "component": "approval", "prompt": "may I deploy?"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let state = |rows: &Value| rows[0]["state"].as_str().unwrap_or_default().to_string();
+    let t = Instant::now();
+    while state(&get("/v1/queue").await) != "awaiting" {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{}",
+            get("/v1/queue").await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sessions = get("/v1/sessions").await;
+    assert_eq!(sessions.as_array().map(Vec::len), Some(1), "{sessions}");
+    let session = sessions[0]["session_id"].as_str().unwrap().to_string();
+    let r = http
+        .delete(format!(
+            "{base}/v1/sessions/{}",
+            super::common::enc(&session)
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let t = Instant::now();
+    let rows = loop {
+        let rows = get("/v1/queue").await;
+        if state(&rows) == "failed" {
+            break rows;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        rows[0]["last_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("deleted"),
+        "{rows}"
+    );
+    // An answer now is refused, and makes no second worker for the key.
+    let r = http
+        .post(format!("{base}/v1/queue/deploy/answer"))
+        .json(&json!({"value": {"approved": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409, "{}", r.text().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get("/v1/sessions").await, json!([]));
+    rt.begin_shutdown();
+}
