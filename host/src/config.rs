@@ -221,7 +221,7 @@ pub struct Quota {
     pub uploads: usize,
     /// Bytes of the components uploaded, together. 0: the default, 1 GiB.
     pub component_bytes: u64,
-    /// Work-queue cards pending or processing at once. 0: the default, 1,000.
+    /// Work-queue cards open at once (pending, processing or awaiting). 0: the default, 1,000.
     pub cards: usize,
     /// Workers (sessions, delegated children included) the workspace
     /// holds until it deletes them. 0: the default, 100,000.

@@ -26,6 +26,7 @@ mod peers;
 mod postgres;
 mod queue;
 mod queue_files;
+mod queue_open;
 mod restore;
 mod runtime;
 mod scale_out;

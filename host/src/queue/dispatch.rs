@@ -23,8 +23,11 @@ enum Ending {
     Done(String),
     /// It asked a question (its text).
     Question(String),
-    /// It waits on a decision nobody present can answer.
-    Waiting(DecisionId, String),
+    /// It waits on a decision nobody present can answer: parked (or
+    /// about to, its controller can park), or still live (`true`: its
+    /// controller cannot park, so its run holds an instance until the
+    /// answer; no ledger row, and it counts against `max_concurrency`).
+    Waiting(DecisionId, String, bool),
     /// It parked.
     Parked,
     /// It failed or was cancelled.
@@ -111,11 +114,16 @@ impl Queue {
                 return Ok(());
             }
             let mut cards = self.store.cards()?;
+            // Open worker sessions are bounded (seed 001): a row processing,
+            // and an awaiting one whose run is still live (a controller that
+            // cannot park waits holding its instance).
+            let live_awaiting = self.live_awaiting(&cards)?;
             let busy = cards
                 .rows
                 .iter()
                 .filter(|r| r.state == RowState::Processing)
-                .count();
+                .count()
+                + live_awaiting;
             let room = self.max.saturating_sub(busy);
             let mut chosen = Vec::new();
             let now = crate::fsutil::now_ms();
@@ -129,8 +137,12 @@ impl Queue {
             if !chosen.is_empty() {
                 self.store.put_cards(&cards)?;
                 *quiet() = None;
-            } else {
+            } else if live_awaiting == 0 {
                 *quiet() = stamp;
+            } else {
+                // A live awaiting run may end without any row changing:
+                // look again next tick.
+                *quiet() = None;
             }
             chosen
         };
@@ -138,6 +150,27 @@ impl Queue {
             self.spawn(row);
         }
         Ok(())
+    }
+
+    /// Awaiting rows whose worker has a live run.
+    fn live_awaiting(&self, cards: &super::model::Cards) -> Result<usize, QueueError> {
+        if !cards.rows.iter().any(|r| r.state == RowState::Awaiting) {
+            return Ok(0);
+        }
+        let records = self.store.records()?;
+        let live: std::collections::HashSet<SessionId> =
+            self.rt.live_runs().into_iter().map(|(s, _)| s).collect();
+        Ok(cards
+            .rows
+            .iter()
+            .filter(|r| r.state == RowState::Awaiting)
+            .filter(|r| {
+                records
+                    .sessions
+                    .get(&r.worker_key)
+                    .is_some_and(|rec| live.contains(&rec.session_id))
+            })
+            .count())
     }
 
     fn spawn(self: &Arc<Self>, row: Row) {
@@ -153,7 +186,7 @@ impl Queue {
         let q = self.clone();
         tokio::spawn(async move {
             let ending = match q.dispatch(&row).await {
-                Ok(d) => Some((q.follow(&d).await, Some(d))),
+                Ok(d) => Some((q.follow(&d, &row).await, Some(d))),
                 Err(QueueError::Runtime(crate::runtime::RuntimeError::ShuttingDown)) => None,
                 Err(e) => Some((Ending::Blocked(e.to_string()), None)),
             };
@@ -514,8 +547,19 @@ impl Queue {
 
     /// Follow a dispatched run to its end, or until it waits on a decision
     /// nobody present can answer.
-    async fn follow(&self, d: &Dispatched) -> Ending {
+    async fn follow(&self, d: &Dispatched, row: &Row) -> Ending {
         let mut answer = d.answer.clone();
+        // A run that cannot park and waits stays live: the card awaits
+        // with its run holding an instance.
+        let can_park = match component_of(&row.component) {
+            Ok(c) => self
+                .rt
+                .add_component(&c)
+                .await
+                .map(|(_, info)| info.can_park)
+                .unwrap_or(true),
+            Err(_) => true,
+        };
         let Ok(last) = self.rt.last_seq(&d.session).await else {
             return Ending::Failed("its session cannot be read".into());
         };
@@ -570,7 +614,9 @@ impl Queue {
                     // caught up).
                     LifecycleEvent::Parked { .. } => {
                         return match pending.first() {
-                            Some((id, prompt)) => Ending::Waiting(id.clone(), prompt.clone()),
+                            Some((id, prompt)) => {
+                                Ending::Waiting(id.clone(), prompt.clone(), false)
+                            }
                             None => Ending::Parked,
                         };
                     }
@@ -588,7 +634,7 @@ impl Queue {
                 && present == 0
                 && let Some((id, prompt)) = pending.first()
             {
-                return Ending::Waiting(id.clone(), prompt.clone());
+                return Ending::Waiting(id.clone(), prompt.clone(), !can_park);
             }
         }
     }
@@ -606,7 +652,7 @@ impl Queue {
         let (state, reason) = match &ending {
             Ending::Done(_) => (RowState::Done, None),
             Ending::Question(q) => (RowState::Awaiting, Some(format!("asked: {q}"))),
-            Ending::Waiting(id, p) => (
+            Ending::Waiting(id, p, _) => (
                 RowState::Awaiting,
                 Some(format!("waits on decision {id}: {p}")),
             ),
@@ -620,7 +666,7 @@ impl Queue {
         let record = records.sessions.get_mut(&row.worker_key);
         if let (Some(record), Some(d)) = (record, d) {
             record.pending_decision = match &ending {
-                Ending::Waiting(id, _) => Some(id.clone()),
+                Ending::Waiting(id, _, _) => Some(id.clone()),
                 _ => None,
             };
             let ended = !matches!(ending, Ending::Waiting(..));
@@ -681,7 +727,11 @@ impl Queue {
         });
         // The ledger row first: a crash after it leaves the row processing,
         // and the recovery that ends it again finds the row written.
-        self.ledger_once(&ledger)?;
+        // Terminal rows only: a run still live waiting on its answer has
+        // not ended (its end, after the answer, writes the row).
+        if !matches!(ending, Ending::Waiting(_, _, true)) {
+            self.ledger_once(&ledger)?;
+        }
         crate::fsutil::crash_point("queue-ledgered");
         self.store.put_records(&records)?;
         self.store.put_cards(&cards)?;

@@ -188,11 +188,18 @@ impl Queue {
             .rows
             .iter()
             .filter(|r| r.workspace == new.workspace)
-            .filter(|r| matches!(r.state, RowState::Pending | RowState::Processing))
+            // Open cards: waiting for a slot, running, or waiting on an
+            // answer (done and failed ones are closed).
+            .filter(|r| {
+                matches!(
+                    r.state,
+                    RowState::Pending | RowState::Processing | RowState::Awaiting
+                )
+            })
             .count();
         if held >= quota && Self::find(&mut cards, &new.workspace, &new.card).is_none() {
             return Err(QueueError::Capacity(format!(
-                "workspace {:?} holds {held} cards pending or processing, its [quota] cards",
+                "workspace {:?} holds {held} open cards (pending, processing or awaiting), its [quota] cards",
                 new.workspace
             )));
         }

@@ -143,8 +143,8 @@ fn card_file(row: &Row) -> String {
     format!("{id}.json")
 }
 
-/// What this process knows `cards/` holds: each document's order and bytes.
-type CardFiles = BTreeMap<String, (u64, Vec<u8>)>;
+/// What this process knows `cards/` holds: each document's order and row.
+type CardFiles = BTreeMap<String, (u64, Row)>;
 
 /// A worker record's standing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -321,6 +321,10 @@ pub struct FileQueue {
     /// `cards/` as last read or written (`None`: not known yet), so a
     /// write replaces only the rows that changed.
     known: std::sync::Mutex<Option<CardFiles>>,
+    /// The rows as last read or written, and `cards/`'s stamp then: while
+    /// the stamp holds, nothing else wrote them and they are not parsed
+    /// again.
+    rows: std::sync::Mutex<Option<(Option<[i64; 6]>, Vec<Row>)>>,
 }
 
 /// An append a crash cut short leaves a last line without its newline;
@@ -356,7 +360,12 @@ impl FileQueue {
             root,
             writable,
             known: std::sync::Mutex::new(None),
+            rows: std::sync::Mutex::new(None),
         })
+    }
+
+    fn rows_cache(&self) -> std::sync::MutexGuard<'_, Option<(Option<[i64; 6]>, Vec<Row>)>> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Option<CardFiles>> {
@@ -364,7 +373,7 @@ impl FileQueue {
     }
 
     /// Every card document of `cards/`, in the order cards were added.
-    fn card_docs(&self, dir: &Dir) -> Result<Vec<(String, CardDoc, Vec<u8>)>, StoreFailure> {
+    fn card_docs(&self, dir: &Dir) -> Result<Vec<(String, CardDoc)>, StoreFailure> {
         let cards = match dir.open_dir(CARD_DIR) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -381,10 +390,9 @@ impl FileQueue {
             }
             let doc = fsutil::read_document::<CardDoc>(&cards, &name, 1)
                 .map_err(|e| StoreFailure(format!("{DIR}/{CARD_DIR}/{name}: {e}")))?;
-            let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| fail(&e))?;
-            docs.push((name, doc, bytes));
+            docs.push((name, doc));
         }
-        docs.sort_by_key(|(name, doc, _)| (doc.order, name.clone()));
+        docs.sort_by_key(|(name, doc)| (doc.order, name.clone()));
         Ok(docs)
     }
 
@@ -459,14 +467,26 @@ impl QueueStore for FileQueue {
             c.version = 1;
             return Ok(c);
         }
+        let stamp = self.cards_stamp();
+        if stamp.is_some()
+            && self.known().is_some()
+            && let Some((held, rows)) = self.rows_cache().as_ref()
+            && *held == stamp
+        {
+            return Ok(Cards {
+                version: 1,
+                rows: rows.clone(),
+            });
+        }
         let docs = self.card_docs(&dir)?;
         let mut known = CardFiles::new();
         let mut rows = Vec::with_capacity(docs.len());
-        for (name, doc, bytes) in docs {
-            known.insert(name, (doc.order, bytes));
+        for (name, doc) in docs {
+            known.insert(name, (doc.order, doc.row.clone()));
             rows.push(doc.row);
         }
         *self.known() = Some(known);
+        *self.rows_cache() = Some((stamp, rows.clone()));
         Ok(Cards { version: 1, rows })
     }
 
@@ -486,7 +506,7 @@ impl QueueStore for FileQueue {
             None => self
                 .card_docs(&dir)?
                 .into_iter()
-                .map(|(name, doc, bytes)| (name, (doc.order, bytes)))
+                .map(|(name, doc)| (name, (doc.order, doc.row)))
                 .collect(),
         };
         let mut next = held.values().map(|(o, _)| *o + 1).max().unwrap_or(0);
@@ -501,16 +521,16 @@ impl QueueStore for FileQueue {
                         next - 1
                     }
                 };
-                let doc = CardDoc {
-                    version: 1,
-                    order,
-                    row: row.clone(),
-                };
-                let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| fail(&e))?;
-                if held.get(&name).map(|(_, b)| b) != Some(&bytes) {
+                if held.get(&name).map(|(_, r)| r) != Some(row) {
+                    let doc = CardDoc {
+                        version: 1,
+                        order,
+                        row: row.clone(),
+                    };
+                    let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| fail(&e))?;
                     fsutil::write_document(&card_dir, &name, &bytes).map_err(|e| fail(&e))?;
                 }
-                now.insert(name, (order, bytes));
+                now.insert(name, (order, row.clone()));
             }
             let mut removed = false;
             for name in held.keys().filter(|n| !now.contains_key(*n)) {
@@ -530,6 +550,9 @@ impl QueueStore for FileQueue {
         // What is on disk is known only after a write that went through.
         if result.is_ok() {
             *known = Some(now);
+            *self.rows_cache() = Some((self.cards_stamp(), cards.rows.clone()));
+        } else {
+            *self.rows_cache() = None;
         }
         result
     }
