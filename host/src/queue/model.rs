@@ -146,6 +146,9 @@ fn card_file(row: &Row) -> String {
 /// What this process knows `cards/` holds: each document's order and row.
 type CardFiles = BTreeMap<String, (u64, Row)>;
 
+/// The rows as last read or written, with `cards/`'s stamp then.
+type CachedRows = (Option<[i64; 6]>, Vec<Row>);
+
 /// A worker record's standing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -324,7 +327,7 @@ pub struct FileQueue {
     /// The rows as last read or written, and `cards/`'s stamp then: while
     /// the stamp holds, nothing else wrote them and they are not parsed
     /// again.
-    rows: std::sync::Mutex<Option<(Option<[i64; 6]>, Vec<Row>)>>,
+    rows: std::sync::Mutex<Option<CachedRows>>,
 }
 
 /// An append a crash cut short leaves a last line without its newline;
@@ -364,7 +367,7 @@ impl FileQueue {
         })
     }
 
-    fn rows_cache(&self) -> std::sync::MutexGuard<'_, Option<(Option<[i64; 6]>, Vec<Row>)>> {
+    fn rows_cache(&self) -> std::sync::MutexGuard<'_, Option<CachedRows>> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
