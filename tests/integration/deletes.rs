@@ -133,3 +133,47 @@ async fn deleting_an_awaiting_cards_session_ends_the_card() {
     assert_eq!(get("/v1/sessions").await, json!([]));
     rt.begin_shutdown();
 }
+
+/// The phantom an interrupted delete left (issue 40 item 5): an empty
+/// `workers/<id>/` (an older cairn removed the marker before the
+/// directory) was listed as corrupt forever and nothing removed it; the
+/// next owner removes it, and a delete now leaves the aggregate in one
+/// rename, so no crash point leaves such a directory.
+#[test]
+fn an_empty_aggregate_left_by_a_killed_delete_is_removed_by_the_next_owner() {
+    use super::common::cairn_in;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = cairn_in(&home, &["run", "echo", "--prompt", "x", "--json"]);
+    assert!(out.status.success());
+    // What the killed delete left: the directory, and no clean-stop
+    // marker (the process that died wrote none).
+    let phantom = home.join("workers").join(uuid::Uuid::now_v7().to_string());
+    std::fs::create_dir(&phantom).unwrap();
+    let _ = std::fs::remove_file(home.join("cairn.clean"));
+    let listed = |home: &std::path::Path| -> Vec<Value> {
+        let out = cairn_in(home, &["ls", "--json"]);
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    // A reader changes nothing (and shows what is there).
+    assert_eq!(listed(&home).len(), 2);
+    assert!(phantom.exists());
+    // The next owner (any writing command) removes it.
+    let out = cairn_in(&home, &["run", "echo", "--prompt", "y", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!phantom.exists());
+    let rows = listed(&home);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r["state"]["state"] != "corrupt"),
+        "{rows:?}"
+    );
+}

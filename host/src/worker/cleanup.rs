@@ -19,6 +19,8 @@ pub(crate) const MIGRATING: &str = "migrating";
 /// The prefix of a worker directory being laid out before it is renamed
 /// into place (never a worker id, so no walk of `workers/` sees it).
 pub(super) const LAYING_OUT: &str = ".new-";
+/// A deleted aggregate on its way out of `workers/` (renamed, then removed).
+pub(super) const GONE: &str = ".gone-";
 
 /// Whether a worker directory is staged (not yet published).
 pub(super) fn is_staged(dir: &Dir) -> bool {
@@ -113,36 +115,20 @@ impl Home {
     /// Remove `workers/<name>`: everything in it but its marker first, then
     /// the marker, then the directory.
     pub(super) fn remove_worker_dir(&self, name: &str) -> io::Result<()> {
-        let dir = match self.inner.workers.open_dir(name) {
-            Ok(d) => d,
+        // The aggregate leaves `workers/` in one rename, its marker still
+        // inside: no listing names a `.gone-` entry, and a crash from here
+        // on leaves one the next owner's recovery removes (before, the
+        // marker went first and a crash before the directory left an empty
+        // `workers/<id>/` listed as corrupt forever).
+        let gone = format!("{GONE}{name}-{}", uuid::Uuid::new_v4().simple());
+        match self.inner.workers.rename(name, &self.inner.workers, &gone) {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
-        };
-        let markers = [DELETING, FORKING, CREATING];
-        for entry in dir.entries()? {
-            let entry = entry?;
-            let file = entry.file_name();
-            let Some(file) = file.to_str() else {
-                continue;
-            };
-            if markers.contains(&file) {
-                continue;
-            }
-            if entry.file_type()?.is_dir() {
-                fsutil::remove_tree(&dir, file)?;
-            } else {
-                dir.remove_file(file)?;
-            }
         }
+        fsutil::sync_dir(&self.inner.workers)?;
         fsutil::crash_point("delete-before-marker-removed");
-        for marker in markers {
-            match dir.remove_file(marker) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        self.inner.workers.remove_dir(name)?;
+        fsutil::remove_tree(&self.inner.workers, &gone)?;
         fsutil::sync_dir(&self.inner.workers)
     }
 
@@ -174,10 +160,11 @@ impl Home {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if name.starts_with(LAYING_OUT) {
+            if name.starts_with(LAYING_OUT) || name.starts_with(GONE) {
                 if let Err(e) = fsutil::remove_tree(&self.inner.workers, name) {
-                    out.problems
-                        .push(format!("cannot remove workers/{name} (half laid out): {e}"));
+                    out.problems.push(format!(
+                        "cannot remove workers/{name} (half laid out or deleted): {e}"
+                    ));
                 }
                 continue;
             }
@@ -185,6 +172,18 @@ impl Home {
                 continue;
             };
             let Ok(dir) = entry.open_dir() else { continue };
+            // An empty aggregate is what an older cairn's delete left when
+            // it died between the marker and the directory: it holds
+            // nothing, so it goes.
+            if dir.entries().is_ok_and(|mut e| e.next().is_none()) {
+                match self.inner.workers.remove_dir(name) {
+                    Ok(()) => out.deleted.push(id),
+                    Err(e) => out
+                        .problems
+                        .push(format!("cannot remove the empty workers/{name}: {e}")),
+                }
+                continue;
+            }
             if dir.exists(MIGRATING) && !dir.exists(DELETING) {
                 continue;
             }
