@@ -99,6 +99,20 @@ pub struct HomeLock {
     holder: Holder,
     /// The previous owner stopped cleanly ([`CLEAN_FILE`] was there).
     was_clean: bool,
+    /// What its marker vouched for: the index entries and worker
+    /// directories the home held when it stopped.
+    vouched: Option<Vouched>,
+}
+
+/// What a clean stop vouches for: how many index entries and worker
+/// directories the home held. A next owner that finds other counts (an
+/// index entry lost, a directory gone) walks the home as after a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Vouched {
+    /// `index/sessions/*.json`.
+    pub index: u64,
+    /// `workers/<worker_id>/`.
+    pub workers: u64,
 }
 
 impl HomeLock {
@@ -150,6 +164,7 @@ impl HomeLock {
                 url: None,
             },
             was_clean: false,
+            vouched: None,
         };
         if let Err(e) = lock.write() {
             return Err(io(e));
@@ -157,6 +172,10 @@ impl HomeLock {
         // Consumed before anything is written: a crash of this owner must
         // leave no marker behind.
         let marker = home.join(CLEAN_FILE);
+        lock.vouched = std::fs::read_to_string(&marker).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| serde_json::from_str::<Vouched>(l).ok())
+        });
         lock.was_clean = match std::fs::remove_file(&marker) {
             Ok(()) => {
                 File::open(home)
@@ -183,9 +202,15 @@ impl HomeLock {
         self.was_clean
     }
 
+    /// What the previous owner's clean stop vouched for (`None`: no
+    /// marker, or one that vouched for nothing).
+    pub fn vouched(&self) -> Option<Vouched> {
+        self.vouched
+    }
+
     /// Give the lock up after a clean stop: sync the home's filesystem,
     /// then leave [`CLEAN_FILE`] (synced) for the next owner.
-    pub fn release_clean(self) -> std::io::Result<()> {
+    pub fn release_clean(self, vouched: Vouched) -> std::io::Result<()> {
         rustix::fs::syncfs(&self.file)?;
         let home = self.path.parent().unwrap_or(Path::new("."));
         let mut marker = OpenOptions::new()
@@ -199,6 +224,11 @@ impl HomeLock {
             "stopped cleanly by pid {} at {} ms",
             self.holder.pid,
             crate::fsutil::now_ms()
+        )?;
+        writeln!(
+            marker,
+            "{}",
+            serde_json::to_string(&vouched).unwrap_or_default()
         )?;
         marker.sync_all()?;
         File::open(home)?.sync_all()

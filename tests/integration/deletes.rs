@@ -177,3 +177,36 @@ fn an_empty_aggregate_left_by_a_killed_delete_is_removed_by_the_next_owner() {
         "{rows:?}"
     );
 }
+
+/// A lost index entry on a cleanly stopped home (issue 40 item 6): the
+/// next owner trusted the clean marker, skipped the walk that writes lost
+/// entries again, and a run naming the session made it a second worker.
+/// The marker now vouches for the index's and the workers' counts; other
+/// counts mean a walk, which finds the session's worker.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_index_entry_on_a_clean_home_never_makes_a_second_worker() {
+    use super::common::{run_to_end, runtime_with, start_req};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = runtime_with(&home, None).await;
+    let name = cairn::SessionId::parse("keep-1").unwrap();
+    let (session, worker) = rt.create_session(Some(name.clone())).await.unwrap();
+    let mut req = start_req("echo", "one");
+    req.session = Some(session);
+    run_to_end(&rt, req, None).await;
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+    let marker = std::fs::read_to_string(home.join("cairn.clean")).unwrap();
+    assert!(marker.contains("\"index\":1"), "{marker}");
+    for entry in std::fs::read_dir(home.join("index/sessions")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let rt = runtime_with(&home, None).await;
+    let mut req = start_req("echo", "two");
+    req.session = Some(name);
+    let (started, _, _) = run_to_end(&rt, req, None).await;
+    let summary = rt.summary(&started.session_id).await.unwrap();
+    assert_eq!(summary.worker_id, worker, "the session's own worker");
+    assert_eq!(std::fs::read_dir(home.join("workers")).unwrap().count(), 1);
+    rt.shutdown(Duration::from_secs(5)).await;
+}

@@ -182,11 +182,16 @@ impl Runtime {
         };
         // The previous owner stopped cleanly: nothing to repair, no run
         // interrupted (the walks below are skipped).
-        let was_clean = lock.as_ref().is_some_and(|l| l.was_clean());
         let home = match read_only {
             true => Home::open_existing(&config.home)?,
             false => Home::open(&config.home)?,
         };
+        // ... and only if the home still holds what its marker vouched
+        // for: a lost index entry or worker directory is walked for (a
+        // lookup miss would otherwise make a second worker of a session).
+        let was_clean = lock.as_ref().is_some_and(|l| {
+            l.was_clean() && l.vouched().is_some() && l.vouched() == home.vouched().ok()
+        });
         let recovery = match read_only {
             true => Vec::new(),
             false => {
@@ -675,7 +680,10 @@ impl Runtime {
             .take();
         // This runtime no longer owns the home.
         if let (true, Some(lock)) = (clean, lock)
-            && let Err(e) = lock.release_clean()
+            && let Err(e) = self
+                .home()
+                .vouched()
+                .and_then(|vouched| lock.release_clean(vouched))
         {
             eprintln!(
                 "cairn: note: cannot mark the home as stopped cleanly (the next start walks it): {e}"

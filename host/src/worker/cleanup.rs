@@ -132,6 +132,31 @@ impl Home {
         fsutil::sync_dir(&self.inner.workers)
     }
 
+    /// What a clean stop vouches for: the index entries and worker
+    /// directories the home holds now (directory listings, no reads).
+    pub fn vouched(&self) -> io::Result<crate::home_lock::Vouched> {
+        let mut index = 0;
+        for entry in self.inner.index.entries()? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".json") && !name.starts_with('.') {
+                index += 1;
+            }
+        }
+        let mut workers = 0;
+        for entry in self.inner.workers.entries()? {
+            if entry?
+                .file_name()
+                .to_string_lossy()
+                .parse::<WorkerId>()
+                .is_ok()
+            {
+                workers += 1;
+            }
+        }
+        Ok(crate::home_lock::Vouched { index, workers })
+    }
+
     /// What the owner does when it opens a home: finish interrupted
     /// deletes, roll back staged workers, remove half-laid-out directories,
     /// and write lost index entries again. Never fails as a whole: what it
