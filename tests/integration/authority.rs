@@ -650,3 +650,78 @@ fn listings_page_with_a_cursor() {
         .unwrap();
     assert_eq!(bad.status(), 400);
 }
+
+/// On a full disk a session creation, a compaction and a fork answer
+/// `503 storage` with `Retry-After` (before: `500 internal`), and work
+/// again once space returns (issue 40 item 9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_storage_to_creates_compacts_and_forks() {
+    use cairn::runtime::{Runtime, RuntimeConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mnt) = Tmpfs::mount(&tmp.path().join("mnt"), "24m") else {
+        eprintln!("skipped: this machine does not let the test mount a tmpfs (needs root)");
+        return;
+    };
+    let home = mnt.0.join("home");
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let (started, _, _) =
+        crate::common::run_to_end(&rt, crate::common::start_req("echo", "one"), None).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = rt.clone();
+    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    let http = reqwest::Client::new();
+    let session = started.session_id.to_string();
+    let user_message = crate::common::entries_json(&rt, &started.session_id)
+        .await
+        .iter()
+        .find(|e| e["payload"]["event"]["type"] == "started")
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap();
+    let calls = [
+        ("/v1/sessions".to_string(), serde_json::json!({})),
+        (
+            format!("/v1/sessions/{session}/fork"),
+            serde_json::json!({"before_seq": user_message}),
+        ),
+        (
+            format!("/v1/sessions/{session}/compact"),
+            serde_json::json!({}),
+        ),
+    ];
+    fill(&mnt.0, "filler");
+    for (path, body) in &calls {
+        let r = http
+            .post(format!("{base}{path}"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let retry = r.headers().get("retry-after").cloned();
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(
+            (status.as_u16(), v["error"]["code"].as_str()),
+            (503, Some("storage")),
+            "{path}: {v}"
+        );
+        assert!(retry.is_some(), "{path}: no Retry-After");
+        let host = mnt.0.display().to_string();
+        assert!(!v.to_string().contains(&host), "{path}: a host path: {v}");
+    }
+    std::fs::remove_file(mnt.0.join("filler")).unwrap();
+    for (path, body) in &calls {
+        let r = http
+            .post(format!("{base}{path}"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "{path}: {}",
+            r.text().await.unwrap()
+        );
+    }
+    rt.shutdown(Duration::from_secs(5)).await;
+}

@@ -90,6 +90,50 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        // Unavailable for now (the store, a shutdown, a holder): a client
+        // retries after a moment.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
+    }
+}
+
+/// The largest error body [`no_host_paths`] rewrites (every error body this
+/// API writes is far smaller).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// No error answer names the host's home: a message that carries a path
+/// from below (an I/O error on a session's files) names it relative to the
+/// home. Error bodies only; every other response passes untouched.
+pub async fn no_host_paths(
+    axum::extract::State(s): axum::extract::State<super::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    match axum::body::to_bytes(body, MAX_ERROR_BODY).await {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let home = s.rt.home().path().display().to_string();
+            let body = if text.contains(&home) {
+                axum::body::Body::from(s.rt.strip_home(&text))
+            } else {
+                axum::body::Body::from(bytes)
+            };
+            let mut parts = parts;
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            Response::from_parts(parts, body)
+        }
+        Err(_) => Response::from_parts(parts, axum::body::Body::empty()),
     }
 }

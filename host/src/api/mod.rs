@@ -132,6 +132,10 @@ fn router_of(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            error::no_host_paths,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             viewer::cors,
         ))
         .with_state(state)

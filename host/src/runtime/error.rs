@@ -157,6 +157,10 @@ pub enum RuntimeError {
 impl RuntimeError {
     /// A stable snake_case code for wire errors.
     pub fn code(&self) -> &'static str {
+        if self.out_of_space() {
+            // A full disk (or quota) is the store's, whatever was writing.
+            return "storage";
+        }
         match self {
             RuntimeError::Component(ComponentError::Capacity(_)) => "capacity",
             RuntimeError::Component(_) => "invalid_component",
@@ -188,10 +192,31 @@ impl RuntimeError {
         }
     }
 
+    /// Whether a disk or quota refused a write somewhere in this error's
+    /// causes (`ENOSPC`, `EDQUOT`): retryable once space returns, never
+    /// damage.
+    pub fn out_of_space(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && (io.kind() == std::io::ErrorKind::StorageFull
+                    || io.kind() == std::io::ErrorKind::QuotaExceeded
+                    || matches!(io.raw_os_error(), Some(28 | 122)))
+            {
+                return true;
+            }
+            cause = e.source();
+        }
+        false
+    }
+
     /// This error, as a `corrupt` one when it says that `session`'s own
     /// files are damaged (a corrupt line, an unreadable document, an I/O
     /// failure on them): such a fault belongs to that session alone.
     pub fn for_session(self, session: &SessionId) -> RuntimeError {
+        if self.out_of_space() {
+            return self;
+        }
         let damaged = match &self {
             RuntimeError::Store(
                 StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Worker(_),
