@@ -28,6 +28,7 @@ mod queue;
 mod queue_files;
 mod queue_open;
 mod restore;
+mod restore_decisions;
 mod runtime;
 mod scale_out;
 mod session_names;

@@ -62,7 +62,7 @@ impl From<RuntimeError> for ApiError {
         let code = e.code();
         let status = match code {
             "not_found" => StatusCode::NOT_FOUND,
-            "live_run" | "conflict" | "corrupt" => StatusCode::CONFLICT,
+            "live_run" | "conflict" | "corrupt" | "restoring" => StatusCode::CONFLICT,
             "storage" | "held_elsewhere" | "lost_authority" => StatusCode::SERVICE_UNAVAILABLE,
             "capacity" => StatusCode::TOO_MANY_REQUESTS,
             "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
@@ -93,7 +93,7 @@ impl IntoResponse for ApiError {
         let mut response = (self.status, axum::Json(body)).into_response();
         // Unavailable for now (the store, a shutdown, a holder): a client
         // retries after a moment.
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.code == "restoring" {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

@@ -144,6 +144,17 @@ pub enum RuntimeError {
     /// A quota of the workspace (or the host's capacity) is used up.
     #[error("{0}")]
     Capacity(String),
+    /// The decision's run is being restored by replay and has not asked
+    /// for it again yet: retry in a moment.
+    #[error(
+        "decision {decision} of session {session} belongs to a run being restored; retry in a moment"
+    )]
+    Restoring {
+        /// The decision.
+        decision: crate::ids::DecisionId,
+        /// Its session.
+        session: SessionId,
+    },
     /// The session's files are corrupt; every other session is unaffected.
     #[error("session {session} is corrupt: {reason}")]
     Corrupt {
@@ -165,6 +176,7 @@ impl RuntimeError {
             RuntimeError::Component(ComponentError::Capacity(_)) => "capacity",
             RuntimeError::Component(_) => "invalid_component",
             RuntimeError::Capacity(_) => "capacity",
+            RuntimeError::Restoring { .. } => "restoring",
             RuntimeError::LiveRun { .. } => "live_run",
             RuntimeError::SessionExists(_) => "conflict",
             RuntimeError::UnknownSession(_)

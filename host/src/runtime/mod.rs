@@ -144,6 +144,10 @@ pub(crate) struct Inner {
     seams: Vec<Arc<dyn GenerationSeam>>,
     /// Ended runs since start: finished, failed, cancelled, parked.
     ended: [std::sync::atomic::AtomicU64; 4],
+    /// Decisions a run being restored asked before the restart and its
+    /// replay has not asked again yet: answered `409 restoring` (retry),
+    /// never `404`.
+    restoring: std::sync::Mutex<HashMap<DecisionId, SessionId>>,
     config: RuntimeConfig,
 }
 
@@ -274,6 +278,7 @@ impl Runtime {
                 },
                 closing: watch::channel(false).0,
                 ended: Default::default(),
+                restoring: Default::default(),
                 config,
             }),
         };
@@ -497,6 +502,19 @@ impl Runtime {
             let sessions = self.inner.registry.sessions();
             sessions.get(&session).and_then(|l| l.live_run().cloned())
         });
+        if self.inner.broker.session_of(id).is_none()
+            && let Some(session) = self
+                .inner
+                .restoring
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(id)
+        {
+            return Err(RuntimeError::Restoring {
+                decision: id.clone(),
+                session: session.clone(),
+            });
+        }
         let size = crate::journal::json_len(&value) + 256;
         if let Some(ctx) = &live
             && size > ctx.limits.event_bytes
@@ -515,7 +533,14 @@ impl Runtime {
 
     /// The session a decision belongs to, when this host knows it.
     pub fn session_of_decision(&self, id: &DecisionId) -> Option<SessionId> {
-        self.inner.broker.session_of(id)
+        self.inner.broker.session_of(id).or_else(|| {
+            self.inner
+                .restoring
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(id)
+                .cloned()
+        })
     }
 
     /// The workspace a session is attributed to.

@@ -200,7 +200,44 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         }),
     };
     rt.inner.registry.restored().push(run);
+    // Its unanswered requests answer `409 restoring` until the replay asks
+    // them again (the broker has them then) or the run ends.
+    let asked = unanswered(&events, run);
+    if !asked.is_empty() {
+        let mut restoring = rt.inner.restoring.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &asked {
+            restoring.insert(id.clone(), session.clone());
+        }
+    }
     rt.spawn_run(plan);
+    if !asked.is_empty() {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            let _ = rt.wait(run).await;
+            let mut restoring = rt.inner.restoring.lock().unwrap_or_else(|p| p.into_inner());
+            for id in &asked {
+                restoring.remove(id);
+            }
+        });
+    }
+}
+
+/// The decisions `run` asked and nobody answered (nor timed out).
+fn unanswered(events: &[SessionEvent], run: crate::ids::RunId) -> Vec<crate::ids::DecisionId> {
+    let mut asked = Vec::new();
+    for e in events.iter().filter(|e| e.run_id == Some(run)) {
+        match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::DecisionRequested { decision_id, .. }) => {
+                asked.push(decision_id.clone());
+            }
+            Payload::Lifecycle(
+                LifecycleEvent::DecisionRecorded { decision_id, .. }
+                | LifecycleEvent::DecisionTimedOut { decision_id },
+            ) => asked.retain(|d| d != decision_id),
+            _ => {}
+        }
+    }
+    asked
 }
 
 /// The generation a run starting at `seq` copied its artifacts from: the

@@ -213,7 +213,12 @@ pub async fn rpc(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let fail = |id: &Value, e: RpcError| axum::Json(e.body(id)).into_response();
+    // An error names no host path (as every HTTP error body).
+    let home = s.rt.clone();
+    let fail = move |id: &Value, e: RpcError| {
+        let e = RpcError::new(e.code, home.strip_home(&e.message));
+        axum::Json(e.body(id)).into_response()
+    };
     let req: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
