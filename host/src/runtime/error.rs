@@ -198,7 +198,14 @@ impl RuntimeError {
             RuntimeError::Storage(_) => "storage",
             RuntimeError::HeldElsewhere { .. } => "held_elsewhere",
             RuntimeError::Store(e) if e.is_lost_authority() => "lost_authority",
-            RuntimeError::Store(StoreError::Database { .. }) => "storage",
+            RuntimeError::Store(StoreError::Database { .. } | StoreError::Io { .. }) => "storage",
+            // An answer the journal could not record: retry it.
+            RuntimeError::Decide(DecideError::Store { source, .. })
+                if source.is_lost_authority() =>
+            {
+                "lost_authority"
+            }
+            RuntimeError::Decide(DecideError::Store { .. }) => "storage",
             RuntimeError::Corrupt { .. } => "corrupt",
             _ => "internal",
         }
@@ -246,5 +253,50 @@ impl RuntimeError {
         } else {
             self
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a store failed to write is `storage` on the wire (retryable,
+    /// 503), whatever call met it; a full disk is, under any wrapping.
+    #[test]
+    fn store_failures_are_storage_never_internal() {
+        let id =
+            crate::ids::DecisionId::derive(&SessionId::parse("s").unwrap(), crate::ids::Seq(1));
+        let dropped = StoreError::Database {
+            context: "append".into(),
+            message: "connection closed".into(),
+        };
+        let cases = [
+            RuntimeError::Decide(DecideError::Store {
+                id: id.clone(),
+                source: dropped,
+            }),
+            RuntimeError::Store(StoreError::Io {
+                context: "append".into(),
+                source: std::io::Error::other("broken pipe"),
+            }),
+            RuntimeError::Worker(WorkerError::Io {
+                context: "cannot create worker".into(),
+                source: std::io::Error::from_raw_os_error(28),
+            }),
+        ];
+        for e in cases {
+            assert_eq!(e.code(), "storage", "{e}");
+        }
+        let full = RuntimeError::Worker(WorkerError::Io {
+            context: "x".into(),
+            source: std::io::Error::from_raw_os_error(28),
+        });
+        assert!(
+            matches!(
+                full.for_session(&SessionId::parse("s").unwrap()),
+                RuntimeError::Worker(_)
+            ),
+            "a full disk is not damage"
+        );
     }
 }
