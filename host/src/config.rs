@@ -45,6 +45,9 @@ pub struct HostConfig {
     /// The work queue.
     #[serde(default)]
     pub queue: QueueConfig,
+    /// What runs do unless they say otherwise.
+    #[serde(default)]
+    pub runs: RunsConfig,
     /// What browsers may do.
     #[serde(default)]
     pub http: HttpConfig,
@@ -118,6 +121,15 @@ pub struct HttpConfig {
     /// Origins (`https://viewer.example`) whose pages may call the API
     /// (CORS), writes included.
     pub allowed_origins: Vec<String>,
+}
+
+/// `[runs]`: defaults of every run.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunsConfig {
+    /// A run that parks is resumed at the host's next start (a run's own
+    /// `resume_on_start` wins).
+    pub resume_on_start: bool,
 }
 
 /// `[queue]`: the work queue's dispatcher.

@@ -70,3 +70,59 @@ async fn an_answer_to_a_run_being_restored_is_retryable_then_taken() {
     assert_eq!(facts.status, cairn::RunStatus::Finished, "{facts:?}");
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+/// `resume_on_start` (issue 38 item 4): a parked run that asked for it is
+/// resumed when the host next starts (after a clean stop too), and asks
+/// again; one that did not stays parked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_run_asking_for_it_is_resumed_at_the_next_start() {
+    use cairn::journal::event::{Liveness, LivenessPolicy};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = runtime_with(&home, None).await;
+    let park = |prompt: &str, resume: Option<bool>| {
+        let mut req = start_req("approval", prompt);
+        req.liveness = Liveness {
+            policy: LivenessPolicy::Park,
+            grace_ms: 0,
+        };
+        req.resume_on_start = resume;
+        req
+    };
+    let resumed = rt.start(park("resume me", Some(true))).await.unwrap();
+    let stays = rt.start(park("leave me", None)).await.unwrap();
+    for run in [resumed.run_id, stays.run_id] {
+        let facts = rt.wait(run).await.unwrap();
+        assert_eq!(facts.status, cairn::RunStatus::Parked, "{facts:?}");
+    }
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let live = rt.live_runs();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].0, resumed.session_id);
+    let t = Instant::now();
+    let asked = loop {
+        if let Some(p) = rt.pending_decisions(Some(&resumed.session_id)).first() {
+            break p.decision_id.clone();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the resumed run never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    rt.decide(&asked, json!({"approved": true})).await.unwrap();
+    let facts = rt.wait(live[0].1).await.unwrap();
+    assert_eq!(facts.status, cairn::RunStatus::Finished);
+    assert_eq!(facts.resumes, Some(resumed.run_id));
+    // The other is still parked, untouched.
+    let summary = rt.summary(&stays.session_id).await.unwrap();
+    assert_eq!(summary.live_run, None);
+    assert_eq!(
+        summary.last_run.map(|f| f.status),
+        Some(cairn::RunStatus::Parked)
+    );
+    rt.shutdown(Duration::from_secs(5)).await;
+}

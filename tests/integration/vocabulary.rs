@@ -63,6 +63,7 @@ fn samples() -> Vec<Payload> {
             generation: Generation(3),
             continues: Some(RunId::new()),
             resumes: Some(RunId::new()),
+            resume_on_start: true,
             seed: 42,
         },
         LifecycleEvent::ObserverAttached {
@@ -267,6 +268,7 @@ fn the_seed_is_written_as_text_and_a_number_still_reads() {
         generation: Generation(1),
         continues: None,
         resumes: None,
+        resume_on_start: false,
         seed: u64::MAX - 1,
     });
     let v = serde_json::to_value(&started).unwrap();

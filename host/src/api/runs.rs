@@ -94,6 +94,7 @@ pub async fn start(
             limits: req.limits.unwrap_or_default(),
             tools: None,
             first_commit: crate::runtime::FirstCommit::Now,
+            resume_on_start: req.resume_on_start,
         })
         .await?;
     Ok((

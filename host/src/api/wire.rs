@@ -100,6 +100,10 @@ pub struct StartRunRequest {
     /// Limits for this run, each at most the workspace's ceiling.
     #[serde(default)]
     pub limits: Option<crate::limits::LimitsOverride>,
+    /// Should the run park, resume it at the host's next start (default:
+    /// the host's `[runs] resume_on_start`).
+    #[serde(default)]
+    pub resume_on_start: Option<bool>,
 }
 
 /// A run that was started.

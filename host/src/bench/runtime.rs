@@ -488,6 +488,7 @@ async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
                             },
                             generation,
                             continues: None,
+                            resume_on_start: false,
                             resumes: None,
                             seed: 7,
                         }),

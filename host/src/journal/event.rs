@@ -413,6 +413,10 @@ pub enum LifecycleEvent {
         /// The parked run it resumes, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resumes: Option<RunId>,
+        /// Should it park, the next start of the host resumes it
+        /// (`resume_on_start`; absent: false).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resume_on_start: bool,
         /// The seed of the guest's randomness, so replays see the same.
         /// Written as a decimal string, so a JSON reader that keeps numbers
         /// as doubles (a browser) keeps it exact; a number (older

@@ -336,6 +336,7 @@ impl Queue {
                 limits: Default::default(),
                 tools: None,
                 first_commit: crate::runtime::FirstCommit::Now,
+                resume_on_start: None,
             })
             .await?;
         self.record_run(records, key, started.run_id)?;

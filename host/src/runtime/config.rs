@@ -138,6 +138,9 @@ pub struct StartRun {
     pub tools: Option<String>,
     /// When the run's first entries are committed.
     pub first_commit: FirstCommit,
+    /// Should it park, resume it at the host's next start (`None`: the
+    /// host's `[runs] resume_on_start`).
+    pub resume_on_start: Option<bool>,
 }
 
 /// When a run's first entries (its generation's reservation and `Started`)
@@ -175,6 +178,7 @@ impl StartRun {
             limits: Default::default(),
             tools: None,
             first_commit: FirstCommit::Now,
+            resume_on_start: None,
         }
     }
 }

@@ -298,6 +298,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
             limits: Default::default(),
             tools: None,
             first_commit: crate::runtime::FirstCommit::Now,
+            resume_on_start: None,
         })
         .await
         .map_err(|e| e.to_string())?;

@@ -137,6 +137,11 @@ pub(crate) struct Inner {
     /// Whether a clean stop may leave the marker that lets the next owner
     /// skip recovery (cleared when a restore leaves a run unrestored).
     may_mark_clean: AtomicBool,
+    /// A run that may park to be resumed at the next start ran here: the
+    /// next owner must walk the home to find it, so no clean marker.
+    resume_pending: AtomicBool,
+    /// Parked runs the restore walk found to resume once the home is open.
+    resume_at_start: Mutex<Vec<RunId>>,
     /// Set when shutdown begins: followers' streams end.
     closing: watch::Sender<bool>,
     /// Told when a generation goes live (`worker.sock`, unless
@@ -272,6 +277,8 @@ impl Runtime {
                 registry: Default::default(),
                 draining: AtomicBool::new(false),
                 may_mark_clean: AtomicBool::new(may_mark_clean),
+                resume_pending: AtomicBool::new(false),
+                resume_at_start: Default::default(),
                 seams: match config.sockets {
                     true => vec![Arc::new(crate::socket::WorkerSocket)],
                     false => Vec::new(),
@@ -284,6 +291,19 @@ impl Runtime {
         };
         if restore {
             replay::restore_all(&rt).await?;
+            // Parked runs that asked for it are resumed now (`resume_on_start`).
+            let parked = std::mem::take(
+                &mut *rt
+                    .inner
+                    .resume_at_start
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            for run in parked {
+                if let Err(e) = rt.resume(run, None).await {
+                    eprintln!("cairn: parked run {run} not resumed at start: {e}");
+                }
+            }
         }
         rt.start_keeper();
         Ok(rt)
@@ -696,6 +716,7 @@ impl Runtime {
             .all(|r| r.done.borrow().is_some());
         let clean = ended
             && self.inner.may_mark_clean.load(Ordering::SeqCst)
+            && !self.inner.resume_pending.load(Ordering::SeqCst)
             && self.inner.journals.commit_all().await;
         let lock = self
             .inner

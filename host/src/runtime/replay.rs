@@ -73,6 +73,31 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         })
         .collect();
     let runs = runs_of(&events);
+    // A last run that parked asking to be resumed at the next start is.
+    if let Some((run, Some(started), Some(end))) = runs.last()
+        && matches!(
+            end.payload,
+            Payload::Lifecycle(LifecycleEvent::Parked { .. })
+        )
+        && matches!(
+            started.payload,
+            Payload::Lifecycle(LifecycleEvent::Started {
+                resume_on_start: true,
+                ..
+            })
+        )
+        && record.status != WorkerStatus::Stale
+    {
+        rt.inner
+            .resume_pending
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        rt.inner
+            .resume_at_start
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(*run);
+        return;
+    }
     let Some((run, started, None)) = runs.last().cloned() else {
         return;
     };
@@ -129,6 +154,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         generation: _,
         continues,
         resumes,
+        resume_on_start,
         seed,
         ..
     }) = &started.payload
@@ -186,6 +212,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         timeout_ms: *timeout_ms,
         continues: *continues,
         resumes: *resumes,
+        resume_on_start: *resume_on_start,
         checkpoint,
         previous_generation,
         bind: record.component.is_none().then(|| component.clone()),

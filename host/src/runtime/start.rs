@@ -558,6 +558,12 @@ impl Runtime {
             Some((r, c)) => (Some(r), Some(c)),
             None => (None, None),
         };
+        let resume_on_start = req
+            .resume_on_start
+            .unwrap_or(inner.config.host.runs.resume_on_start);
+        if resume_on_start {
+            inner.resume_pending.store(true, Ordering::SeqCst);
+        }
         let plan = RunPlan {
             ctx,
             worker,
@@ -569,6 +575,7 @@ impl Runtime {
             timeout_ms: req.timeout_ms,
             continues: req.continues,
             resumes,
+            resume_on_start,
             checkpoint,
             previous_generation,
             bind,
@@ -677,6 +684,7 @@ impl Runtime {
             limits: Default::default(),
             tools: None,
             first_commit: FirstCommit::Now,
+            resume_on_start: None,
         };
         req.component = None;
         self.start(req).await
@@ -702,6 +710,23 @@ impl Runtime {
             });
         };
         let checkpoint = self.inner.store.checkpoint(&session, &key).await?;
+        // The resumed run keeps the parked one's `resume_on_start`.
+        let mut inherited = false;
+        self.scan(&session, self.run_after(run).await, |item| {
+            if let Some(e) = item.event()
+                && e.run_id == Some(run)
+                && let crate::journal::event::Payload::Lifecycle(
+                    crate::journal::event::LifecycleEvent::Started {
+                        resume_on_start, ..
+                    },
+                ) = &e.payload
+            {
+                inherited = *resume_on_start;
+                return false;
+            }
+            true
+        })
+        .await?;
         let req = StartRun {
             session: Some(session),
             worker: None,
@@ -717,6 +742,7 @@ impl Runtime {
             limits: Default::default(),
             tools: None,
             first_commit: FirstCommit::Now,
+            resume_on_start: Some(inherited),
         };
         self.start_inner(req, Some((run, checkpoint))).await
     }

@@ -149,6 +149,7 @@ impl Call {
                 limits: Default::default(),
                 tools: None,
                 first_commit: crate::runtime::FirstCommit::Now,
+                resume_on_start: None,
             })
             .await?;
         tokio::spawn(hold(claim, started.run_id));

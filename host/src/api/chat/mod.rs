@@ -106,6 +106,7 @@ pub async fn completions(
             limits: Default::default(),
             tools: req.tools_json(),
             first_commit: crate::runtime::FirstCommit::WithRun,
+            resume_on_start: None,
         })
         .await?;
     let run = started.run_id;

@@ -22,6 +22,8 @@ pub(crate) struct RunPlan {
     pub timeout_ms: Option<u64>,
     pub continues: Option<RunId>,
     pub resumes: Option<RunId>,
+    /// Resume it at the host's next start should it park.
+    pub resume_on_start: bool,
     pub checkpoint: Option<Vec<u8>>,
     pub previous_generation: Option<Generation>,
     /// The component to bind an unbound worker to, with the reservation.
@@ -80,6 +82,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 generation,
                 continues: plan.continues,
                 resumes: plan.resumes,
+                resume_on_start: plan.resume_on_start,
                 seed,
             },
         };
