@@ -6,7 +6,6 @@
 use crate::common::*;
 use cairn::runtime::{Runtime, RuntimeConfig, RuntimeError};
 use serde_json::json;
-use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,34 +17,43 @@ async fn an_answer_to_a_run_being_restored_is_retryable_then_taken() {
         .map(|i| json!({ "write": [format!("f{}", i % 8), "x"] }))
         .collect();
     steps.push(json!({ "approve": "may I?" }));
-    let mut child = cairn_bin()
-        .args(["run", "--json", "--prompt"])
-        .arg(serde_json::to_string(&steps).unwrap())
-        .arg("--home")
-        .arg(&home)
-        .arg(fixture("parent"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    // Started headless (liveness `continue`: nobody's leaving decides
+    // anything) at a server killed while the run waits.
+    let served = serve(&home);
+    let http = reqwest::Client::new();
+    let uploaded: serde_json::Value = http
+        .post(format!("{}/v1/components", served.url))
+        .body(std::fs::read(fixture("parent")).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
         .unwrap();
-    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut decision = None;
-    for line in stdout.lines() {
-        let Ok(line) = line else { break };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if v["payload"]["event"]["type"] == "decision_requested" {
-            decision = v["payload"]["event"]["decision_id"]
-                .as_str()
-                .map(str::to_string);
-            break;
+    let r = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({"component": uploaded["digest"], "prompt": serde_json::to_string(&steps).unwrap()}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let t = Instant::now();
+    let decision: cairn::DecisionId = loop {
+        let pending: serde_json::Value = http
+            .get(format!("{}/v1/decisions", served.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(id) = pending[0]["decision_id"].as_str() {
+            break id.parse().unwrap();
         }
-    }
-    let decision: cairn::DecisionId = decision.expect("the run asked").parse().unwrap();
-    let _ = child.kill();
-    child.wait().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(60), "the run never asked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(served);
 
     // The next owner restores the run by replay; answer at once.
     let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
@@ -125,4 +133,114 @@ async fn a_parked_run_asking_for_it_is_resumed_at_the_next_start() {
         Some(cairn::RunStatus::Parked)
     );
     rt.shutdown(Duration::from_secs(5)).await;
+}
+
+/// The liveness policy decides after the claimant died with its host
+/// (issue 38 item 1): a run whose claimant was connected when `serve` was
+/// killed is restored by replay, its lost claimant journaled `expired`,
+/// the claims exhausted and, its policy `cancel`, the run cancelled
+/// (before: restored and left live and unclaimed, nothing decided).
+#[test]
+fn a_claimant_lost_with_its_host_lets_the_liveness_policy_decide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    // A lost claimant's lease: half a second from the restart.
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), "[store]\nlease_ttl_ms = 500\n").unwrap();
+    let first = serve(&home);
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let started: serde_json::Value = http
+        .post(format!("{}/v1/runs", first.url))
+        .json(&json!({"component": "approval", "prompt": "hold", "liveness": "cancel"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let run = started["run_id"].as_str().unwrap().to_string();
+    // The claimant: an event stream that claims the session, kept open.
+    let url = format!(
+        "{}/v1/sessions/{session}/events?after=0&claim=true",
+        first.url
+    );
+    let claimant = std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::new();
+        if let Ok(mut r) = client.get(url).send() {
+            let _ = std::io::copy(&mut r, &mut std::io::sink());
+        }
+    });
+    let types = |base: &str| -> Vec<serde_json::Value> {
+        let page: serde_json::Value = reqwest::blocking::get(format!(
+            "{base}/v1/sessions/{session}/journal?after=0&limit=1000"
+        ))
+        .unwrap()
+        .json()
+        .unwrap();
+        page["entries"].as_array().cloned().unwrap_or_default()
+    };
+    let kind = |e: &serde_json::Value| {
+        e["payload"]["event"]["type"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let t = Instant::now();
+    loop {
+        let entries = types(&first.url);
+        let claimed = entries.iter().any(|e| kind(e) == "observer_attached");
+        let asked = entries.iter().any(|e| kind(e) == "decision_requested");
+        if claimed && asked {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{entries:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // kill -9 of the server, the claimant's connection with it.
+    drop(first);
+    let _ = claimant.join();
+    let second = serve(&home);
+    let t = Instant::now();
+    let entries = loop {
+        let entries = types(&second.url);
+        if entries.iter().any(|e| kind(e) == "cancelled") {
+            break entries;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the restored run was never decided: {:?}",
+            entries
+                .iter()
+                .map(|e| e["payload"]["event"].to_string())
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let kinds: Vec<String> = entries.iter().map(kind).collect();
+    let at = |k: &str| {
+        kinds
+            .iter()
+            .rposition(|x| x == k)
+            .unwrap_or_else(|| panic!("no {k}: {kinds:?}"))
+    };
+    let expired = entries
+        .iter()
+        .rposition(|e| {
+            kind(e) == "observer_detached" && e["payload"]["event"]["because"] == "expired"
+        })
+        .unwrap_or_else(|| panic!("no expired detach: {kinds:?}"));
+    // Restored (the detach is the restart's: its observer died with the
+    // first server), then decided.
+    assert!(kinds.iter().any(|k| k == "resumed_by_replay"), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "observer_attached").count(),
+        1
+    );
+    assert!(expired < at("claims_exhausted"), "{kinds:?}");
+    assert!(at("claims_exhausted") < at("liveness_decided"), "{kinds:?}");
+    assert!(at("liveness_decided") < at("cancelled"), "{kinds:?}");
+    let cancelled = &entries[at("cancelled")];
+    assert_eq!(cancelled["run_id"], run.as_str());
 }

@@ -168,13 +168,16 @@ await step('a forced gap is filled from the journal route', async () => {
   // The first journal page comes back empty, so the page follows from seq
   // 0; the stream then delivers seq 1, a gap, and seqs n-2.. : seqs 2..n-3
   // must come from the journal route.
-  await page.route((u) => u.pathname.endsWith('/journal') && u.searchParams.get('after') === '0', (route) =>
+  // Only this session's requests: the page of the step before may still
+  // ask for its own stream (a reconnect) while this one loads.
+  const ours = (u) => u.pathname.includes(`/sessions/${live.session_id}/`);
+  await page.route((u) => ours(u) && u.pathname.endsWith('/journal') && u.searchParams.get('after') === '0', (route) =>
     route.fulfill({ contentType: 'application/json', body: JSON.stringify({ entries: [], last_seq: n }) }), { times: 1 });
   let sse = '';
   sse += `id: 1\ndata: ${lines[0]}\n\n`;
   sse += `event: gap\ndata: {"resumed_at":${n - 2}}\n\n`;
   for (const l of lines.slice(n - 3)) sse += `id: ${JSON.parse(l).seq}\ndata: ${l}\n\n`;
-  await page.route((u) => u.pathname.endsWith('/events') && u.searchParams.get('after') === '0', (route) => route.fulfill({ contentType: 'text/event-stream', body: sse }), { times: 1 });
+  await page.route((u) => ours(u) && u.pathname.endsWith('/events') && u.searchParams.get('after') === '0', (route) => route.fulfill({ contentType: 'text/event-stream', body: sse }), { times: 1 });
   const journalCalls = [];
   page.on('request', (r) => r.url().includes('/journal?') && journalCalls.push(r.url()));
   await page.goto(`${base}/ui/#/s/${live.session_id}`);

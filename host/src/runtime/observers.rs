@@ -361,6 +361,76 @@ impl Runtime {
         }
     }
 
+    /// A restored run's claimants that died with the host: their lease
+    /// runs `[store] lease_ttl_ms` from the restart (a client may come back
+    /// and claim again); past it, while the run is still live, each is
+    /// journaled detached (`expired`) and, unless a claimant attached
+    /// meanwhile, the claims are exhausted and, after the grace window, the
+    /// run's liveness policy decides — as when a live claimant leaves.
+    pub(crate) async fn expire_lost_claimants(
+        &self,
+        session: &SessionId,
+        lost: Vec<crate::journal::event::Observer>,
+        run: crate::ids::RunId,
+    ) {
+        let run = {
+            let sessions = self.inner.registry.sessions();
+            sessions
+                .get(session)
+                .and_then(|l| l.run.clone())
+                .filter(|r| r.run_id == run)
+        };
+        // Ended meanwhile: nothing left to decide.
+        let Some(run) = run else {
+            return;
+        };
+        let Ok(journal) = self.inner.journals.open(session).await else {
+            return;
+        };
+        let detached: Vec<Payload> = lost
+            .into_iter()
+            .map(|observer| {
+                Payload::Lifecycle(LifecycleEvent::ObserverDetached {
+                    observer,
+                    because: DetachCause::Expired,
+                })
+            })
+            .collect();
+        if journal.append_batch(None, detached).await.is_err() {
+            return;
+        }
+        let claimed = {
+            let sessions = self.inner.registry.sessions();
+            sessions.get(session).is_some_and(|l| l.claimant.is_some())
+        };
+        if claimed
+            || journal
+                .append(
+                    Some(run.run_id),
+                    Payload::Lifecycle(LifecycleEvent::ClaimsExhausted),
+                )
+                .await
+                .is_err()
+        {
+            return;
+        }
+        let rt = self.clone();
+        let task_session = session.clone();
+        let grace = Duration::from_millis(run.liveness.grace_ms);
+        let mut sessions = self.inner.registry.sessions();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            rt.decide_liveness(&task_session, run, None).await;
+        });
+        if let Some(live) = sessions.get_mut(session) {
+            if live.claimant.is_some() {
+                task.abort();
+            } else if let Some(old) = live.grace.replace(task) {
+                old.abort();
+            }
+        }
+    }
+
     async fn decide_liveness(
         &self,
         session: &SessionId,

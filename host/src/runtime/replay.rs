@@ -201,6 +201,18 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         .map(|e| e.seq)
         .unwrap_or(started.seq);
     let previous_generation = generation_before(&events, started.seq);
+    // What happened to its claimants before the host stopped: a policy
+    // already decided is carried out (a run decided `cancel` never goes
+    // on), and a claimant the journal still holds attached died with the
+    // host: its lease has run out.
+    let decided = events.iter().rev().find_map(|e| match &e.payload {
+        Payload::Lifecycle(LifecycleEvent::LivenessDecided { policy }) if e.run_id == Some(run) => {
+            Some(*policy)
+        }
+        _ => None,
+    });
+    let lost = lost_claimants(&events);
+    let run_ctx = ctx.clone();
     let plan = RunPlan {
         ctx,
         worker,
@@ -237,6 +249,30 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         }
     }
     rt.spawn_run(plan);
+    match decided {
+        Some(crate::journal::event::LivenessPolicy::Cancel) => run_ctx.cancel(
+            crate::journal::event::CancelReason::Unclaimed,
+            "its liveness policy decided cancel before the host stopped",
+        ),
+        Some(crate::journal::event::LivenessPolicy::Park) => {
+            run_ctx.request_park("its liveness policy decided park before the host stopped")
+        }
+        _ if !lost.is_empty() => {
+            // The lost claimants' lease runs from the restart; the task
+            // holds no runtime while it waits (a runtime dropped meanwhile
+            // lets its home go).
+            let ttl = std::time::Duration::from_millis(rt.inner.config.host.store.lease_ttl_ms);
+            let (weak, session) = (Arc::downgrade(&rt.inner), session.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(ttl).await;
+                if let Some(inner) = weak.upgrade() {
+                    let rt = Runtime { inner };
+                    rt.expire_lost_claimants(&session, lost, run).await;
+                }
+            });
+        }
+        _ => {}
+    }
     if !asked.is_empty() {
         let rt = rt.clone();
         tokio::spawn(async move {
@@ -247,6 +283,27 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             }
         });
     }
+}
+
+/// The claiming observers the journal holds attached at its end (they died
+/// with the host that served them).
+fn lost_claimants(events: &[SessionEvent]) -> Vec<crate::journal::event::Observer> {
+    let mut attached: Vec<crate::journal::event::Observer> = Vec::new();
+    for e in events {
+        match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::ObserverAttached { observer })
+                if observer.role == crate::journal::event::ObserverRole::Claiming =>
+            {
+                attached.retain(|o| o.id != observer.id);
+                attached.push(observer.clone());
+            }
+            Payload::Lifecycle(LifecycleEvent::ObserverDetached { observer, .. }) => {
+                attached.retain(|o| o.id != observer.id);
+            }
+            _ => {}
+        }
+    }
+    attached
 }
 
 /// The decisions `run` asked and nobody answered (nor timed out).
