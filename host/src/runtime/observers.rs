@@ -342,11 +342,22 @@ impl Runtime {
         {
             return;
         }
+        self.start_grace(session, run, policy);
+    }
+
+    /// The grace window after the claims are exhausted; past it, unless a
+    /// claimant attached, the liveness policy decides. The timer is
+    /// registered before it can fire, so a claimant that attaches within
+    /// the window can abort it.
+    fn start_grace(
+        &self,
+        session: &SessionId,
+        run: Arc<super::RunCtx>,
+        policy: Option<LivenessPolicy>,
+    ) {
         let rt = self.clone();
         let task_session = session.clone();
         let grace = Duration::from_millis(run.liveness.grace_ms);
-        // The timer is registered before it can fire, so a claimant that
-        // attaches within the window can abort it.
         let mut sessions = self.inner.registry.sessions();
         let task = tokio::spawn(async move {
             tokio::time::sleep(grace).await;
@@ -414,21 +425,7 @@ impl Runtime {
         {
             return;
         }
-        let rt = self.clone();
-        let task_session = session.clone();
-        let grace = Duration::from_millis(run.liveness.grace_ms);
-        let mut sessions = self.inner.registry.sessions();
-        let task = tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            rt.decide_liveness(&task_session, run, None).await;
-        });
-        if let Some(live) = sessions.get_mut(session) {
-            if live.claimant.is_some() {
-                task.abort();
-            } else if let Some(old) = live.grace.replace(task) {
-                old.abort();
-            }
-        }
+        self.start_grace(session, run, None);
     }
 
     async fn decide_liveness(
