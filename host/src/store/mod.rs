@@ -343,6 +343,11 @@ pub fn restamp(session: &SessionId, items: &mut [JournalItem]) {
             && e.session_id.same_name(session)
         {
             e.session_id = session.clone();
+            if let Some(f) = e.facts.as_mut()
+                && f.session_id.same_name(session)
+            {
+                f.session_id = session.clone();
+            }
         }
     }
 }
