@@ -29,7 +29,7 @@ mod tree;
 use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};
 use crate::journal::event::{
-    CancelReason, DecidedBy, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts, RunStatus,
+    CancelReason, LifecycleEvent, Liveness, LivenessPolicy, Payload, RunFacts, RunStatus,
 };
 use crate::journal::{Journals, Subscription};
 use crate::store::file::FileStore;
@@ -506,61 +506,6 @@ impl Runtime {
             Err(e) => Err(self.home_relative(RuntimeError::from(e).for_session(session))),
             Ok(items) => Ok(items),
         }
-    }
-
-    /// Answer a decision (journaled before the controller sees it).
-    pub async fn decide(
-        &self,
-        id: &DecisionId,
-        value: serde_json::Value,
-    ) -> Result<(), RuntimeError> {
-        crate::journal::check_json_depth("the decision value", &value)
-            .map_err(RuntimeError::InvalidRequest)?;
-        // An answer is journaled into the run's session (counted with its
-        // request): one larger than the run's entries may be is refused.
-        let live = self.session_of_decision(id).and_then(|session| {
-            let sessions = self.inner.registry.sessions();
-            sessions.get(&session).and_then(|l| l.live_run().cloned())
-        });
-        if self.inner.broker.session_of(id).is_none()
-            && let Some(session) = self
-                .inner
-                .restoring
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(id)
-        {
-            return Err(RuntimeError::Restoring {
-                decision: id.clone(),
-                session: session.clone(),
-            });
-        }
-        let size = crate::journal::json_len(&value) + 256;
-        if let Some(ctx) = &live
-            && size > ctx.limits.event_bytes
-        {
-            return Err(RuntimeError::TooLarge {
-                size: size as usize,
-                max: ctx.limits.event_bytes as usize,
-            });
-        }
-        self.inner
-            .broker
-            .decide(id, value, DecidedBy::Client)
-            .await?;
-        Ok(())
-    }
-
-    /// The session a decision belongs to, when this host knows it.
-    pub fn session_of_decision(&self, id: &DecisionId) -> Option<SessionId> {
-        self.inner.broker.session_of(id).or_else(|| {
-            self.inner
-                .restoring
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(id)
-                .cloned()
-        })
     }
 
     /// The workspace a session is attributed to.
