@@ -290,8 +290,12 @@ async fn serve_at_holder(
                     Some(Ok(response)) => return response,
                     Some(Err(e)) if Instant::now() < deadline => {
                         if !std::mem::replace(&mut told, true) {
-                            eprintln!(
-                                "cairn: session {session}: its holder {holder} at {url} does not answer ({e}); waiting for its lease to expire"
+                            tracing::warn!(
+                                session = %session,
+                                holder = %holder,
+                                url = %url,
+                                error = %e,
+                                "the session's holder does not answer; waiting for its lease to expire"
                             );
                         }
                         tokio::time::sleep(Duration::from_millis(250)).await;

@@ -154,7 +154,7 @@ pub async fn serve(
     let dispatcher = queue.clone();
     tokio::spawn(async move {
         if let Err(e) = dispatcher.work(false).await {
-            eprintln!("cairn: the work queue's dispatcher stopped: {e}");
+            tracing::error!(error = %e, "the work queue's dispatcher stopped");
         }
     });
     let state = AppState {

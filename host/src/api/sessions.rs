@@ -89,7 +89,7 @@ pub async fn delete(
     // The work queue's records of it go too (a card's key never gets a
     // second worker by an answer after its session is gone).
     if let Err(e) = s.queue.session_deleted(&session).await {
-        eprintln!("cairn: session {session} deleted; the work queue not told: {e}");
+        tracing::warn!(session = %session, error = %e, "session deleted; the work queue not told");
     }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -148,6 +148,14 @@ fn error_chain(e: &anyhow::Error) -> String {
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // What the library reports (a holder that does not answer, a cache it
+    // cannot use) goes to stderr, one line each with its fields.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .without_time()
+        .try_init();
     // When stdout's reader goes (`cairn ls | head -3`), end quietly with
     // the status a Unix tool killed by SIGPIPE has (141), instead of a
     // panic and its backtrace.

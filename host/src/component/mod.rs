@@ -232,9 +232,10 @@ impl Components {
                 match wasmtime::Cache::new(settings) {
                     Ok(cache) => Some(cache),
                     Err(e) => {
-                        eprintln!(
-                            "cairn: note: no compiled-code cache in {} ({e:#}); components compile at every start",
-                            dir.display()
+                        tracing::warn!(
+                            dir = %dir.display(),
+                            error = format!("{e:#}"),
+                            "no compiled-code cache; components compile at every start"
                         );
                         None
                     }
@@ -270,8 +271,9 @@ impl Components {
             match Engine::new(&config) {
                 Ok(e) => e,
                 Err(e) => {
-                    eprintln!(
-                        "cairn: note: the pooling allocator is not available ({e:#}); allocating on demand"
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "the pooling allocator is not available; allocating on demand"
                     );
                     Engine::new(&base()).map_err(|e| ComponentError::Engine(format!("{e:#}")))?
                 }

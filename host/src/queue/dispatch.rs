@@ -194,9 +194,11 @@ impl Queue {
                 && !matches!(ending, Ending::Failed(ref m) if m == SHUTDOWN)
                 && let Err(e) = q.end(&row, ending, dispatched.as_ref()).await
             {
-                eprintln!(
-                    "cairn: the work queue could not record card {}: {e}",
-                    row.card
+                tracing::error!(
+                    card = %row.card,
+                    workspace = %row.workspace,
+                    error = %e,
+                    "the work queue could not record the card's end"
                 );
             }
             q.inflight

@@ -36,6 +36,18 @@ impl Catalog for PgStore {
     }
 }
 
+/// A worker's catalog row (a session already there is left alone).
+const INSERT_WORKER: &str = "INSERT INTO cairn_workers (session_id, worker_id, workspace, record)
+     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+
+/// A worker record as its catalog row holds it.
+fn worker_json(record: &WorkerRecord) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|e| StoreError::Database {
+        context: format!("session {}: its worker record", record.session_id),
+        message: e.to_string(),
+    })
+}
+
 /// A registered instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
@@ -50,15 +62,11 @@ impl PgStore {
     /// the session is already in the catalog.
     async fn publish_worker(&self, record: &WorkerRecord) -> Result<bool, StoreError> {
         let session = &record.session_id;
-        let json = serde_json::to_string(record).map_err(|e| StoreError::Database {
-            context: format!("session {session}: its worker record"),
-            message: e.to_string(),
-        })?;
+        let json = worker_json(record)?;
         let client = self.client().await?;
         let n = client
             .execute(
-                "INSERT INTO cairn_workers (session_id, worker_id, workspace, record)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                INSERT_WORKER,
                 &[
                     &session.as_str(),
                     &record.worker_id.to_string(),
@@ -83,10 +91,7 @@ impl PgStore {
     ) -> Result<Result<bool, u64>, StoreError> {
         let session = &record.session_id;
         let ctx = format!("session {session}: publishing its worker");
-        let json = serde_json::to_string(record).map_err(|e| StoreError::Database {
-            context: format!("session {session}: its worker record"),
-            message: e.to_string(),
-        })?;
+        let json = worker_json(record)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db(ctx.clone()))?;
         tx.execute(
@@ -108,8 +113,7 @@ impl PgStore {
         }
         let n = tx
             .execute(
-                "INSERT INTO cairn_workers (session_id, worker_id, workspace, record)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                INSERT_WORKER,
                 &[
                     &session.as_str(),
                     &record.worker_id.to_string(),
