@@ -14,6 +14,7 @@
 //! (`subscribe`, `decide`, `cancel`), and the runtime knows it only as a
 //! [`GenerationSeam`] it tells when a generation goes live.
 
+use crate::ErrorCode;
 use crate::ids::{DecisionId, RunId, Seq, SessionId};
 use crate::journal::Delivery;
 use crate::journal::event::CancelReason;
@@ -105,7 +106,7 @@ fn serve(rt: &Runtime, generation_dir: &GenerationDir, run: Run) -> std::io::Res
     })
 }
 
-fn error_line(code: &str, message: impl std::fmt::Display) -> String {
+fn error_line(code: ErrorCode, message: impl std::fmt::Display) -> String {
     serde_json::json!({ "error": { "code": code, "message": message.to_string() } }).to_string()
 }
 
@@ -114,7 +115,10 @@ async fn connection(rt: Runtime, run: Run, stream: UnixStream) {
     let mut lines = BufReader::new(read).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let reply = match serde_json::from_str::<serde_json::Value>(&line) {
-            Err(e) => error_line("invalid_json", format!("the request is not JSON: {e}")),
+            Err(e) => error_line(
+                ErrorCode::InvalidJson,
+                format!("the request is not JSON: {e}"),
+            ),
             Ok(req) => match req.get("op").and_then(|o| o.as_str()) {
                 Some("cancel") => {
                     match rt.cancel(
@@ -136,9 +140,9 @@ async fn connection(rt: Runtime, run: Run, stream: UnixStream) {
                             Ok(()) => serde_json::json!({ "ok": true }).to_string(),
                             Err(e) => error_line(e.code(), e),
                         },
-                        (Some(Err(e)), _) => error_line("invalid_request", e),
+                        (Some(Err(e)), _) => error_line(ErrorCode::InvalidRequest, e),
                         _ => error_line(
-                            "invalid_request",
+                            ErrorCode::InvalidRequest,
                             "decide needs \"decision_id\" and \"value\"",
                         ),
                     }
@@ -149,10 +153,10 @@ async fn connection(rt: Runtime, run: Run, stream: UnixStream) {
                     return;
                 }
                 Some(other) => error_line(
-                    "invalid_request",
+                    ErrorCode::InvalidRequest,
                     format!("unknown op {other:?}; use follow, cancel or decide"),
                 ),
-                None => error_line("invalid_request", "the request has no \"op\""),
+                None => error_line(ErrorCode::InvalidRequest, "the request has no \"op\""),
             },
         };
         if write

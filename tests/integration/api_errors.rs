@@ -193,3 +193,40 @@ async fn bad_requests_get_the_right_status_and_code() {
 fn uuid_like() -> String {
     cairn::RunId::new().to_string()
 }
+
+/// Every wire error code: its one status on an answer, `Retry-After` when
+/// it is retryable, and its listing in the published OpenAPI document.
+#[tokio::test]
+async fn every_error_code_has_one_status_and_is_listed_in_openapi() {
+    use axum::response::IntoResponse;
+    use cairn::ErrorCode;
+    let doc = cairn::api::openapi::document();
+    let listed: Vec<&str> = doc["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ErrorCode enum in {}", doc["components"]["schemas"]))
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(listed.len(), ErrorCode::ALL.len(), "{listed:?}");
+    for &code in ErrorCode::ALL {
+        assert!(listed.contains(&code.as_str()), "{code} not in {listed:?}");
+        let response = cairn::api::error::ApiError::new(code, "x").into_response();
+        assert_eq!(response.status().as_u16(), code.status(), "{code}");
+        assert_eq!(
+            response.headers().contains_key("retry-after"),
+            code.retryable(),
+            "{code}"
+        );
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], code.as_str());
+    }
+    // The statuses a client meets, by code.
+    let status = |c: ErrorCode| c.status();
+    assert_eq!(status(ErrorCode::NotFound), 404);
+    assert_eq!(status(ErrorCode::HomeBusy), 503);
+    assert_eq!(status(ErrorCode::Restoring), 409);
+    assert_eq!(status(ErrorCode::Capacity), 429);
+}

@@ -44,7 +44,7 @@ fn ending(events: &[cairn::SessionEvent]) -> String {
             Some(d) if d.get("limit").is_some() => {
                 format!("{} {}", error.code, d["limit"].as_str().unwrap_or(""))
             }
-            _ => error.code,
+            _ => error.code.to_string(),
         },
         Some(other) => format!("{other:?}")
             .split_whitespace()

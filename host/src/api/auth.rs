@@ -5,10 +5,10 @@
 
 use super::AppState;
 use super::error::ApiError;
+use crate::ErrorCode;
 use crate::ids::{RunId, SessionId};
 use crate::runtime::RuntimeError;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -38,7 +38,7 @@ pub(crate) fn loopback_host(host: &str) -> bool {
 }
 
 fn forbidden(message: String) -> Response {
-    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response()
+    ApiError::new(ErrorCode::Forbidden, message).into_response()
 }
 
 /// What a browser must not be able to do to a server without tokens
@@ -101,8 +101,7 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
         let typed = headers.contains_key(axum::http::header::CONTENT_TYPE);
         if (has_body || typed) && !json {
             return ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "request bodies are JSON: send `Content-Type: application/json`",
             )
             .into_response();
@@ -162,9 +161,7 @@ pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Nex
                 String::new()
             }
             None => {
-                return ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
+                return ApiError::new(ErrorCode::Unauthorized,
                     "send `Authorization: Bearer <token>` with a token from the server's cairn.toml",
                 )
                 .into_response();

@@ -3,6 +3,7 @@
 //! (JSON of the wrong shape), `too_large`.
 
 use super::error::ApiError;
+use crate::ErrorCode;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
@@ -21,8 +22,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
+                    ErrorCode::TooLarge,
                     format!("the body is over {MAX_JSON_BYTES} bytes"),
                 )
             } else {
@@ -37,26 +37,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.len() > MAX_JSON_BYTES {
         return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            ErrorCode::TooLarge,
             format!(
                 "the body is {} bytes; at most {MAX_JSON_BYTES}",
                 bytes.len()
             ),
         ));
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            format!("the body is not JSON: {e}"),
-        )
-    })?;
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidJson, format!("the body is not JSON: {e}")))?;
     crate::journal::check_json_depth("the body", &value).map_err(ApiError::invalid)?;
     serde_json::from_value(value).map_err(|e| {
         let msg = e.to_string();
         if msg.starts_with("unknown field") {
-            ApiError::new(StatusCode::BAD_REQUEST, "unknown_field", msg)
+            ApiError::new(ErrorCode::UnknownField, msg)
         } else {
             ApiError::invalid(msg)
         }

@@ -5,6 +5,7 @@ use super::AppState;
 use super::auth::Workspace;
 use super::error::ApiError;
 use super::wire::ComponentInfo;
+use crate::ErrorCode;
 use crate::runtime::ComponentRef;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -119,8 +120,7 @@ impl Uploads {
         let held: u64 = granted.iter().filter_map(|d| s.rt.component_len(d)).sum();
         let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
         let (n, b) = reserved.get(workspace).copied().unwrap_or((0, 0));
-        let full =
-            |message: String| ApiError::new(StatusCode::TOO_MANY_REQUESTS, "capacity", message);
+        let full = |message: String| ApiError::new(ErrorCode::Capacity, message);
         if granted.len() + n + 1 > max_uploads {
             return Err(full(format!(
                 "workspace {workspace:?} holds {} components, its quota (uploads = {max_uploads})",

@@ -6,13 +6,13 @@ use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// An error as it goes on the wire.
+pub use crate::ErrorCode;
+
+/// An error as it goes on the wire; its HTTP status is its code's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    /// The HTTP status.
-    pub status: StatusCode,
     /// The stable code.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// For people.
     pub message: String,
 }
@@ -27,73 +27,63 @@ pub struct ErrorBody {
 /// An error's code and message.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ErrorDetail {
-    /// Stable, snake_case: `invalid_json`, `unknown_field`, `invalid_request`,
-    /// `invalid_id`, `not_found`, `live_run`, `conflict`, `too_large`,
-    /// `unauthorized`, `unsupported_policy`, `invalid_component`,
-    /// `limit_exceeded`, `shutting_down`, `internal`.
-    pub code: String,
+    /// Stable, snake_case; one HTTP status per code.
+    pub code: ErrorCode,
     /// For people.
     pub message: String,
 }
 
 impl ApiError {
-    /// An error with a status, code and message.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error with a code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
             code,
             message: message.into(),
         }
     }
 
+    /// The HTTP status: the code's.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(ErrorCode::NotFound, message)
     }
 
     /// 400 `invalid_request`.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 }
 
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
-        let code = e.code();
-        let status = match code {
-            "not_found" => StatusCode::NOT_FOUND,
-            "live_run" | "conflict" | "corrupt" | "restoring" => StatusCode::CONFLICT,
-            "storage" | "held_elsewhere" | "lost_authority" => StatusCode::SERVICE_UNAVAILABLE,
-            "capacity" => StatusCode::TOO_MANY_REQUESTS,
-            "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-            "unsupported_policy" | "invalid_component" | "invalid_request" | "limit_exceeded" => {
-                StatusCode::BAD_REQUEST
-            }
-            "shutting_down" => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, code, e.to_string())
+        ApiError::new(e.code(), e.to_string())
     }
 }
 
 impl From<crate::ids::InvalidId> for ApiError {
     fn from(e: crate::ids::InvalidId) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_id", e.to_string())
+        ApiError::new(ErrorCode::InvalidId, e.to_string())
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let status = self.status();
+        let retry = self.code.retryable();
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code,
                 message: self.message,
             },
         };
-        let mut response = (self.status, axum::Json(body)).into_response();
-        // Unavailable for now (the store, a shutdown, a holder): a client
-        // retries after a moment.
-        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.code == "restoring" {
+        let mut response = (status, axum::Json(body)).into_response();
+        // Unavailable for now (the store, a shutdown, a holder, a restore):
+        // a client retries after a moment.
+        if retry {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

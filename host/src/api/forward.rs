@@ -16,6 +16,7 @@
 
 use super::AppState;
 use super::error::ApiError;
+use crate::ErrorCode;
 use crate::ids::SessionId;
 use crate::runtime::cluster::Route;
 use axum::body::{Body, Bytes};
@@ -221,8 +222,7 @@ async fn buffered(body: Body) -> Result<Bytes, Response> {
         .await
         .map_err(|_| {
             ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
+                ErrorCode::TooLarge,
                 format!(
                     "the request body is over {} bytes",
                     super::body::MAX_JSON_BYTES
@@ -301,9 +301,7 @@ async fn serve_at_holder(
                         tokio::time::sleep(Duration::from_millis(250)).await;
                     }
                     Some(Err(e)) => {
-                        return ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "held_elsewhere",
+                        return ApiError::new(ErrorCode::HeldElsewhere,
                             format!(
                                 "session {session} is held by instance {holder} at {url}, which does not answer: {e}"
                             ),

@@ -527,13 +527,67 @@ pub fn document() -> Value {
         errors: &[],
     });
     let _ = (uint, boolean);
-    let schemas = d.generator.take_definitions(true);
+    let mut schemas = Value::Object(d.generator.take_definitions(true));
+    enums_as_enum(&mut schemas);
     json!({
         "openapi": "3.1.0",
         "info": { "title": "cairn", "version": env!("CARGO_PKG_VERSION"), "description": "A host runtime for agent controllers shipped as WebAssembly components." },
         "paths": Value::Object(d.paths),
-        "components": { "schemas": Value::Object(schemas) },
+        "components": { "schemas": schemas },
     })
+}
+
+/// Unit-variant enums as `{"type": "string", "enum": [...]}`: schemars
+/// writes them as a `oneOf` of documented consts, which generated clients
+/// (openapi-python-client, openapi-generator) refuse. The variants' docs
+/// move into the description.
+fn enums_as_enum(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let consts: Option<Vec<(String, Option<String>)>> =
+                map.get("oneOf")
+                    .and_then(Value::as_array)
+                    .and_then(|items| {
+                        items
+                            .iter()
+                            .map(|item| {
+                                let text = item.get("const")?.as_str()?.to_string();
+                                let only = item.as_object()?.keys().all(|k| {
+                                    matches!(k.as_str(), "const" | "type" | "description")
+                                });
+                                only.then(|| {
+                                    let doc = item.get("description").and_then(Value::as_str);
+                                    (text, doc.map(str::to_string))
+                                })
+                            })
+                            .collect()
+                    });
+            if let Some(consts) = consts.filter(|c| !c.is_empty()) {
+                map.remove("oneOf");
+                let mut description = map
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                for (value, doc) in &consts {
+                    if let Some(doc) = doc {
+                        description.push_str(&format!("\n- `{value}`: {doc}"));
+                    }
+                }
+                map.insert("type".into(), json!("string"));
+                map.insert(
+                    "enum".into(),
+                    consts.iter().map(|(v, _)| json!(v)).collect::<Value>(),
+                );
+                map.insert("description".into(), json!(description.trim_start()));
+            }
+            for value in map.values_mut() {
+                enums_as_enum(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(enums_as_enum),
+        _ => {}
+    }
 }
 
 /// The operations, as (method, path), for tests.

@@ -5,6 +5,7 @@ use super::AppState;
 use super::auth::Workspace;
 use super::body::JsonBody;
 use super::error::ApiError;
+use crate::ErrorCode;
 use crate::queue::{AnswerValue, NewCard, QueueError, Row};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -17,11 +18,9 @@ impl From<QueueError> for ApiError {
         match e {
             QueueError::Invalid(m) => ApiError::invalid(m),
             QueueError::NotFound(m) => ApiError::not_found(m),
-            QueueError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
-            QueueError::Capacity(m) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "capacity", m),
-            QueueError::Store(s) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage", s.to_string())
-            }
+            QueueError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+            QueueError::Capacity(m) => ApiError::new(ErrorCode::Capacity, m),
+            QueueError::Store(s) => ApiError::new(ErrorCode::Storage, s.to_string()),
             QueueError::Runtime(r) => r.into(),
         }
     }

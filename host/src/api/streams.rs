@@ -4,8 +4,8 @@
 //! with `code: "capacity"` naming the budget; streams already open go on.
 
 use super::error::ApiError;
+use crate::ErrorCode;
 use crate::ids::SessionId;
-use axum::http::StatusCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -68,7 +68,7 @@ impl Streams {
 }
 
 fn full(message: String) -> ApiError {
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "capacity", message)
+    ApiError::new(ErrorCode::Capacity, message)
 }
 
 impl Drop for Slot {

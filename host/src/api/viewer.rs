@@ -6,6 +6,7 @@
 use super::AppState;
 use super::auth::{Workspace, own_run, own_session};
 use super::error::ApiError;
+use crate::ErrorCode;
 use crate::ids::{Seq, SessionId};
 use crate::store::JournalItem;
 use axum::extract::{Path, Query, Request, State};
@@ -166,8 +167,7 @@ pub async fn cors(State(s): State<AppState>, req: Request, next: Next) -> Respon
     if preflight {
         if !allowed {
             return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 format!(
                     "origin {origin:?} is not allowed: list it in cairn.toml [http] allowed_origins"
                 ),

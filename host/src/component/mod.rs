@@ -76,8 +76,8 @@ pub enum ComponentError {
 /// Whether an instantiation failed for want of a pool slot, not because of
 /// the component.
 fn out_of_slots(e: &wasmtime::Error) -> bool {
-    let text = format!("{e:#}");
-    text.contains("maximum concurrent") || text.contains("concurrent limit")
+    e.chain()
+        .any(|cause| cause.is::<wasmtime::PoolConcurrencyLimitError>())
 }
 
 /// A compiled, linked, described component, shared by every run of it.
@@ -176,8 +176,7 @@ impl Cache {
     }
 }
 
-/// The compiled-component cache's default budget.
-pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
+pub use cairn_types::limits::DEFAULT_CACHE_BYTES;
 
 /// How long `describe()` may take, wall clock (it may wait on nothing).
 pub const DESCRIBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -570,7 +569,18 @@ impl Components {
             })
         });
         let setup = |e: wasmtime::Error| RunTrap::Setup(format!("{e:#}"));
-        let trap = |e: wasmtime::Error| RunTrap::Trap(trap_message(&e));
+        let trap = |e: wasmtime::Error| {
+            let full = e.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<wasmtime::component::ResourceTableError>(),
+                    Some(wasmtime::component::ResourceTableError::Full)
+                )
+            });
+            match full {
+                true => RunTrap::TableFull(trap_message(&e)),
+                false => RunTrap::Trap(trap_message(&e)),
+            }
+        };
         // One conversion for both worlds: their records have the same shape
         // but are distinct types.
         macro_rules! call_run {
@@ -705,6 +715,10 @@ pub enum RunTrap {
     /// It trapped (or was interrupted, or a host call failed).
     #[error("{0}")]
     Trap(String),
+    /// Its resource table refused a handle: it holds as many as it may
+    /// (open files, streams).
+    #[error("{0}")]
+    TableFull(String),
 }
 
 /// The store's data: WASI, the resource table, limits and the run's host.

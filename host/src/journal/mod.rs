@@ -9,15 +9,14 @@
 //! [`Delivery::Gap`] and goes on. The writer never waits for an observer.
 
 mod commit;
-pub mod event;
-mod json;
+pub use cairn_types::event;
 mod live;
-pub mod schema;
+pub use cairn_types::schema;
 mod session;
 mod subscription;
 
+pub use cairn_types::json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len, json_within};
 pub use commit::appended_total;
-pub use json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len, json_within};
 pub use session::{BATCH, COMMIT_DELAY, MAX_PENDING, Minted, SessionJournal};
 pub use subscription::{Delivery, Subscription};
 
@@ -30,14 +29,7 @@ use std::sync::{Arc, Mutex};
 
 /// The default number of live events buffered per session for subscribers.
 pub const DEFAULT_LIVE_WINDOW: usize = 16384;
-/// The bytes (as journaled) a session's live window holds at most, beside
-/// its entry count: a few huge entries cannot pin gigabytes of memory. The
-/// newest entry is always held.
-pub const DEFAULT_LIVE_WINDOW_BYTES: u64 = 8 << 20;
-/// The bytes (as journaled) every session's live window holds together, by
-/// default: past it the windows nobody follows are emptied, least recently
-/// written first. In memory an entry takes about twice its line.
-pub const DEFAULT_LIVE_TOTAL_BYTES: u64 = 256 << 20;
+pub use cairn_types::limits::{DEFAULT_LIVE_TOTAL_BYTES, DEFAULT_LIVE_WINDOW_BYTES};
 
 /// The journals of every open session.
 pub struct Journals {

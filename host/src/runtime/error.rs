@@ -1,6 +1,7 @@
 //! Why a runtime command was refused, with a stable code for the wire.
 
 use super::decisions::DecideError;
+use crate::ErrorCode;
 use crate::component::ComponentError;
 use crate::ids::{RunId, SessionId, WorkerId};
 use crate::store::StoreError;
@@ -167,47 +168,51 @@ pub enum RuntimeError {
 
 impl RuntimeError {
     /// A stable snake_case code for wire errors.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         if self.out_of_space() {
             // A full disk (or quota) is the store's, whatever was writing.
-            return "storage";
+            return ErrorCode::Storage;
         }
         match self {
-            RuntimeError::Component(ComponentError::Capacity(_)) => "capacity",
-            RuntimeError::Component(_) => "invalid_component",
-            RuntimeError::Capacity(_) => "capacity",
-            RuntimeError::Restoring { .. } => "restoring",
-            RuntimeError::LiveRun { .. } => "live_run",
-            RuntimeError::SessionExists(_) => "conflict",
+            RuntimeError::Component(ComponentError::Capacity(_)) => ErrorCode::Capacity,
+            RuntimeError::Component(_) => ErrorCode::InvalidComponent,
+            RuntimeError::Capacity(_) => ErrorCode::Capacity,
+            RuntimeError::Restoring { .. } => ErrorCode::Restoring,
+            RuntimeError::LiveRun { .. } => ErrorCode::LiveRun,
+            RuntimeError::SessionExists(_) => ErrorCode::Conflict,
             RuntimeError::UnknownSession(_)
             | RuntimeError::UnknownRun(_)
             | RuntimeError::UnknownExample { .. }
-            | RuntimeError::UnknownComponent(_) => "not_found",
-            RuntimeError::Decide(DecideError::NotPending(_)) => "not_found",
-            RuntimeError::Decide(DecideError::Conflict { .. }) => "conflict",
-            RuntimeError::UnsupportedPolicy { .. } => "unsupported_policy",
-            RuntimeError::TooLarge { .. } => "too_large",
-            RuntimeError::AboveCeiling(_) => "limit_exceeded",
-            RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => "conflict",
+            | RuntimeError::UnknownComponent(_) => ErrorCode::NotFound,
+            RuntimeError::Decide(DecideError::NotPending(_)) => ErrorCode::NotFound,
+            RuntimeError::Decide(DecideError::Conflict { .. }) => ErrorCode::Conflict,
+            RuntimeError::UnsupportedPolicy { .. } => ErrorCode::UnsupportedPolicy,
+            RuntimeError::TooLarge { .. } => ErrorCode::TooLarge,
+            RuntimeError::AboveCeiling(_) => ErrorCode::LimitExceeded,
+            RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => {
+                ErrorCode::Conflict
+            }
             RuntimeError::SessionMismatch { .. }
             | RuntimeError::NoComponent(_)
-            | RuntimeError::InvalidRequest(_) => "invalid_request",
-            RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => "conflict",
-            RuntimeError::ShuttingDown => "shutting_down",
-            RuntimeError::HomeBusy(_) => "home_busy",
-            RuntimeError::Storage(_) => "storage",
-            RuntimeError::HeldElsewhere { .. } => "held_elsewhere",
-            RuntimeError::Store(e) if e.is_lost_authority() => "lost_authority",
-            RuntimeError::Store(StoreError::Database { .. } | StoreError::Io { .. }) => "storage",
+            | RuntimeError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            RuntimeError::WrongRunState { .. } | RuntimeError::Stale(_) => ErrorCode::Conflict,
+            RuntimeError::ShuttingDown => ErrorCode::ShuttingDown,
+            RuntimeError::HomeBusy(_) => ErrorCode::HomeBusy,
+            RuntimeError::Storage(_) => ErrorCode::Storage,
+            RuntimeError::HeldElsewhere { .. } => ErrorCode::HeldElsewhere,
+            RuntimeError::Store(e) if e.is_lost_authority() => ErrorCode::LostAuthority,
+            RuntimeError::Store(StoreError::Database { .. } | StoreError::Io { .. }) => {
+                ErrorCode::Storage
+            }
             // An answer the journal could not record: retry it.
             RuntimeError::Decide(DecideError::Store { source, .. })
                 if source.is_lost_authority() =>
             {
-                "lost_authority"
+                ErrorCode::LostAuthority
             }
-            RuntimeError::Decide(DecideError::Store { .. }) => "storage",
-            RuntimeError::Corrupt { .. } => "corrupt",
-            _ => "internal",
+            RuntimeError::Decide(DecideError::Store { .. }) => ErrorCode::Storage,
+            RuntimeError::Corrupt { .. } => ErrorCode::Corrupt,
+            _ => ErrorCode::Internal,
         }
     }
 

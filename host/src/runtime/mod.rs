@@ -9,7 +9,7 @@ mod config;
 pub mod decisions;
 pub(crate) mod delegation;
 mod error;
-pub mod failure;
+pub use cairn_types::failure;
 mod history;
 pub mod lineage;
 mod listing;

@@ -378,7 +378,7 @@ async fn close_run(
             run,
             LifecycleEvent::Failed {
                 error: ErrorInfo {
-                    code: code.as_str().into(),
+                    code,
                     message: message.to_string(),
                     details: None,
                 },
@@ -607,7 +607,7 @@ impl Runtime {
                 (None, n) => RunReplay::Diverged {
                     run_id: run,
                     error: ErrorInfo {
-                        code: "replay_diverged".into(),
+                        code: crate::runtime::failure::FailureCode::ReplayDiverged,
                         message: format!(
                             "the controller ended with {n} journaled entries not yet reproduced"
                         ),
@@ -680,7 +680,7 @@ async fn outcome_mismatch(
         Err(e) => serde_json::json!({ "trap": e.message }),
     };
     Some(ErrorInfo {
-        code: "replay_diverged".into(),
+        code: crate::runtime::failure::FailureCode::ReplayDiverged,
         message: format!(
             "the run ended differently: the journal has {expected}, the replay got {got}"
         ),

@@ -66,7 +66,7 @@ impl RpcError {
 
 impl From<ApiError> for RpcError {
     fn from(e: ApiError) -> Self {
-        let code = match e.status {
+        let code = match e.status() {
             StatusCode::NOT_FOUND => code::TASK_NOT_FOUND,
             StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => code::INVALID_PARAMS,
             // A live run on the context, a claim held: nothing this call can do now.

@@ -3,6 +3,7 @@
 
 use super::super::error::ApiError;
 use super::super::streams::{Slot, holding};
+use crate::ErrorCode;
 use crate::SessionEvent;
 use crate::ids::RunId;
 use crate::journal::Delivery;
@@ -11,7 +12,6 @@ use crate::journal::event::{
 };
 use crate::runtime::Observation;
 use axum::Json;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream;
 use serde_json::{Value, json};
@@ -121,7 +121,7 @@ fn ending(end: &LifecycleEvent) -> Result<(&'static str, Option<&str>), (String,
     match end {
         LifecycleEvent::Finished { text, .. } => Ok(("stop", Some(text))),
         LifecycleEvent::Cancelled { message, .. } => Err(("cancelled".into(), message.clone())),
-        LifecycleEvent::Failed { error } => Err((error.code.clone(), error.message.clone())),
+        LifecycleEvent::Failed { error } => Err((error.code.to_string(), error.message.clone())),
         _ => Ok(("stop", None)),
     }
 }
@@ -238,7 +238,7 @@ pub fn streamed(
 /// The answer in one piece: once the run ends, or at once when it waits on
 /// a decision (the run is handed over, liveness `continue`).
 pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, ApiError> {
-    let internal = |m: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m);
+    let internal = |m: String| ApiError::new(ErrorCode::Internal, m);
     let mut text = String::new();
     let mut calls: Vec<Value> = Vec::new();
     loop {
@@ -277,8 +277,7 @@ pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, Api
                 }
                 Err((code, message)) => {
                     return Err(ApiError::new(
-                        StatusCode::FAILED_DEPENDENCY,
-                        "run_failed",
+                        ErrorCode::RunFailed,
                         format!("run {} ended {code}: {message}", shape.run),
                     ));
                 }

@@ -221,7 +221,7 @@ impl RunCtx {
     pub(crate) fn break_limit(&self, limit: &str, value: u64, max: u64) -> String {
         let what = format!("{limit}: {value} (at most {max})");
         self.fail(ErrorInfo {
-            code: FailureCode::LimitExceeded.as_str().into(),
+            code: FailureCode::LimitExceeded,
             message: format!("the run exceeded a limit: {what}"),
             details: Some(serde_json::json!({ "limit": limit, "value": value, "max": max })),
         });
@@ -240,7 +240,7 @@ impl RunCtx {
             "replay diverged at seq {seq}: the journal has {expected}, the controller did {got}"
         );
         self.fail(ErrorInfo {
-            code: FailureCode::ReplayDiverged.as_str().into(),
+            code: FailureCode::ReplayDiverged,
             message: message.clone(),
             details: Some(serde_json::json!({ "seq": seq, "expected": expected, "got": got })),
         });
@@ -258,7 +258,7 @@ impl RunCtx {
         };
         let message = format!("the journal refused {what}: {e}");
         self.fail(ErrorInfo {
-            code: code.as_str().into(),
+            code,
             message: message.clone(),
             details: None,
         });

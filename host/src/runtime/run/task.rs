@@ -56,7 +56,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         let worker = &worker_dir;
         let reserved = worker
             .reserve_generation(plan.generation_floor)
-            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+            .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         generation = reserved.generation;
         // The reservation and the start (or the replay marker) are one batch:
         // the one write and the one sync on the start path.
@@ -129,25 +129,25 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 // end is written (retried while the store is away).
                 drop(plan.durable.take());
                 let failure = ctx.refused("the run's first entries", e);
-                return Err(ErrorOrCancel::error(FailureCode::Storage.as_str(), failure.0));
+                return Err(ErrorOrCancel::error(FailureCode::Storage, failure.0));
             }
         };
         // worker.json and the rest of the layout, before anything is instantiated.
         worker
             .record_generation(generation, plan.bind.as_deref())
-            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+            .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         // Laying out copies the worktree: blocking work, off the async threads.
         let budget = crate::worktree::Budget::of(&ctx.limits);
         let previous = plan.previous_generation;
         let handle = worker
             .try_clone()
-            .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+            .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         let gen_dir = tokio::task::spawn_blocking(move || {
             handle.lay_out_generation(reserved, previous, &budget)
         })
         .await
-        .map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
-        let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error("generation", e.to_string()))?;
+        .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         guards = env
             .supervisor
             .generation_live(ctx.run_id, &ctx.session, &gen_dir);
@@ -268,7 +268,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     }
     if ctx
         .failure()
-        .is_some_and(|f| FailureCode::ReplayDiverged.is(&f.code))
+        .is_some_and(|f| f.code == FailureCode::ReplayDiverged)
         && let Err(e) = env
             .workers
             .open_worker_any(plan.worker_id)
@@ -300,7 +300,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     let (continues, resumes) = (plan.continues, plan.resumes);
     if let Some(lost) = ctx
         .failure()
-        .filter(|f| FailureCode::LostAuthority.is(&f.code))
+        .filter(|f| f.code == FailureCode::LostAuthority)
     {
         // Another writer holds the session: write nothing more, and let
         // the next open of the session read what that writer wrote.
@@ -470,14 +470,13 @@ pub(crate) async fn execute(
     };
     match outcome {
         Ok(o) => Ok(o),
-        Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error("setup", m)),
-        Err(RunTrap::Trap(m)) => {
+        Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error(FailureCode::Setup, m)),
+        Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error(FailureCode::Trap, m)),
+        Err(RunTrap::TableFull(m)) => {
             // The WASI table refused a handle: the open-file cap, by name.
-            if m.contains("resource table has no free keys") {
-                let max = ctx.limits.open_files;
-                ctx.break_limit("open_files", max.saturating_add(1), max);
-            }
-            Err(ErrorOrCancel::error("trap", m))
+            let max = ctx.limits.open_files;
+            ctx.break_limit("open_files", max.saturating_add(1), max);
+            Err(ErrorOrCancel::error(FailureCode::Trap, m))
         }
     }
 }
@@ -570,13 +569,13 @@ async fn terminal_of(
                 Some(key),
             ),
             Err(e) => failed(ErrorInfo {
-                code: FailureCode::Checkpoint.as_str().into(),
+                code: FailureCode::Checkpoint,
                 message: format!("cannot store the park checkpoint: {e}"),
                 details: None,
             }),
         },
         Ok(Outcome::Failed { code, message }) => failed(ErrorInfo {
-            code: FailureCode::ControllerError.as_str().into(),
+            code: FailureCode::ControllerError,
             message: format!("{code}: {message}"),
             details: Some(serde_json::json!({ "controller_code": code })),
         }),
@@ -589,14 +588,14 @@ async fn terminal_of(
 }
 
 pub(crate) struct ErrorOrCancel {
-    pub code: String,
+    pub code: FailureCode,
     pub message: String,
 }
 
 impl ErrorOrCancel {
-    pub(crate) fn error(code: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn error(code: FailureCode, message: impl Into<String>) -> Self {
         ErrorOrCancel {
-            code: code.to_string(),
+            code,
             message: message.into(),
         }
     }

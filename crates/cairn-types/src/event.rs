@@ -56,7 +56,8 @@ impl SessionEvent {
     /// payload its writer serialized already (an emit measures its size
     /// so): the same bytes [`Self::line`] would write, the payload not
     /// serialized twice.
-    pub(crate) fn with_payload_json(self, payload: &str) -> Self {
+    #[doc(hidden)]
+    pub fn with_payload_json(self, payload: &str) -> Self {
         // A field of an entry always serializes (as in `line`).
         fn json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
             let _ = serde_json::to_writer(out, value);
@@ -295,7 +296,7 @@ pub struct Usage {
 pub struct ErrorInfo {
     /// Stable snake_case code: `controller_error`, `trap`, `limit_exceeded`,
     /// `replay_diverged`, `invalid_component`, …
-    pub code: String,
+    pub code: crate::failure::FailureCode,
     /// A sentence for people.
     pub message: String,
     /// Structured details (`{limit, value}`, `{seq, expected, got}`).

@@ -5,6 +5,17 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The compiled-component cache's default budget.
+pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
+/// The bytes (as journaled) a session's live window holds at most, beside
+/// its entry count: a few huge entries cannot pin gigabytes of memory. The
+/// newest entry is always held.
+pub const DEFAULT_LIVE_WINDOW_BYTES: u64 = 8 << 20;
+/// The bytes (as journaled) every session's live window holds together, by
+/// default: past it the windows nobody follows are emptied, least recently
+/// written first. In memory an entry takes about twice its line.
+pub const DEFAULT_LIVE_TOTAL_BYTES: u64 = 256 << 20;
+
 /// Every limit of one run. Sizes in bytes, durations in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -27,7 +38,7 @@ pub struct Limits {
     /// Bytes of the session's journal.
     pub journal_bytes: u64,
     /// Bytes under the generation's `artifacts/` (a file counts the larger
-    /// of its length and its allocated blocks: see `crate::worktree`).
+    /// of its length and its allocated blocks: see the runtime's `worktree`).
     pub artifact_bytes: u64,
     /// Entries (files, directories, links) under `artifacts/`.
     pub artifact_files: u64,
@@ -84,12 +95,12 @@ impl Default for Limits {
             log_bytes: 16 << 20,
             prompt_bytes: 1 << 20,
             checkpoint_bytes: 64 << 20,
-            component_cache_bytes: crate::component::DEFAULT_CACHE_BYTES,
+            component_cache_bytes: DEFAULT_CACHE_BYTES,
             children_per_run: 16,
             child_depth: 4,
             tree_workers: 256,
-            live_window_bytes: crate::journal::DEFAULT_LIVE_WINDOW_BYTES,
-            live_total_bytes: crate::journal::DEFAULT_LIVE_TOTAL_BYTES,
+            live_window_bytes: DEFAULT_LIVE_WINDOW_BYTES,
+            live_total_bytes: DEFAULT_LIVE_TOTAL_BYTES,
         }
     }
 }

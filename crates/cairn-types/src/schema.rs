@@ -1,7 +1,7 @@
 //! The published JSON Schema of one journal line (`cairn schema journal`;
 //! a copy lives in `docs/journal.schema.json`).
 
-use super::event::SessionEvent;
+use crate::event::SessionEvent;
 
 /// The JSON Schema of one journal line, pretty-printed.
 pub fn journal_line() -> String {

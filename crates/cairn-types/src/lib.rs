@@ -1,0 +1,21 @@
+//! The words cairn speaks: ids, the journal's vocabulary and its schema,
+//! limits, and the codes of failures and wire errors. No I/O lives here;
+//! every other cairn crate builds on these types.
+
+#![deny(missing_docs)]
+
+pub mod code;
+pub mod event;
+pub mod failure;
+pub mod ids;
+pub mod json;
+pub mod limits;
+pub mod schema;
+
+pub use code::ErrorCode;
+pub use event::{
+    AgentEvent, ErrorInfo, LifecycleEvent, Payload, RunFacts, RunStatus, SessionEvent,
+};
+pub use failure::FailureCode;
+pub use ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};
+pub use limits::{Limits, LimitsOverride};
