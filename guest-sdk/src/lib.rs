@@ -87,7 +87,7 @@ macro_rules! controller {
 pub mod __bindings {
     wit_bindgen::generate!({
         world: "controller",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "cairn_guest::__bindings",

@@ -1,6 +1,6 @@
 //! The HTTP seam, over real HTTP on 127.0.0.1:0.
 
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn_runtime::runtime::{Runtime, RuntimeConfig};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -20,7 +20,7 @@ pub async fn server() -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    tokio::spawn(async move { cairn_api::serve(listener, serving, std::future::pending()).await });
     Server {
         base,
         http: reqwest::Client::new(),
@@ -427,15 +427,15 @@ async fn a_chat_client_disconnect_cancels_the_run_in_order() {
         }
     }
     drop(sse); // the client goes away
-    let run_id: cairn::RunId = run.parse().unwrap();
+    let run_id: cairn_runtime::RunId = run.parse().unwrap();
     let facts = tokio::time::timeout(Duration::from_secs(20), s.rt.wait(run_id))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(facts.status, cairn::RunStatus::Cancelled);
-    let session_id = cairn::SessionId::parse(&session).unwrap();
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Cancelled);
+    let session_id = cairn_runtime::SessionId::parse(&session).unwrap();
     let events: Vec<Value> =
-        s.rt.read(&session_id, cairn::Seq(0))
+        s.rt.read(&session_id, cairn_runtime::Seq(0))
             .await
             .unwrap()
             .iter()
@@ -544,7 +544,7 @@ async fn components_upload_by_digest_and_the_openapi_document_covers_every_route
         .unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["components"]["schemas"]["SessionSummary"].is_object());
-    for (method, path) in cairn::api::openapi::operations() {
+    for (method, path) in cairn_api::openapi::operations() {
         let url = format!(
             "{}{}",
             s.base,

@@ -109,7 +109,7 @@ async fn bad_requests_get_the_right_status_and_code() {
             "{path}"
         );
     }
-    let unknown_run = cairn::RunId::new();
+    let unknown_run = cairn_runtime::RunId::new();
     let resp = s
         .http
         .get(format!("{}/v1/runs/{unknown_run}", s.base))
@@ -191,7 +191,7 @@ async fn bad_requests_get_the_right_status_and_code() {
 }
 
 fn uuid_like() -> String {
-    cairn::RunId::new().to_string()
+    cairn_runtime::RunId::new().to_string()
 }
 
 /// Every wire error code: its one status on an answer, `Retry-After` when
@@ -199,8 +199,8 @@ fn uuid_like() -> String {
 #[tokio::test]
 async fn every_error_code_has_one_status_and_is_listed_in_openapi() {
     use axum::response::IntoResponse;
-    use cairn::ErrorCode;
-    let doc = cairn::api::openapi::document();
+    use cairn_runtime::ErrorCode;
+    let doc = cairn_api::openapi::document();
     let listed: Vec<&str> = doc["components"]["schemas"]["ErrorCode"]["enum"]
         .as_array()
         .unwrap_or_else(|| panic!("no ErrorCode enum in {}", doc["components"]["schemas"]))
@@ -210,7 +210,7 @@ async fn every_error_code_has_one_status_and_is_listed_in_openapi() {
     assert_eq!(listed.len(), ErrorCode::ALL.len(), "{listed:?}");
     for &code in ErrorCode::ALL {
         assert!(listed.contains(&code.as_str()), "{code} not in {listed:?}");
-        let response = cairn::api::error::ApiError::new(code, "x").into_response();
+        let response = cairn_api::error::ApiError::new(code, "x").into_response();
         assert_eq!(response.status().as_u16(), code.status(), "{code}");
         assert_eq!(
             response.headers().contains_key("retry-after"),

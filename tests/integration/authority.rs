@@ -424,7 +424,7 @@ fn fill(dir: &Path, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
-    use cairn::runtime::{Runtime, RuntimeConfig};
+    use cairn_runtime::runtime::{Runtime, RuntimeConfig};
     let tmp = tempfile::tempdir().unwrap();
     let Some(mnt) = Tmpfs::mount(&tmp.path().join("mnt"), "24m") else {
         eprintln!("skipped: this machine does not let the test mount a tmpfs (needs root)");
@@ -434,8 +434,10 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
     let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
     let hostile = crate::common::fixture("hostile");
     // A first run binds the worker (its component is stored in the home).
-    let first =
-        cairn::runtime::StartRun::new(cairn::runtime::ComponentRef::Path(hostile.clone()), "trap");
+    let first = cairn_runtime::runtime::StartRun::new(
+        cairn_runtime::runtime::ComponentRef::Path(hostile.clone()),
+        "trap",
+    );
     let (started, _, _) = crate::common::run_to_end(&rt, first, None).await;
     let session = started.session_id.clone();
     // Leave about 256 KiB free: a reserve file, the rest filled.
@@ -443,8 +445,10 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
     fill(&mnt.0, "filler");
     std::fs::remove_file(mnt.0.join("reserve")).unwrap();
     // A controller that emits until it is refused: the disk refuses first.
-    let mut req =
-        cairn::runtime::StartRun::new(cairn::runtime::ComponentRef::Path(hostile), "flood");
+    let mut req = cairn_runtime::runtime::StartRun::new(
+        cairn_runtime::runtime::ComponentRef::Path(hostile),
+        "flood",
+    );
     req.session = Some(session.clone());
     let flood = rt.start(req).await.expect("the start fits in the reserve");
     // The disk refuses a batch of the flood's emits: the run ends, failed
@@ -455,7 +459,11 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
     let mut len = 0;
     loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = rt.read(&session, cairn::Seq(0)).await.unwrap().len();
+        let now = rt
+            .read(&session, cairn_runtime::Seq(0))
+            .await
+            .unwrap()
+            .len();
         // Grown past the start, and then no longer growing: the disk refuses.
         if now == len && now > 3 {
             break;
@@ -481,11 +489,11 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
         .await
         .expect("the end is written once space returns")
         .unwrap();
-    assert_eq!(facts.status, cairn::RunStatus::Failed);
-    let items = rt.read(&session, cairn::Seq(0)).await.unwrap();
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Failed);
+    let items = rt.read(&session, cairn_runtime::Seq(0)).await.unwrap();
     let last = items.last().unwrap().event().unwrap().clone();
     match &last.payload {
-        cairn::Payload::Lifecycle(cairn::LifecycleEvent::Failed { error }) => {
+        cairn_runtime::Payload::Lifecycle(cairn_runtime::LifecycleEvent::Failed { error }) => {
             assert_eq!(error.code, "storage", "{error:?}");
         }
         other => panic!("{other:?}"),
@@ -496,7 +504,7 @@ async fn a_full_disk_ends_the_run_failed_storage_once_space_returns() {
     let mut config = RuntimeConfig::new(&home);
     config.read_only = true;
     let reader = Runtime::open(config).await.unwrap();
-    let again = reader.read(&session, cairn::Seq(0)).await.unwrap();
+    let again = reader.read(&session, cairn_runtime::Seq(0)).await.unwrap();
     assert_eq!(again.len(), items.len());
     for (i, item) in again.iter().enumerate() {
         assert_eq!(item.seq().0, i as u64 + 1);
@@ -532,7 +540,7 @@ async fn a_new_run_reserves_past_the_journal_when_worker_json_rolled_back() {
     let (_, facts, _) = run_to_end(&rt, third, None).await;
     assert_eq!(
         facts.generation,
-        cairn::Generation(3),
+        cairn_runtime::Generation(3),
         "never generation 1 again"
     );
 }
@@ -656,7 +664,7 @@ fn listings_page_with_a_cursor() {
 /// again once space returns (issue 40 item 9).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_answers_storage_to_creates_compacts_and_forks() {
-    use cairn::runtime::{Runtime, RuntimeConfig};
+    use cairn_runtime::runtime::{Runtime, RuntimeConfig};
     let tmp = tempfile::tempdir().unwrap();
     let Some(mnt) = Tmpfs::mount(&tmp.path().join("mnt"), "24m") else {
         eprintln!("skipped: this machine does not let the test mount a tmpfs (needs root)");
@@ -669,7 +677,7 @@ async fn a_full_disk_answers_storage_to_creates_compacts_and_forks() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    tokio::spawn(async move { cairn_api::serve(listener, serving, std::future::pending()).await });
     let http = reqwest::Client::new();
     let session = started.session_id.to_string();
     let user_message = crate::common::entries_json(&rt, &started.session_id)

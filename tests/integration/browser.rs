@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn viewer_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../viewer")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../viewer")
 }
 
 fn on_path(cmd: &str) -> Option<PathBuf> {

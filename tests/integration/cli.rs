@@ -146,7 +146,7 @@ fn the_management_commands_work_in_process() {
     assert!(ok);
     assert!(
         out.lines()
-            .all(|l| serde_json::from_str::<cairn::SessionEvent>(l).is_ok())
+            .all(|l| serde_json::from_str::<cairn_runtime::SessionEvent>(l).is_ok())
     );
     let (ok, _, _) = cairn(&["rm", &session, "--home", home]);
     assert!(ok);
@@ -262,7 +262,7 @@ fn a_closed_pipe_a_relative_home_and_the_help_read_well() {
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
 
     let (_, help, _) = cairn(&["run", "--help"]);
-    for name in cairn::examples::names() {
+    for name in cairn_examples::names() {
         assert!(
             help.contains(name),
             "`cairn run --help` names {name}: {help}"

@@ -4,8 +4,8 @@
 //! sees; this side checks what the journal then holds. The clients come
 //! from the pinned environment under `target/py-tools`.
 
-use cairn::SessionId;
-use cairn::runtime::Runtime;
+use cairn_runtime::SessionId;
+use cairn_runtime::runtime::Runtime;
 use serde_json::Value;
 
 async fn served() -> (tempfile::TempDir, Runtime, String) {
@@ -18,7 +18,7 @@ async fn client_script(script: &str, args: &[&str]) -> Value {
         .await
         .unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/clients")
+        .join("../../tests/clients")
         .join(script);
     let out = tokio::process::Command::new(python)
         .arg(&path)

@@ -1,8 +1,8 @@
 //! Helpers shared by the topics.
 
-use cairn::journal::Delivery;
-use cairn::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun, Started};
-use cairn::{LifecycleEvent, Payload, RunFacts, SessionEvent};
+use cairn_runtime::journal::Delivery;
+use cairn_runtime::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun, Started};
+use cairn_runtime::{LifecycleEvent, Payload, RunFacts, SessionEvent};
 use std::path::Path;
 
 /// A runtime on a fresh home inside `dir`.
@@ -77,7 +77,7 @@ pub fn cairn_in(home: &Path, args: &[&str]) -> std::process::Output {
 
 /// A fixture guest's component path.
 pub fn fixture(name: &str) -> std::path::PathBuf {
-    cairn::examples::FIXTURES
+    cairn_test_programs::FIXTURES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, p)| std::path::PathBuf::from(p))
@@ -102,7 +102,7 @@ pub fn enc(s: &str) -> String {
 pub fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
 }
 
 /// The Python of one pinned environment under `target/py-tools`, made on
@@ -255,13 +255,13 @@ pub async fn served_here(toml: Option<&str>) -> (tempfile::TempDir, Runtime, Str
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    tokio::spawn(async move { cairn_api::serve(listener, serving, std::future::pending()).await });
     (tmp, rt, base)
 }
 
 /// A session's journal entries as JSON.
-pub async fn entries_json(rt: &Runtime, s: &cairn::SessionId) -> Vec<serde_json::Value> {
-    rt.read(s, cairn::Seq(0))
+pub async fn entries_json(rt: &Runtime, s: &cairn_runtime::SessionId) -> Vec<serde_json::Value> {
+    rt.read(s, cairn_runtime::Seq(0))
         .await
         .unwrap()
         .iter()

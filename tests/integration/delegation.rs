@@ -1,8 +1,8 @@
 //! Delegation (seed 000) with real components: a parent test guest driven by
 //! its prompt's steps spawns `delegate`, `echo` and hostile children.
 
-use cairn::runtime::{ComponentRef, Runtime, StartRun};
-use cairn::{RunStatus, SessionId};
+use cairn_runtime::runtime::{ComponentRef, Runtime, StartRun};
+use cairn_runtime::{RunStatus, SessionId};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +29,7 @@ pub(super) async fn run_parent(
     rt: &Runtime,
     parent: &str,
     steps: Value,
-) -> (SessionId, cairn::RunFacts, Vec<Value>) {
+) -> (SessionId, cairn_runtime::RunFacts, Vec<Value>) {
     let started = rt
         .start(StartRun::new(
             ComponentRef::Digest(parent.into()),

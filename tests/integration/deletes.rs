@@ -5,7 +5,7 @@
 //! making its key a second worker.
 
 use super::delegation::grant;
-use cairn::runtime::{ComponentRef, StartRun};
+use cairn_runtime::runtime::{ComponentRef, StartRun};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,11 @@ async fn deleting_a_parent_stops_and_prunes_its_children() {
         .unwrap();
         assert_eq!(record["parent"]["loan_reclaimed"], true, "{record}");
         let facts = summary.last_run.expect("the child's run ended");
-        assert_eq!(facts.status, cairn::RunStatus::Cancelled, "{facts:?}");
+        assert_eq!(
+            facts.status,
+            cairn_runtime::RunStatus::Cancelled,
+            "{facts:?}"
+        );
     }
     rt.begin_shutdown();
 }
@@ -189,7 +193,7 @@ async fn a_lost_index_entry_on_a_clean_home_never_makes_a_second_worker() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let rt = runtime_with(&home, None).await;
-    let name = cairn::SessionId::parse("keep-1").unwrap();
+    let name = cairn_runtime::SessionId::parse("keep-1").unwrap();
     let (session, worker) = rt.create_session(Some(name.clone())).await.unwrap();
     let mut req = start_req("echo", "one");
     req.session = Some(session);

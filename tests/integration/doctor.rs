@@ -61,9 +61,9 @@ async fn doctor_names_each_planted_problem_and_exits_1() {
                 .trim_start_matches("sha256-")
                 .trim_end_matches(".wasm")
         );
-        if cairn::examples::names()
+        if cairn_examples::names()
             .iter()
-            .all(|n| cairn::examples::built_in_digest(n) != Some(digest.as_str()))
+            .all(|n| cairn_examples::built_in_digest(n) != Some(digest.as_str()))
         {
             std::fs::remove_file(f.path()).unwrap();
         }

@@ -2,9 +2,9 @@
 //! reader and every HTTP request body never panic and never lose a good
 //! line; bad input gets a clear error.
 
-use cairn::api::body::parse;
-use cairn::store::file::scan_segment;
-use cairn::{AgentEvent, Payload, RunId, SegmentId, Seq, SessionEvent, SessionId};
+use cairn_api::body::parse;
+use cairn_runtime::store::file::scan_segment;
+use cairn_runtime::{AgentEvent, Payload, RunId, SegmentId, Seq, SessionEvent, SessionId};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -76,10 +76,10 @@ proptest! {
 
     #[test]
     fn request_bodies_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = parse::<cairn::api::wire::StartRunRequest>(&bytes);
-        let _ = parse::<cairn::api::wire::CreateSession>(&bytes);
-        let _ = parse::<cairn::api::wire::DecideRequest>(&bytes);
-        let _ = parse::<cairn::api::wire::ResumeRequest>(&bytes);
+        let _ = parse::<cairn_api::wire::StartRunRequest>(&bytes);
+        let _ = parse::<cairn_api::wire::CreateSession>(&bytes);
+        let _ = parse::<cairn_api::wire::DecideRequest>(&bytes);
+        let _ = parse::<cairn_api::wire::ResumeRequest>(&bytes);
     }
 
     #[test]
@@ -161,8 +161,8 @@ async fn router() -> axum::Router {
     // A home of its own per case: a home has one owner at a time, and an
     // earlier case's runtime may still be winding down.
     let home = root.path().join(uuid::Uuid::new_v4().to_string());
-    let mut config = cairn::runtime::RuntimeConfig::new(home);
+    let mut config = cairn_runtime::runtime::RuntimeConfig::new(home);
     config.restore = false;
     config.host.pool.instances = 0;
-    cairn::api::router(cairn::runtime::Runtime::open(config).await.unwrap())
+    cairn_api::router(cairn_runtime::runtime::Runtime::open(config).await.unwrap())
 }

@@ -2,7 +2,7 @@
 //! generated requests per operation, and no 5xx allowed. The test provisions
 //! its pinned schemathesis itself (`target/py-tools`).
 
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn_runtime::runtime::{Runtime, RuntimeConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_server_error() {
@@ -12,7 +12,7 @@ async fn schemathesis_finds_no_server_error() {
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/openapi.json", listener.local_addr().unwrap());
-    tokio::spawn(async move { cairn::api::serve(listener, rt, std::future::pending()).await });
+    tokio::spawn(async move { cairn_api::serve(listener, rt, std::future::pending()).await });
     // Through the Python module, not the `st` script: a fresh pyenv has no
     // shim for a script until `pyenv rehash`.
     let python = tokio::task::spawn_blocking(super::common::py_tools)

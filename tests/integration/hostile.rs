@@ -2,10 +2,10 @@
 //! it broke, when it broke one), fast, and the host and its neighbours go on.
 
 use crate::common::*;
-use cairn::journal::event::{LifecycleEvent, RunStatus};
-use cairn::limits::LimitsOverride;
-use cairn::runtime::{ComponentRef, Runtime, StartRun};
-use cairn::{Payload, RunFacts, SessionEvent};
+use cairn_runtime::journal::event::{LifecycleEvent, RunStatus};
+use cairn_runtime::limits::LimitsOverride;
+use cairn_runtime::runtime::{ComponentRef, Runtime, StartRun};
+use cairn_runtime::{Payload, RunFacts, SessionEvent};
 use std::time::{Duration, Instant};
 
 pub fn tight() -> LimitsOverride {
@@ -48,7 +48,7 @@ fn tree_bytes(dir: &std::path::Path) -> u64 {
     total
 }
 
-fn failure(events: &[SessionEvent]) -> cairn::journal::event::ErrorInfo {
+fn failure(events: &[SessionEvent]) -> cairn_runtime::journal::event::ErrorInfo {
     match &events.last().unwrap().payload {
         Payload::Lifecycle(LifecycleEvent::Failed { error }) => error.clone(),
         other => panic!("expected a failure, got {other:?}"),
@@ -165,7 +165,7 @@ async fn every_attack_ends_its_own_run_and_names_the_limit() {
         ));
         // The journal stays dense and readable after each attack.
         let seqs: Vec<u64> = rt
-            .read(&events[0].session_id, cairn::Seq(0))
+            .read(&events[0].session_id, cairn_runtime::Seq(0))
             .await
             .unwrap()
             .iter()
@@ -245,14 +245,14 @@ async fn symlinks_planted_in_artifacts_lead_nowhere_for_guest_or_host() {
         "the guest reached nothing through the links"
     );
     let events: Vec<SessionEvent> = rt
-        .read(&started.session_id, cairn::Seq(0))
+        .read(&started.session_id, cairn_runtime::Seq(0))
         .await
         .unwrap()
         .iter()
         .filter_map(|i| i.event().cloned())
         .collect();
     let reached = events.iter().find_map(|e| match &e.payload {
-        Payload::Agent(cairn::AgentEvent::Custom { name, data }) if name == "escape" => {
+        Payload::Agent(cairn_runtime::AgentEvent::Custom { name, data }) if name == "escape" => {
             Some(data["reached"].clone())
         }
         _ => None,
@@ -282,9 +282,9 @@ async fn symlinks_planted_in_artifacts_lead_nowhere_for_guest_or_host() {
         rt.wait(next_run.run_id).await.unwrap().status,
         RunStatus::Finished
     );
-    let home = cairn::worker::Home::open(&tmp.path().join("home")).unwrap();
+    let home = cairn_runtime::worker::Home::open(&tmp.path().join("home")).unwrap();
     let w = home.open_worker(started.worker_id).unwrap();
-    let gen_dir = w.generation_dir(cairn::Generation(2)).unwrap();
+    let gen_dir = w.generation_dir(cairn_runtime::Generation(2)).unwrap();
     let arts = gen_dir.open_dir("artifacts").unwrap();
     // Host side: cap-std refuses to follow the links out of the aggregate.
     for link in [
@@ -316,9 +316,13 @@ async fn deep_json_is_refused_at_every_ingress() {
     let rt = crate::common::runtime(tmp.path()).await;
     let req = StartRun::new(ComponentRef::Path(fixture("hostile")), "deep");
     let (started, facts, events) = crate::common::run_to_end(&rt, req, None).await;
-    assert_eq!(facts.status, cairn::RunStatus::Finished, "{events:?}");
+    assert_eq!(
+        facts.status,
+        cairn_runtime::RunStatus::Finished,
+        "{events:?}"
+    );
     let refused = events.iter().any(|e| {
-        matches!(&e.payload, cairn::Payload::Agent(cairn::AgentEvent::TextDelta { text })
+        matches!(&e.payload, cairn_runtime::Payload::Agent(cairn_runtime::AgentEvent::TextDelta { text })
             if text.contains("refused") && text.contains("at most 64"))
     });
     assert!(refused, "{events:?}");
@@ -329,10 +333,10 @@ async fn deep_json_is_refused_at_every_ingress() {
     for _ in 0..126 {
         v = serde_json::json!([v]);
     }
-    let id = cairn::DecisionId::derive(&started.session_id, cairn::Seq(1));
+    let id = cairn_runtime::DecisionId::derive(&started.session_id, cairn_runtime::Seq(1));
     let err = rt.decide(&id, v.clone()).await.unwrap_err();
     assert_eq!(err.code(), "invalid_request", "{err}");
-    let app = cairn::api::router(rt.clone());
+    let app = cairn_api::router(rt.clone());
     use tower::ServiceExt;
     let resp = app
         .oneshot(
@@ -384,14 +388,14 @@ async fn decisions_final_texts_and_checkpoints_count_against_the_limits() {
 #[tokio::test]
 async fn the_component_cache_and_live_windows_are_bounded() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut config = cairn::runtime::RuntimeConfig::new(tmp.path().join("home"));
+    let mut config = cairn_runtime::runtime::RuntimeConfig::new(tmp.path().join("home"));
     config.retention = Duration::from_millis(100);
     config.host.limits.component_cache_bytes = 1;
     let rt = Runtime::open(config).await.unwrap();
     for example in ["echo", "approval", "echo"] {
         let mut req = crate::common::start_req(example, "x");
         if example == "approval" {
-            req.liveness.policy = cairn::journal::event::LivenessPolicy::Continue;
+            req.liveness.policy = cairn_runtime::journal::event::LivenessPolicy::Continue;
         }
         let answer = Some(serde_json::json!({ "approved": true }));
         crate::common::run_to_end(&rt, req, answer).await;
@@ -548,17 +552,17 @@ fn a_component_past_the_compile_budget_is_refused_before_it_compiles() {
         "refused before compiling"
     );
     // Every real controller is far inside the budget.
-    let fixtures = cairn::examples::FIXTURES
+    let fixtures = cairn_test_programs::FIXTURES
         .iter()
         .map(|(n, p)| (*n, std::fs::read(p).unwrap()));
-    let examples = cairn::examples::names()
+    let examples = cairn_examples::names()
         .into_iter()
-        .map(|n| (n, cairn::examples::built_in(n).unwrap().to_vec()));
+        .map(|n| (n, cairn_examples::built_in(n).unwrap().to_vec()));
     for (name, bytes) in fixtures.chain(examples) {
-        let c = cairn::component::complexity::check(&bytes).unwrap();
+        let c = cairn_runtime::component::complexity::check(&bytes).unwrap();
         eprintln!("{name}: {c:?}");
         assert!(
-            c.max_locals * 2 < cairn::component::complexity::MAX_LOCALS,
+            c.max_locals * 2 < cairn_runtime::component::complexity::MAX_LOCALS,
             "{name}: {c:?}"
         );
     }

@@ -2,8 +2,8 @@
 //! round, each kept as a test (the loan race, leaks of host paths, …).
 
 use super::delegation::{grant, run_parent, step_results};
-use cairn::RunStatus;
-use cairn::runtime::{ComponentRef, Runtime, StartRun};
+use cairn_runtime::RunStatus;
+use cairn_runtime::runtime::{ComponentRef, Runtime, StartRun};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -679,14 +679,19 @@ async fn a_workspace_holds_at_most_its_quota_of_workers() {
     assert!(refused.contains("workers = 3"), "{refused}");
     let local = rt.default_workspace().to_string();
     match rt.create_session_in(None, &local).await {
-        Err(cairn::runtime::RuntimeError::Capacity(m)) => assert!(m.contains("workers = 3"), "{m}"),
+        Err(cairn_runtime::runtime::RuntimeError::Capacity(m)) => {
+            assert!(m.contains("workers = 3"), "{m}")
+        }
         other => panic!("a fourth worker: {other:?}"),
     }
     let start = rt
         .start(StartRun::new(ComponentRef::BuiltIn("echo".into()), "hi"))
         .await;
     assert!(
-        matches!(start, Err(cairn::runtime::RuntimeError::Capacity(_))),
+        matches!(
+            start,
+            Err(cairn_runtime::runtime::RuntimeError::Capacity(_))
+        ),
         "{start:?}"
     );
     rt.create_session_in(None, "other")

@@ -2,9 +2,9 @@
 //! worker at every position, and delete and fork killed at each step.
 
 use crate::common::*;
-use cairn::journal::event::{LifecycleEvent, RunStatus};
-use cairn::runtime::Runtime;
-use cairn::{Payload, Seq, SessionEvent, SessionId};
+use cairn_runtime::journal::event::{LifecycleEvent, RunStatus};
+use cairn_runtime::runtime::Runtime;
+use cairn_runtime::{Payload, Seq, SessionEvent, SessionId};
 
 async fn events(rt: &Runtime, s: &SessionId) -> Vec<SessionEvent> {
     rt.read(s, Seq(0))
@@ -27,7 +27,7 @@ fn started_seqs(events: &[SessionEvent]) -> Vec<(Seq, String)> {
         .collect()
 }
 
-fn texts(turns: &[cairn::component::Turn]) -> Vec<(bool, String)> {
+fn texts(turns: &[cairn_runtime::component::Turn]) -> Vec<(bool, String)> {
     turns.iter().map(|t| (t.user, t.text.clone())).collect()
 }
 
@@ -150,15 +150,14 @@ async fn a_fork_at_every_user_message_carries_exactly_the_prefix() {
     let (_, child_facts, _) = run_to_end(&rt, child_run, None).await;
     // The copied history names generation 1 (the source's first run); the
     // fork's own first run reserves past every generation it names.
-    assert_eq!(child_facts.generation, cairn::Generation(2));
+    assert_eq!(child_facts.generation, cairn_runtime::Generation(2));
     let reserved: Vec<u64> = events(&rt, &forked.session_id)
         .await
         .iter()
         .filter_map(|e| match &e.payload {
-            cairn::Payload::Lifecycle(cairn::LifecycleEvent::GenerationReserved {
-                generation,
-                ..
-            }) => Some(generation.0),
+            cairn_runtime::Payload::Lifecycle(
+                cairn_runtime::LifecycleEvent::GenerationReserved { generation, .. },
+            ) => Some(generation.0),
             _ => None,
         })
         .collect();
@@ -195,7 +194,7 @@ async fn compaction_keeps_one_stream_and_history_follows_the_summary() {
     let mut seen = Vec::new();
     while seen.len() < last.0 as usize {
         match sub.next().await.unwrap().unwrap() {
-            cairn::journal::Delivery::Event(e) => seen.push(e.seq.0),
+            cairn_runtime::journal::Delivery::Event(e) => seen.push(e.seq.0),
             other => panic!("{other:?}"),
         }
     }

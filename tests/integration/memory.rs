@@ -6,9 +6,9 @@
 
 use super::api::server;
 use super::common::fixture;
-use cairn::Seq;
-use cairn::journal::Delivery;
-use cairn::runtime::{AttachSpec, ComponentRef, StartRun};
+use cairn_runtime::Seq;
+use cairn_runtime::journal::Delivery;
+use cairn_runtime::runtime::{AttachSpec, ComponentRef, StartRun};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -37,7 +37,11 @@ async fn live_windows_stay_under_the_host_cap_and_evicted_ones_read_from_the_sto
             .await
             .expect("the run ends")
             .unwrap();
-        assert_eq!(facts.status, cairn::RunStatus::Finished, "{facts:?}");
+        assert_eq!(
+            facts.status,
+            cairn_runtime::RunStatus::Finished,
+            "{facts:?}"
+        );
         sessions.push(started.session_id);
         let held = rt.metrics().live_window_bytes;
         assert!(

@@ -2,7 +2,7 @@
 //! nothing else.
 
 use super::delegation::{grant, run_parent};
-use cairn::RunStatus;
+use cairn_runtime::RunStatus;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

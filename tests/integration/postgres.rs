@@ -4,15 +4,15 @@
 //! PostgreSQL binaries are found) — and the PostgreSQL store's own rules:
 //! migrations, lease fencing between instances, clear errors.
 
-use cairn::store::blob::{DirBlobs, MemoryBlobs};
-use cairn::store::conformance::{self, Subject};
-use cairn::store::file::FileStore;
-use cairn::store::lease::MemoryLeases;
-use cairn::store::memory::MemoryStore;
-use cairn::store::postgres::{PgStore, migrations};
-use cairn::store::{LeaseStore, MemoryRunIndex, Store, StoreError};
-use cairn::worker::Home;
-use cairn::{SegmentId, SessionId};
+use cairn_runtime::store::blob::{DirBlobs, MemoryBlobs};
+use cairn_runtime::store::conformance::{self, Subject};
+use cairn_runtime::store::file::FileStore;
+use cairn_runtime::store::lease::MemoryLeases;
+use cairn_runtime::store::memory::MemoryStore;
+use cairn_runtime::store::postgres::{PgStore, migrations};
+use cairn_runtime::store::{LeaseStore, MemoryRunIndex, Store, StoreError};
+use cairn_runtime::worker::Home;
+use cairn_runtime::{SegmentId, SessionId};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -424,9 +424,9 @@ async fn a_renewed_lease_stays_and_an_abandoned_one_moves_within_its_ttl() {
 /// `NOTIFY`; what it sees is exactly what the holder's journal holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
-    use cairn::journal::Journals;
-    use cairn::store::JournalStore;
-    use cairn::store::postgres::relay::Relay;
+    use cairn_runtime::journal::Journals;
+    use cairn_runtime::store::JournalStore;
+    use cairn_runtime::store::postgres::relay::Relay;
     let pg = Cluster::start();
     let url = pg.database().await;
     let a = Arc::new(PgStore::connect(&url, "holder").await.unwrap());
@@ -441,7 +441,7 @@ async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
     let total = 1500u64;
     // Followers from the start and from a cursor (Last-Event-ID).
     let follow = |after: u64| {
-        let mut f = relay.follow(&session, cairn::Seq(after));
+        let mut f = relay.follow(&session, cairn_runtime::Seq(after));
         tokio::spawn(async move {
             let mut seen = Vec::new();
             while seen.last().copied().unwrap_or(after) < total {
@@ -465,18 +465,20 @@ async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
                 journal
                     .append_seq(
                         None,
-                        cairn::Payload::Agent(cairn::journal::event::AgentEvent::TextDelta {
-                            text: "e".into(),
-                        }),
+                        cairn_runtime::Payload::Agent(
+                            cairn_runtime::journal::event::AgentEvent::TextDelta {
+                                text: "e".into(),
+                            },
+                        ),
                     )
                     .await
                     .unwrap();
             }
         } else {
             let batch = vec![
-                cairn::Payload::Agent(cairn::journal::event::AgentEvent::TextDelta {
-                    text: "b".into()
-                });
+                cairn_runtime::Payload::Agent(
+                    cairn_runtime::journal::event::AgentEvent::TextDelta { text: "b".into() }
+                );
                 size
             ];
             journal.append_batch(None, batch).await.unwrap();
@@ -499,8 +501,11 @@ async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
         "from the cursor on"
     );
     // What was relayed is the holder's journal, line for line.
-    let held = a.read(&session, cairn::Seq(0), usize::MAX).await.unwrap();
-    let mut f = relay.follow(&session, cairn::Seq(0));
+    let held = a
+        .read(&session, cairn_runtime::Seq(0), usize::MAX)
+        .await
+        .unwrap();
+    let mut f = relay.follow(&session, cairn_runtime::Seq(0));
     for item in &held {
         assert_eq!(&f.next().await.unwrap(), item);
     }

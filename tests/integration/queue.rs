@@ -3,9 +3,9 @@
 //! failure, `max_concurrency` sampled from the store, and a `cairn serve`
 //! killed with ten cards processing.
 
-use cairn::queue::{AnswerValue, NewCard, Queue, RecordStatus, Row, RowState};
-use cairn::runtime::Runtime;
-use cairn::{SessionEvent, SessionId};
+use cairn_orchestration::{AnswerValue, NewCard, Queue, RecordStatus, Row, RowState};
+use cairn_runtime::runtime::Runtime;
+use cairn_runtime::{SessionEvent, SessionId};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub(crate) async fn until(q: &Queue, card: &str, what: &str, done: impl Fn(&Row)
     }
 }
 
-fn record(q: &Queue, key: &str) -> cairn::queue::Record {
+fn record(q: &Queue, key: &str) -> cairn_orchestration::Record {
     q.records()
         .unwrap()
         .remove(key)
@@ -69,7 +69,7 @@ fn record(q: &Queue, key: &str) -> cairn::queue::Record {
 }
 
 async fn events(rt: &Runtime, s: &SessionId) -> Vec<SessionEvent> {
-    rt.read(s, cairn::Seq(0))
+    rt.read(s, cairn_runtime::Seq(0))
         .await
         .unwrap()
         .iter()
@@ -259,7 +259,9 @@ async fn rounds_supersede_pending_rows_in_place_and_processing_ones_only_when_th
 async fn upload_counter(rt: &Runtime) -> String {
     let bytes = std::fs::read(super::common::fixture("counter")).unwrap();
     let (digest, _) = rt
-        .add_component(&cairn::runtime::ComponentRef::Bytes(Arc::new(bytes)))
+        .add_component(&cairn_runtime::runtime::ComponentRef::Bytes(Arc::new(
+            bytes,
+        )))
         .await
         .unwrap();
     digest
@@ -666,32 +668,39 @@ async fn queue_routes_are_workspace_scoped() {
 }
 
 /// The file store, counting the reads of its rows.
-struct CountingReads(cairn::queue::FileQueue, Arc<std::sync::atomic::AtomicUsize>);
+struct CountingReads(
+    cairn_orchestration::FileQueue,
+    Arc<std::sync::atomic::AtomicUsize>,
+);
 
-impl cairn::queue::QueueStore for CountingReads {
-    fn cards(&self) -> Result<cairn::queue::model::Cards, cairn::queue::model::StoreFailure> {
+impl cairn_orchestration::QueueStore for CountingReads {
+    fn cards(
+        &self,
+    ) -> Result<cairn_orchestration::model::Cards, cairn_orchestration::model::StoreFailure> {
         self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.0.cards()
     }
     fn put_cards(
         &self,
-        cards: &cairn::queue::model::Cards,
-    ) -> Result<(), cairn::queue::model::StoreFailure> {
+        cards: &cairn_orchestration::model::Cards,
+    ) -> Result<(), cairn_orchestration::model::StoreFailure> {
         self.0.put_cards(cards)
     }
-    fn records(&self) -> Result<cairn::queue::model::Records, cairn::queue::model::StoreFailure> {
+    fn records(
+        &self,
+    ) -> Result<cairn_orchestration::model::Records, cairn_orchestration::model::StoreFailure> {
         self.0.records()
     }
     fn put_records(
         &self,
-        records: &cairn::queue::model::Records,
-    ) -> Result<(), cairn::queue::model::StoreFailure> {
+        records: &cairn_orchestration::model::Records,
+    ) -> Result<(), cairn_orchestration::model::StoreFailure> {
         self.0.put_records(records)
     }
-    fn append_ledger(&self, row: &Value) -> Result<(), cairn::queue::model::StoreFailure> {
+    fn append_ledger(&self, row: &Value) -> Result<(), cairn_orchestration::model::StoreFailure> {
         self.0.append_ledger(row)
     }
-    fn ledger(&self) -> Result<Vec<Value>, cairn::queue::model::StoreFailure> {
+    fn ledger(&self) -> Result<Vec<Value>, cairn_orchestration::model::StoreFailure> {
         self.0.ledger()
     }
     fn cards_stamp(&self) -> Option<[i64; 6]> {
@@ -709,7 +718,7 @@ async fn an_idle_queue_reads_its_rows_only_when_they_change() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = super::common::runtime_with(&tmp.path().join("home"), None).await;
     let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let store = cairn::queue::FileQueue::open(rt.home().root(), true).unwrap();
+    let store = cairn_orchestration::FileQueue::open(rt.home().root(), true).unwrap();
     let q = Queue::with_store(rt.clone(), Box::new(CountingReads(store, reads.clone())));
     let ws = rt.default_workspace().to_string();
     let _worker = dispatch(&q);

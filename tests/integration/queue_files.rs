@@ -5,7 +5,7 @@
 //! write.
 
 use crate::queue::{card, dispatch, open, until};
-use cairn::queue::RowState;
+use cairn_orchestration::RowState;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -114,7 +114,7 @@ async fn an_older_cards_file_is_read_as_before_and_split_at_the_next_write() {
     until(&q, "second", "done", |r| r.state == RowState::Done).await;
     // A reopened home reads the split documents the same.
     drop(q);
-    let q = cairn::queue::Queue::open(rt.clone()).unwrap();
+    let q = cairn_orchestration::Queue::open(rt.clone()).unwrap();
     let listed: Vec<String> = q.rows(None).unwrap().into_iter().map(|r| r.card).collect();
     assert_eq!(listed, ["first", "second", "third"]);
 }

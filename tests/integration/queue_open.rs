@@ -4,7 +4,7 @@
 //! no ledger row until its run ends.
 
 use crate::queue::{card, dispatch, open, until};
-use cairn::queue::{AnswerValue, RowState};
+use cairn_orchestration::{AnswerValue, RowState};
 use serde_json::json;
 use std::time::{Duration, Instant};
 

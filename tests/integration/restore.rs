@@ -1,9 +1,9 @@
 //! Crash restore by deterministic replay, divergence, and offline replay.
 
 use crate::common::*;
-use cairn::journal::event::{LifecycleEvent, RunStatus};
-use cairn::runtime::{Runtime, RuntimeConfig};
-use cairn::{AgentEvent, Payload, RunId, Seq, SessionEvent, SessionId};
+use cairn_runtime::journal::event::{LifecycleEvent, RunStatus};
+use cairn_runtime::runtime::{Runtime, RuntimeConfig};
+use cairn_runtime::{AgentEvent, Payload, RunId, Seq, SessionEvent, SessionId};
 use std::io::BufRead;
 use std::path::Path;
 use std::time::Duration;
@@ -56,7 +56,7 @@ fn run_and_kill(
     printed
 }
 
-fn events(items: Vec<cairn::store::JournalItem>) -> Vec<SessionEvent> {
+fn events(items: Vec<cairn_runtime::store::JournalItem>) -> Vec<SessionEvent> {
     items
         .into_iter()
         .filter_map(|i| i.event().cloned())
@@ -74,7 +74,11 @@ fn texts_of(events: &[SessionEvent], run: RunId) -> Vec<String> {
         .collect()
 }
 
-async fn finish_answering(rt: &Runtime, session: &SessionId, run: RunId) -> cairn::RunFacts {
+async fn finish_answering(
+    rt: &Runtime,
+    session: &SessionId,
+    run: RunId,
+) -> cairn_runtime::RunFacts {
     let wait = rt.wait(run);
     tokio::pin!(wait);
     loop {
@@ -249,7 +253,7 @@ async fn a_replay_with_another_component_diverges_and_marks_the_worker_stale() {
     let record_path = workers[0].join("worker.json");
     let mut record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
-    let echo = cairn::component::digest_of(cairn::examples::built_in("echo").unwrap());
+    let echo = cairn_runtime::component::digest_of(cairn_examples::built_in("echo").unwrap());
     record["component"] = serde_json::Value::String(echo);
     std::fs::write(&record_path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
     // The killed generation's socket is left behind, and never taken as live.
@@ -403,7 +407,7 @@ fn stop(mut served: Served) -> std::process::ExitStatus {
 fn a_clean_stop_marks_the_home_and_a_crash_after_the_next_start_is_still_restored() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
-    let marker = home.join(cairn::home_lock::CLEAN_FILE);
+    let marker = home.join(cairn_runtime::home_lock::CLEAN_FILE);
     let http = reqwest::blocking::Client::new();
     let wait_for = |what: &str, mut ok: Box<dyn FnMut() -> bool + '_>| {
         let until = std::time::Instant::now() + Duration::from_secs(30);
@@ -533,9 +537,9 @@ fn a_clean_stop_marks_the_home_and_a_crash_after_the_next_start_is_still_restore
 async fn a_generation_the_journal_never_held_is_passed_and_its_worktree_not_carried() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path()).await;
-    let count = |worker: Option<cairn::WorkerId>| {
-        let mut req = cairn::StartRun::new(
-            cairn::runtime::ComponentRef::Path(fixture("hostile")),
+    let count = |worker: Option<cairn_runtime::WorkerId>| {
+        let mut req = cairn_runtime::StartRun::new(
+            cairn_runtime::runtime::ComponentRef::Path(fixture("hostile")),
             "count",
         );
         req.worker = worker;

@@ -4,7 +4,7 @@
 //! asks, then it is taken, and the run goes on with it.
 
 use crate::common::*;
-use cairn::runtime::{Runtime, RuntimeConfig, RuntimeError};
+use cairn_runtime::runtime::{Runtime, RuntimeConfig, RuntimeError};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ async fn an_answer_to_a_run_being_restored_is_retryable_then_taken() {
         .unwrap();
     assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     let t = Instant::now();
-    let decision: cairn::DecisionId = loop {
+    let decision: cairn_runtime::DecisionId = loop {
         let pending: serde_json::Value = http
             .get(format!("{}/v1/decisions", served.url))
             .send()
@@ -75,7 +75,11 @@ async fn an_answer_to_a_run_being_restored_is_retryable_then_taken() {
         .map(|(_, r)| *r)
         .expect("the restored run");
     let facts = rt.wait(run).await.unwrap();
-    assert_eq!(facts.status, cairn::RunStatus::Finished, "{facts:?}");
+    assert_eq!(
+        facts.status,
+        cairn_runtime::RunStatus::Finished,
+        "{facts:?}"
+    );
     rt.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -84,7 +88,7 @@ async fn an_answer_to_a_run_being_restored_is_retryable_then_taken() {
 /// again; one that did not stays parked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_run_asking_for_it_is_resumed_at_the_next_start() {
-    use cairn::journal::event::{Liveness, LivenessPolicy};
+    use cairn_runtime::journal::event::{Liveness, LivenessPolicy};
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let rt = runtime_with(&home, None).await;
@@ -101,7 +105,7 @@ async fn a_parked_run_asking_for_it_is_resumed_at_the_next_start() {
     let stays = rt.start(park("leave me", None)).await.unwrap();
     for run in [resumed.run_id, stays.run_id] {
         let facts = rt.wait(run).await.unwrap();
-        assert_eq!(facts.status, cairn::RunStatus::Parked, "{facts:?}");
+        assert_eq!(facts.status, cairn_runtime::RunStatus::Parked, "{facts:?}");
     }
     rt.shutdown(Duration::from_secs(5)).await;
     drop(rt);
@@ -123,14 +127,14 @@ async fn a_parked_run_asking_for_it_is_resumed_at_the_next_start() {
     };
     rt.decide(&asked, json!({"approved": true})).await.unwrap();
     let facts = rt.wait(live[0].1).await.unwrap();
-    assert_eq!(facts.status, cairn::RunStatus::Finished);
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Finished);
     assert_eq!(facts.resumes, Some(resumed.run_id));
     // The other is still parked, untouched.
     let summary = rt.summary(&stays.session_id).await.unwrap();
     assert_eq!(summary.live_run, None);
     assert_eq!(
         summary.last_run.map(|f| f.status),
-        Some(cairn::RunStatus::Parked)
+        Some(cairn_runtime::RunStatus::Parked)
     );
     rt.shutdown(Duration::from_secs(5)).await;
 }

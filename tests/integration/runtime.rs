@@ -2,14 +2,14 @@
 //! liveness, decisions, cancel, park and resume, state, sockets, shutdown.
 
 use crate::common::*;
-use cairn::journal::Delivery;
-use cairn::journal::event::{
+use cairn_runtime::journal::Delivery;
+use cairn_runtime::journal::event::{
     ApprovalRoute, CancelReason, DecidedBy, DetachCause, LifecycleEvent, Liveness, LivenessPolicy,
     ObserverRole, RunStatus,
 };
-use cairn::runtime::state::{AgentState, BlockReason};
-use cairn::runtime::{AttachSpec, ComponentRef, Runtime, RuntimeError, StartRun};
-use cairn::{Payload, RunId, Seq, SessionEvent, SessionId};
+use cairn_runtime::runtime::state::{AgentState, BlockReason};
+use cairn_runtime::runtime::{AttachSpec, ComponentRef, Runtime, RuntimeError, StartRun};
+use cairn_runtime::{Payload, RunId, Seq, SessionEvent, SessionId};
 use std::time::Duration;
 
 pub fn kind(e: &SessionEvent) -> String {
@@ -21,7 +21,7 @@ pub fn kind(e: &SessionEvent) -> String {
 
 /// Read deliveries until one satisfies `pred`; everything seen on the way.
 pub async fn until(
-    sub: &mut cairn::journal::Subscription,
+    sub: &mut cairn_runtime::journal::Subscription,
     pred: impl Fn(&SessionEvent) -> bool,
 ) -> Vec<SessionEvent> {
     let mut seen = Vec::new();
@@ -56,7 +56,7 @@ fn is_terminal(e: &SessionEvent) -> bool {
     e.facts.is_some()
 }
 
-fn decision_of(e: &SessionEvent) -> Option<cairn::DecisionId> {
+fn decision_of(e: &SessionEvent) -> Option<cairn_runtime::DecisionId> {
     match &e.payload {
         Payload::Lifecycle(LifecycleEvent::DecisionRequested { decision_id, .. }) => {
             Some(decision_id.clone())
@@ -193,8 +193,8 @@ async fn waiting_run(
 ) -> (
     SessionId,
     RunId,
-    cairn::journal::Subscription,
-    cairn::runtime::Observation,
+    cairn_runtime::journal::Subscription,
+    cairn_runtime::runtime::Observation,
 ) {
     let s = session(rt).await;
     let sub = rt.subscribe(&s, Seq(0)).await.unwrap();
@@ -343,7 +343,7 @@ async fn park_policy_parks_and_resume_starts_a_new_run_from_the_checkpoint() {
     loop {
         let seen = until(&mut sub, |e| is_terminal(e) || decision_of(e).is_some()).await;
         for e in &seen {
-            if let Payload::Agent(cairn::AgentEvent::TextDelta { text }) = &e.payload {
+            if let Payload::Agent(cairn_runtime::AgentEvent::TextDelta { text }) = &e.payload {
                 texts.push(text.clone());
             }
             if let Payload::Lifecycle(LifecycleEvent::Started { resumes, .. }) = &e.payload {
@@ -440,7 +440,7 @@ async fn decisions_are_idempotent_conflicts_are_refused_and_expiry_records_the_d
     assert_eq!(recorded, 1, "journaled once");
     assert_eq!(rt.wait(run).await.unwrap().status, RunStatus::Finished);
     let unknown = rt
-        .decide(&cairn::DecisionId::derive(&s, Seq(999)), yes)
+        .decide(&cairn_runtime::DecisionId::derive(&s, Seq(999)), yes)
         .await
         .unwrap_err();
     assert_eq!(unknown.code(), "not_found");

@@ -5,7 +5,7 @@
 //! a session made before ids were scoped keeps its id.
 
 use crate::common::*;
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn_runtime::runtime::{Runtime, RuntimeConfig};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -24,7 +24,7 @@ async fn serve(home: &Path) -> (Runtime, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    tokio::spawn(async move { cairn_api::serve(listener, serving, std::future::pending()).await });
     (rt, base)
 }
 
@@ -237,7 +237,7 @@ async fn a_session_made_before_ids_were_scoped_keeps_its_id() {
     // attributed to b as such a home's documents say).
     let rt = runtime(tmp.path()).await;
     let (session, worker) = rt
-        .create_session(Some(cairn::SessionId::parse("old-1").unwrap()))
+        .create_session(Some(cairn_runtime::SessionId::parse("old-1").unwrap()))
         .await
         .unwrap();
     run_to_end(
@@ -418,7 +418,7 @@ async fn the_cli_names_another_workspaces_session_as_workspace_slash_name() {
     let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
         .await
         .unwrap();
-    let name = cairn::SessionId::parse("squat-1").unwrap();
+    let name = cairn_runtime::SessionId::parse("squat-1").unwrap();
     let (_, b_worker) = rt.create_session_in(Some(name.clone()), "b").await.unwrap();
     let (_, local_worker) = rt.create_session(Some(name)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await;

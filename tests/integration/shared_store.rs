@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 #[test]
 fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
-    use cairn::worktree::{Budget, pack, unpack};
+    use cairn_runtime::worktree::{Budget, pack, unpack};
     let tmp = tempfile::tempdir().unwrap();
     let open =
         |p: &Path| cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority()).unwrap();
@@ -15,7 +15,7 @@ fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
     std::fs::create_dir_all(from.join("a/b")).unwrap();
     std::fs::write(from.join("top.txt"), b"top").unwrap();
     std::fs::write(from.join("a/b/deep.bin"), [0u8, 1, 2, 255]).unwrap();
-    let budget = Budget::of(&cairn::limits::Limits::default());
+    let budget = Budget::of(&cairn_runtime::limits::Limits::default());
     let packed = pack(&open(&from), &budget)
         .unwrap()
         .expect("within the budget");

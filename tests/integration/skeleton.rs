@@ -2,9 +2,9 @@
 //! prompts, and the CLI.
 
 use crate::common::*;
-use cairn::journal::event::{AgentEvent, RunStatus};
-use cairn::runtime::{ComponentRef, RuntimeError, StartRun};
-use cairn::{LifecycleEvent, Payload};
+use cairn_runtime::journal::event::{AgentEvent, RunStatus};
+use cairn_runtime::runtime::{ComponentRef, RuntimeError, StartRun};
+use cairn_runtime::{LifecycleEvent, Payload};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -2,15 +2,15 @@
 //! recovery rules and a SIGKILL crash test.
 
 use crate::common::cairn_bin;
-use cairn::journal::event::{
+use cairn_runtime::journal::event::{
     AgentEvent, FinishOutcome, LifecycleEvent, RunFacts, RunStatus, Usage,
 };
-use cairn::journal::{Delivery, Journals, SessionJournal};
-use cairn::store::file::FileStore;
-use cairn::store::memory::MemoryStore;
-use cairn::store::{JournalItem, JournalStore, Store, StoreError};
-use cairn::worker::Home;
-use cairn::{Generation, Payload, RunId, Seq, SessionId};
+use cairn_runtime::journal::{Delivery, Journals, SessionJournal};
+use cairn_runtime::store::file::FileStore;
+use cairn_runtime::store::memory::MemoryStore;
+use cairn_runtime::store::{JournalItem, JournalStore, Store, StoreError};
+use cairn_runtime::worker::Home;
+use cairn_runtime::{Generation, Payload, RunId, Seq, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ fn text(n: u64) -> Payload {
     })
 }
 
-async fn next(sub: &mut cairn::journal::Subscription) -> Delivery {
+async fn next(sub: &mut cairn_runtime::journal::Subscription) -> Delivery {
     tokio::time::timeout(Duration::from_secs(30), sub.next())
         .await
         .expect("a delivery in time")
@@ -177,7 +177,7 @@ async fn a_waiting_subscriber_gets_the_tail_of_a_burst_when_the_writer_goes_quie
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_store_keeps_a_bounded_number_of_sessions_open() {
     let f = fixture(Kind::File, 64);
-    let n = cairn::store::file::MAX_OPEN_SESSIONS + 200;
+    let n = cairn_runtime::store::file::MAX_OPEN_SESSIONS + 200;
     // Descriptors open on this fixture's files only (other tests may run
     // in this process at the same time).
     let root = f.home.path().to_path_buf();
@@ -198,7 +198,7 @@ async fn the_file_store_keeps_a_bounded_number_of_sessions_open() {
     }
     let open = fds() - before;
     assert!(
-        open < 4 * cairn::store::file::MAX_OPEN_SESSIONS,
+        open < 4 * cairn_runtime::store::file::MAX_OPEN_SESSIONS,
         "{open} descriptors open for {n} sessions"
     );
     for (i, id) in ids.iter().enumerate() {
@@ -539,7 +539,7 @@ async fn path_escaping_ids_address_nothing_outside_the_store() {
     );
     // An id that is not a session at all is refused before any store.
     assert!(SessionId::parse("").is_err());
-    assert!("../x".parse::<cairn::WorkerId>().is_err());
+    assert!("../x".parse::<cairn_runtime::WorkerId>().is_err());
     let unknown = SessionId::parse("never-made").unwrap();
     assert!(matches!(
         store.head(&unknown).await,
@@ -620,8 +620,12 @@ fn acknowledged_appends_survive_sigkill() {
     }
 }
 
-fn entry(session: &SessionId, segment: cairn::SegmentId, seq: u64) -> Arc<cairn::SessionEvent> {
-    Arc::new(cairn::SessionEvent {
+fn entry(
+    session: &SessionId,
+    segment: cairn_runtime::SegmentId,
+    seq: u64,
+) -> Arc<cairn_runtime::SessionEvent> {
+    Arc::new(cairn_runtime::SessionEvent {
         session_id: session.clone(),
         segment_id: segment,
         run_id: None,
@@ -721,7 +725,7 @@ async fn a_new_segment_starts_with_its_first_entries_or_not_at_all() {
         let session = journal.session().clone();
         journal.append(None, text(1)).await.unwrap();
         let old = f.store.head(&session).await.unwrap().active_segment;
-        let new = cairn::SegmentId::new();
+        let new = cairn_runtime::SegmentId::new();
         // A stale writer's switch is refused and changes nothing.
         let stale = [entry(&session, new, 2)];
         assert!(

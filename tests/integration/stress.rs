@@ -7,13 +7,13 @@
 
 use crate::common::*;
 use crate::hostile::hostile;
-use cairn::journal::event::{LifecycleEvent, RunStatus};
-use cairn::runtime::{ComponentRef, StartRun};
-use cairn::{AgentEvent, Payload, Seq};
+use cairn_runtime::journal::event::{LifecycleEvent, RunStatus};
+use cairn_runtime::runtime::{ComponentRef, StartRun};
+use cairn_runtime::{AgentEvent, Payload, Seq};
 use std::time::{Duration, Instant};
 
 fn rss_kib() -> i64 {
-    cairn::bench::runtime::rss_kib() as i64
+    cairn_bench::runtime::rss_kib() as i64
 }
 
 /// This process's CPU time (user + system), in milliseconds.
@@ -35,7 +35,7 @@ fn fds() -> i64 {
 }
 
 /// How a run ended, in a few words.
-fn ending(events: &[cairn::SessionEvent]) -> String {
+fn ending(events: &[cairn_runtime::SessionEvent]) -> String {
     match events.iter().rev().find_map(|e| match &e.payload {
         Payload::Lifecycle(l) if l.is_terminal() => Some(l.clone()),
         _ => None,
@@ -190,7 +190,7 @@ async fn measured() {
         let took = Duration::from_millis(facts.ended_at_ms.saturating_sub(facts.started_at_ms));
         peak = peak.max(rss_kib());
         peak_all = peak_all.max(peak);
-        let events: Vec<cairn::SessionEvent> = rt
+        let events: Vec<cairn_runtime::SessionEvent> = rt
             .read(&hostile_run.session_id, Seq(0))
             .await
             .unwrap()

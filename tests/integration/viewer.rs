@@ -2,7 +2,7 @@
 //! journal pages, decisions with their requests) and CORS, over a real
 //! server on loopback.
 
-use cairn::runtime::Runtime;
+use cairn_runtime::runtime::Runtime;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ async fn a_viewer_gets_components_checkpoints_journal_pages_and_requests() {
     let (_tmp, rt, base) = served(None).await;
     let http = reqwest::Client::new();
     // Component bytes, by name or digest; the digest of the body matches.
-    let digest = cairn::examples::built_in_digest("approval").unwrap();
+    let digest = cairn_examples::built_in_digest("approval").unwrap();
     for name in ["approval", digest] {
         let r = http
             .get(format!("{base}/v1/components/{name}"))
@@ -25,7 +25,7 @@ async fn a_viewer_gets_components_checkpoints_journal_pages_and_requests() {
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["content-type"], "application/wasm");
         let body = r.bytes().await.unwrap();
-        assert_eq!(cairn::component::digest_of(&body), digest);
+        assert_eq!(cairn_runtime::component::digest_of(&body), digest);
     }
     let missing = http
         .get(format!("{base}/v1/components/sha256:{}", "0".repeat(64)))
@@ -254,7 +254,7 @@ async fn collecting_followers_leave_the_journal_alone() {
         .await
         .unwrap();
     let session = started["session_id"].as_str().unwrap().to_string();
-    let run: cairn::RunId = started["run_id"].as_str().unwrap().parse().unwrap();
+    let run: cairn_runtime::RunId = started["run_id"].as_str().unwrap().parse().unwrap();
     rt.wait(run).await.unwrap();
     let last = |s: Value| s["last_seq"].as_u64().unwrap();
     let before = last(

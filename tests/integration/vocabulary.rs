@@ -1,8 +1,8 @@
 //! The journal's vocabulary round-trips, keeps tags apart, and its published
 //! schema matches the code.
 
-use cairn::journal::event::*;
-use cairn::{
+use cairn_runtime::journal::event::*;
+use cairn_runtime::{
     DecisionId, Generation, Payload, RunId, SegmentId, Seq, SessionEvent, SessionId, WorkerId,
 };
 
@@ -242,7 +242,7 @@ fn durations_are_millisecond_integers() {
 #[test]
 fn the_published_schema_matches_the_code() {
     let committed = include_str!("../../docs/journal.schema.json");
-    let current = cairn::journal::schema::journal_line();
+    let current = cairn_runtime::journal::schema::journal_line();
     assert!(
         committed == current,
         "docs/journal.schema.json drifted from the code: run `cargo run -- schema journal > docs/journal.schema.json`"

@@ -3,11 +3,11 @@
 //! request the host refuses comes back as a value the controller handles.
 
 use crate::common::*;
-use cairn::journal::event::{LifecycleEvent, RunStatus};
-use cairn::runtime::{ComponentRef, StartRun};
-use cairn::{AgentEvent, Payload};
+use cairn_runtime::journal::event::{LifecycleEvent, RunStatus};
+use cairn_runtime::runtime::{ComponentRef, StartRun};
+use cairn_runtime::{AgentEvent, Payload};
 
-fn texts(events: &[cairn::SessionEvent]) -> Vec<String> {
+fn texts(events: &[cairn_runtime::SessionEvent]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -62,10 +62,10 @@ async fn a_refused_decision_request_is_a_value_the_controller_handles() {
 #[test]
 fn built_in_and_test_components_carry_no_debug_info() {
     let mut checked = 0;
-    let fixtures = cairn::examples::FIXTURES
+    let fixtures = cairn_test_programs::FIXTURES
         .iter()
         .map(|(n, p)| (*n, std::fs::read(p).unwrap()));
-    let built_in = cairn::examples::BUILT_IN
+    let built_in = cairn_examples::BUILT_IN
         .iter()
         .map(|(n, b)| (*n, b.to_vec()));
     for (name, bytes) in built_in.chain(fixtures) {
@@ -95,13 +95,13 @@ async fn every_wasi_clock_and_random_source_derives_from_the_journal() {
     let home = tmp.path().join("home");
     let rt = super::common::runtime(tmp.path()).await;
     let bytes = std::fs::read(super::common::fixture("entropy")).unwrap();
-    let req = cairn::StartRun::new(
-        cairn::runtime::ComponentRef::Bytes(std::sync::Arc::new(bytes)),
+    let req = cairn_runtime::StartRun::new(
+        cairn_runtime::runtime::ComponentRef::Bytes(std::sync::Arc::new(bytes)),
         "",
     );
     let (started, facts, events) =
         super::common::run_to_end(&rt, req, Some(serde_json::json!({"approved": true}))).await;
-    assert_eq!(facts.status, cairn::RunStatus::Finished);
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Finished);
     let v: Vec<serde_json::Value> = events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
@@ -185,4 +185,76 @@ async fn every_wasi_clock_and_random_source_derives_from_the_journal() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// The guest SDK carries the world it binds (so it packages on its own):
+/// its copy is the host's `wit/`, file for file.
+#[test]
+fn the_sdk_carries_the_same_world_as_the_host() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let files = |dir: &std::path::Path| -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wit"))
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let host = files(&root.join("wit"));
+    let sdk = files(&root.join("guest-sdk/wit"));
+    assert!(
+        host.len() >= 5,
+        "{:?}",
+        host.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        host.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        sdk.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    for ((name, a), (_, b)) in host.iter().zip(&sdk) {
+        assert_eq!(
+            a, b,
+            "guest-sdk/wit/{name} differs from wit/{name}: copy it over"
+        );
+    }
+}
+
+/// `cargo package -p cairn-guest` passes: the SDK builds from its own
+/// files alone (its WIT inside, no workspace-inherited fields), so a plugin
+/// author can depend on it by version, git or path.
+#[test]
+fn the_guest_sdk_packages_on_its_own() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest = std::fs::read_to_string(root.join("guest-sdk/Cargo.toml")).unwrap();
+    assert!(!manifest.contains(".workspace"), "{manifest}");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(&root)
+        .args(["package", "-p", "cairn-guest", "--allow-dirty"])
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("Verifying cairn-guest"), "{err}");
+    let list =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(&root)
+            .args(["package", "-p", "cairn-guest", "--allow-dirty", "--list"])
+            .output()
+            .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    for file in ["wit/world.wit", "wit/workers.wit", "src/lib.rs"] {
+        assert!(
+            list.lines().any(|l| l == file),
+            "{file} not packaged: {list}"
+        );
+    }
 }

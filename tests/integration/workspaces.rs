@@ -2,7 +2,7 @@
 //! and gets 404 (not 403), so ids cannot be probed.
 
 use crate::api::SseReader;
-use cairn::runtime::{Runtime, RuntimeConfig};
+use cairn_runtime::runtime::{Runtime, RuntimeConfig};
 use serde_json::{Value, json};
 
 const A: &str = "token-for-workspace-a-0123456789";
@@ -23,7 +23,7 @@ async fn served() -> (String, Runtime, tempfile::TempDir) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = rt.clone();
-    tokio::spawn(async move { cairn::api::serve(listener, serving, std::future::pending()).await });
+    tokio::spawn(async move { cairn_api::serve(listener, serving, std::future::pending()).await });
     (base, rt, tmp)
 }
 
@@ -314,7 +314,7 @@ pub async fn served_with(config: &str) -> (String, tempfile::TempDir) {
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(cairn::api::serve(listener, rt, std::future::pending()));
+    tokio::spawn(cairn_api::serve(listener, rt, std::future::pending()));
     (base, tmp)
 }
 

@@ -1,0 +1,183 @@
+//! `POST /v1/chat/completions` and `GET /v1/models`, OpenAI-compatible, so
+//! the official SDKs and the frameworks on them work unchanged.
+//!
+//! A request attaches claiming and present, starts a run of the component
+//! its `model` names (liveness `cancel`, no grace: a disconnect cancels) and
+//! answers with the run's text: streamed as `chat.completion.chunk` frames
+//! then `[DONE]`, or once. The session is the `x-cairn-session` header
+//! (absent: a new session, and the messages before the one the run answers
+//! are imported as its history). A decision the controller asks for reaches
+//! a stream as a chunk with an empty delta and a `cairn_decision` field (the
+//! SDKs' default loop survives it); a call that is not streamed returns at
+//! once with `finish_reason: "decision_requested"` and `cairn_decision`, and
+//! hands the run over (liveness `continue`) so the decision can be answered
+//! with `POST /v1/decisions/{id}`. A `tool_call` the controller emits for a
+//! tool the client offered (`tools`) is an OpenAI tool call: the client runs
+//! it, and the finish reason is `tool_calls`. Errors carry `x-should-retry: false`
+//! (except 429 and 503): one call is at most one run.
+
+mod request;
+mod respond;
+
+pub use request::{ChatMessage, ChatRequest};
+
+use super::AppState;
+use super::auth::{Workspace, find_own};
+use super::body::JsonBody;
+use super::error::ApiError;
+use super::runs::component_ref;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use cairn_runtime::ids::SessionId;
+use cairn_runtime::journal::event::{ImportedTurn, Liveness, LivenessPolicy};
+use cairn_runtime::runtime::{AttachSpec, StartRun};
+
+pub async fn completions(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    headers: HeaderMap,
+    JsonBody(req): JsonBody<ChatRequest>,
+) -> Result<Response, ApiError> {
+    if req.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::invalid("only n = 1 is supported"));
+    }
+    let range = req.prompt_range().ok_or_else(|| {
+        ApiError::invalid("messages hold no user message (nor trailing tool results) to run")
+    })?;
+    let prompt = req.messages[range.clone()]
+        .iter()
+        .map(ChatMessage::text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let component = component_ref(&s, &ws, &req.model).await?;
+    let streamed = req.stream.unwrap_or(false);
+    // A streamed answer is an open event stream: its place first.
+    let slot = match streamed {
+        true => Some(s.streams.take(&s.rt.host_config().server, &ws.0, None)?),
+        false => None,
+    };
+    let rt = &s.rt;
+    let named = match headers.get("x-cairn-session") {
+        Some(v) => {
+            Some(SessionId::parse(v.to_str().map_err(|_| {
+                ApiError::invalid("x-cairn-session is not text")
+            })?)?)
+        }
+        None => None,
+    };
+    let existing = match &named {
+        Some(name) => find_own(&s, &ws, name)?,
+        None => None,
+    };
+    // A session made here is started by its worker (no lookup to repeat).
+    let (session, made) = if let Some(id) = existing {
+        (id, None)
+    } else {
+        let (id, worker) = rt.create_session_first(named, &ws.0).await?;
+        // A new session starts from the conversation the client brought.
+        let earlier = &req.messages[..range.start];
+        if !earlier.is_empty() {
+            rt.import_history(&id, earlier.iter().map(imported).collect(), None)
+                .await?;
+        }
+        (id, Some(worker))
+    };
+    let after = rt.minted_seq(&session).await?;
+    let obs = rt
+        .attach(&session, AttachSpec::claiming_present(after))
+        .await?;
+    // The call ends with its run: its detach goes in the run's end write.
+    obs.leave_with_run();
+    let started = rt
+        .start(StartRun {
+            session: Some(session.clone()),
+            worker: made,
+            component: Some(component),
+            prompt,
+            liveness: Liveness {
+                policy: LivenessPolicy::Cancel,
+                grace_ms: 0,
+            },
+            timeout_ms: None,
+            continues: None,
+            workspace: Some(ws.0.clone()),
+            limits: Default::default(),
+            tools: req.tools_json(),
+            first_commit: cairn_runtime::runtime::FirstCommit::WithRun,
+            resume_on_start: None,
+        })
+        .await?;
+    let run = started.run_id;
+    let shape = respond::Shape {
+        run,
+        model: req.model.clone(),
+        include_usage: req.include_usage(),
+        offered: req.offered_tools(),
+    };
+    // The run's ids go with every answer, a failed run's error included.
+    let mut response = match slot {
+        Some(slot) => respond::streamed(obs, shape, slot).into_response(),
+        None => match respond::once(obs, shape).await {
+            Ok(body) => body.into_response(),
+            Err(e) => e.into_response(),
+        },
+    };
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(session.name()) {
+        h.insert("x-cairn-session", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
+        h.insert("x-cairn-run", v);
+    }
+    Ok(response)
+}
+
+fn imported(m: &ChatMessage) -> ImportedTurn {
+    ImportedTurn {
+        role: m.role.as_str().to_string(),
+        text: m.text(),
+        tool_calls: m.tool_calls.clone().filter(|v| !v.is_null()),
+        tool_call_id: m.tool_call_id.clone(),
+    }
+}
+
+/// `GET /v1/models`: the components the caller may use, as OpenAI models
+/// (`id` is the built-in name or the digest: what `model` takes).
+pub async fn models(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let data: Vec<_> = super::components::usable(&s, &ws)
+        .await?
+        .into_iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": c.built_in.clone().unwrap_or_else(|| c.digest.clone()),
+                "object": "model",
+                "created": 0,
+                "owned_by": "cairn",
+                "cairn": c,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "object": "list", "data": data })))
+}
+
+/// The chat routes' errors tell OpenAI clients not to retry: a retried chat
+/// call would start another run. Capacity answers (429, 503) stay
+/// retryable.
+pub async fn no_retry(mut response: Response) -> Response {
+    let status = response.status();
+    let retryable = matches!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    );
+    if (status.is_client_error() || status.is_server_error()) && !retryable {
+        response
+            .headers_mut()
+            .insert("x-should-retry", HeaderValue::from_static("false"));
+    }
+    response
+}

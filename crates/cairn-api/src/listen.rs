@@ -1,0 +1,112 @@
+//! The server's accept loop: a connection budget (`[server]
+//! max_connections`; past it a new connection is answered `503` with
+//! `code: "capacity"` and closed), a header timeout that also closes idle
+//! keep-alive connections (`header_timeout_ms`), `TCP_NODELAY` on every
+//! connection, and a graceful drain on shutdown.
+
+use cairn_runtime::runtime::Runtime;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Semaphore, watch};
+
+/// How long connections get to close once shutdown began.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serve `app` on `listener` until `shutdown` resolves; then drain.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    rt: Runtime,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let cfg = rt.host_config().server.clone();
+    let max = cfg.max_connections.max(1);
+    let permits = Arc::new(Semaphore::new(max));
+    let (close_tx, close_rx) = watch::channel(false);
+    let header_timeout = Duration::from_millis(cfg.header_timeout_ms.max(1));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, say: wait a little rather than spin.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        match permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let (app, close) = (app.clone(), close_rx.clone());
+                tokio::spawn(async move {
+                    connection(stream, app, close, header_timeout).await;
+                    drop(permit);
+                });
+            }
+            Err(_) => {
+                tokio::spawn(refuse(stream, max));
+            }
+        }
+    }
+    // Streams end and runs are cancelled (or parked) now, so the
+    // connections waiting on them close and the drain can finish.
+    rt.begin_shutdown();
+    let _ = close_tx.send(true);
+    let _ = tokio::time::timeout(DRAIN, async {
+        while permits.available_permits() < max {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    rt.shutdown(DRAIN).await;
+    Ok(())
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    app: axum::Router,
+    mut close: watch::Receiver<bool>,
+    header_timeout: Duration,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    let mut conn = std::pin::pin!(conn);
+    let closing = async move {
+        let _ = close.wait_for(|c| *c).await;
+    };
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = closing => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// The server is full: say so, once, and close.
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    let body = serde_json::json!({"error": {
+        "code": "capacity",
+        "message": format!("the server holds its limit of {max} connections ([server] max_connections); try again shortly"),
+    }})
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}

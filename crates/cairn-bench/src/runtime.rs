@@ -1,0 +1,750 @@
+//! Runtime figures: the emit path against a raw import call, run start
+//! against one fsync, RSS per waiting session, fan-out, replay reads.
+
+use super::Row;
+use async_trait::async_trait;
+use cairn_runtime::component::{
+    Answer, Components, DecisionRequest, EmitRefusal, HostFailure, JournalClock, RunHost, RunStart,
+    Sandbox, Turn,
+};
+use cairn_runtime::ids::{Generation, RunId, Seq, SessionId, WorkerId};
+use cairn_runtime::journal::event::{AgentEvent, LifecycleEvent, Payload};
+use cairn_runtime::journal::{Delivery, Journals};
+use cairn_runtime::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun, StoreKind};
+use cairn_runtime::store::file::FileStore;
+use cairn_runtime::store::memory::MemoryStore;
+use cairn_runtime::store::{JournalStore, Store};
+use cairn_runtime::worker::Home;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A host whose imports do nothing: the cost of the import call itself.
+struct NullHost(AtomicU64);
+
+#[async_trait]
+impl RunHost for NullHost {
+    async fn emit(&self, _event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure> {
+        Ok(Ok(self.0.fetch_add(1, Ordering::Relaxed)))
+    }
+    async fn wait(&self, _request: DecisionRequest) -> Result<Answer, HostFailure> {
+        Ok(Answer::TimedOut)
+    }
+    async fn workers(&self, _call: serde_json::Value) -> Result<serde_json::Value, HostFailure> {
+        Ok(serde_json::json!({ "error": "the bench host does not delegate" }))
+    }
+
+    async fn history(&self, _limit: u32) -> Result<Vec<Turn>, HostFailure> {
+        Ok(vec![])
+    }
+    fn should_trap(&self) -> bool {
+        false
+    }
+    fn limit_broken(&self, _limit: &str, _value: u64, _max: u64) {}
+}
+
+/// This process's resident set, in KiB (0 where /proc is not there).
+pub fn rss_kib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+async fn raw_import_ns(dir: &Path, n: u64) -> anyhow::Result<f64> {
+    let components = Components::new(0, 256 << 20, None)?;
+    let prepared = components
+        .prepare(cairn_examples::built_in("bench-emit").expect("built in"))
+        .await?;
+    let artifacts = dir.join("null-artifacts");
+    std::fs::create_dir_all(&artifacts)?;
+    let host = Arc::new(NullHost(AtomicU64::new(1)));
+    let sandbox = Sandbox {
+        loan: None,
+        artifacts,
+        stdout: dir.join("null.log"),
+        stderr: dir.join("null.log"),
+        clock: JournalClock::new(0),
+        limits: cairn_runtime::limits::Limits {
+            events_per_run: u64::MAX,
+            ..Default::default()
+        },
+        host: host.clone(),
+        meter: None,
+    };
+    let start = RunStart {
+        run_id: RunId::new(),
+        session_id: SessionId::new(),
+        worker_id: WorkerId::new(),
+        generation: Generation(1),
+        prompt: n.to_string(),
+        continues: None,
+        checkpoint: None,
+        seed: 1,
+        tools: None,
+    };
+    let t = Instant::now();
+    components
+        .run(&prepared, sandbox, start)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+async fn emit_path_ns(dir: &Path, n: u64, memory: bool) -> anyhow::Result<f64> {
+    let name = if memory {
+        "emit-home"
+    } else {
+        "emit-file-home"
+    };
+    let mut config = RuntimeConfig::new(dir.join(name));
+    if memory {
+        config.store = StoreKind::Memory { window: 1 << 20 };
+    }
+    config.sockets = false;
+    config.host.limits.events_per_run = u64::MAX;
+    config.host.pool.instances = 16;
+    let rt = Runtime::open(config).await?;
+    rt.add_component(&ComponentRef::BuiltIn("bench-emit".into()))
+        .await?;
+    let (session, _) = rt.create_session(None).await?;
+    let mut sub = rt.subscribe(&session, Seq(0)).await?;
+    let t = Instant::now();
+    let mut req = StartRun::new(ComponentRef::BuiltIn("bench-emit".into()), n.to_string());
+    req.session = Some(session);
+    rt.start(req).await?;
+    let mut received = 0u64;
+    while let Some(d) = sub.next().await {
+        if let Delivery::Event(e) = d? {
+            if matches!(e.payload, Payload::Agent(_)) {
+                received += 1;
+            }
+            if e.facts.is_some() {
+                break;
+            }
+        }
+    }
+    anyhow::ensure!(
+        received == n,
+        "the subscriber received {received} of {n} events"
+    );
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)> {
+    let mut config = RuntimeConfig::new(dir.join("start-home"));
+    config.sockets = false;
+    config.host.pool.instances = 16;
+    let rt = Runtime::open(config).await?;
+    // `bench-emit` with prompt 0 journals nothing of its own: every sync of
+    // its run is the start path's, but the one of the terminal entry.
+    let component = ComponentRef::BuiltIn("bench-emit".into());
+    rt.add_component(&component).await?;
+    let mut times = Vec::new();
+    let mut syncs = 0u64;
+    for _ in 0..k {
+        let (session, _) = rt.create_session(None).await?;
+        let mut sub = rt.subscribe(&session, Seq(0)).await?;
+        let mut req = StartRun::new(component.clone(), "0");
+        req.session = Some(session);
+        let s0 = cairn_runtime::fsutil::syncs();
+        let t = Instant::now();
+        let started = rt.start(req).await?;
+        loop {
+            match sub.next().await {
+                Some(Ok(Delivery::Event(e)))
+                    if matches!(
+                        e.payload,
+                        Payload::Lifecycle(LifecycleEvent::Started { .. })
+                    ) =>
+                {
+                    break;
+                }
+                Some(Ok(_)) => {}
+                _ => anyhow::bail!("the journal closed before Started"),
+            }
+        }
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        rt.wait(started.run_id).await?;
+        syncs += (cairn_runtime::fsutil::syncs() - s0).saturating_sub(1);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    // One raw fdatasync of a small append on the same disk, for the baseline.
+    let path = dir.join("one-fsync");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let mut raw = Vec::new();
+    for _ in 0..k {
+        use std::io::Write;
+        let t = Instant::now();
+        file.write_all(b"{\"a\":1}\n")?;
+        file.sync_data()?;
+        raw.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    raw.sort_by(|a, b| a.total_cmp(b));
+    Ok((
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        syncs as f64 / k as f64,
+        percentile(&raw, 0.5),
+    ))
+}
+
+/// One mapping of this process, from `/proc/self/smaps`.
+struct Mapping {
+    start: u64,
+    size_kib: f64,
+    rss_kib: f64,
+    name: String,
+}
+
+fn mappings() -> Vec<Mapping> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps") else {
+        return Vec::new();
+    };
+    let mut out: Vec<Mapping> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if let Some((start, _)) = first.split_once('-')
+            && let Ok(start) = u64::from_str_radix(start, 16)
+        {
+            out.push(Mapping {
+                start,
+                size_kib: 0.0,
+                rss_kib: 0.0,
+                name: words.nth(4).unwrap_or("").to_string(),
+            });
+        } else if let Some(m) = out.last_mut() {
+            let mut kib = || {
+                words
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            match first {
+                "Size:" => m.size_kib = kib(),
+                "Rss:" => m.rss_kib = kib(),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// What the resident growth from `before` to `after` is made of, per
+/// session of `n` (the split a profile of the mappings gives: a guest's
+/// linear memory is its copy-on-write image (`/memfd:wasm-memory-image`)
+/// over a slot of the pooling allocator's memory pool (one mapping of
+/// `slots` × 2 memories of `memory_bytes`), each fiber stack is a 2 MiB
+/// mapping of its own, the instance and table pools are one mapping each,
+/// and malloc's heaps hold the stores and the host's own state).
+fn rss_split(
+    before: &[Mapping],
+    after: &[Mapping],
+    n: usize,
+    slots: f64,
+    memory_bytes: f64,
+) -> Vec<(&'static str, f64)> {
+    let mut parts = [
+        ("guest linear memory", 0.0),
+        ("fiber stacks", 0.0),
+        ("wasmtime instance and table pools", 0.0),
+        ("host heap: stores, instance state, runtime records", 0.0),
+        ("code and files", 0.0),
+    ];
+    const STACK_KIB: f64 = 2048.0;
+    for m in after {
+        let was = before
+            .iter()
+            .find(|b| b.start == m.start)
+            .map_or(0.0, |b| b.rss_kib);
+        let grew = m.rss_kib - was;
+        let anonymous = m.name.is_empty();
+        let part = if m.name.contains("wasm-memory-image")
+            || (anonymous && m.size_kib * 1024.0 >= slots * memory_bytes)
+        {
+            0
+        } else if anonymous && (STACK_KIB..STACK_KIB * 1.1).contains(&m.size_kib) {
+            1
+        } else if m.name == "[heap]" || (anonymous && m.size_kib <= 128.0 * 1024.0) {
+            3
+        } else if anonymous {
+            2
+        } else {
+            4
+        };
+        parts[part].1 += grew / (n.max(2) - 1) as f64;
+    }
+    parts.to_vec()
+}
+
+/// RSS per session waiting on a decision, the descriptors open then, and
+/// what the RSS is made of.
+async fn density(
+    dir: &Path,
+    n: usize,
+    progress: &mut dyn FnMut(String),
+) -> anyhow::Result<(f64, usize, Vec<(&'static str, f64)>)> {
+    let mut config = RuntimeConfig::new(dir.join(format!("density-home-{n}")));
+    config.sockets = false;
+    config.host.pool.instances = (n + 16) as u32;
+    let memory_bytes = config.host.limits.memory_bytes as f64;
+    let rt = Runtime::open(config).await?;
+    rt.add_component(&ComponentRef::BuiltIn("approval".into()))
+        .await?;
+    // One first, so the engine and caches are in the baseline.
+    let first = rt
+        .start(StartRun::new(
+            ComponentRef::BuiltIn("approval".into()),
+            "warm",
+        ))
+        .await?;
+    while rt.pending_decisions(None).is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = rss_kib();
+    let before_maps = mappings();
+    let mut runs = vec![first.run_id];
+    for i in 1..n {
+        if i % 1000 == 0 {
+            progress(format!("runtime: density, {i} of {n} started"));
+        }
+        runs.push(
+            rt.start(StartRun::new(
+                ComponentRef::BuiltIn("approval".into()),
+                "wait",
+            ))
+            .await?
+            .run_id,
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while rt.pending_decisions(None).len() < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let after = rss_kib();
+    let per = (after - before) / (n - 1).max(1) as f64;
+    let split = rss_split(&before_maps, &mappings(), n, (n + 16) as f64, memory_bytes);
+    progress(format!(
+        "runtime: density, {n} waiting: per session {}",
+        split
+            .iter()
+            .map(|(what, kib)| format!("{what} {kib:.1} KiB"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    progress(format!(
+        "runtime: density, {n} waiting: RSS {:.0} MiB, {fds} open descriptors",
+        after / 1024.0
+    ));
+    rt.shutdown(Duration::from_secs(60)).await;
+    Ok((per, fds, split))
+}
+
+async fn fan_out(subscribers: usize, events: usize) -> anyhow::Result<f64> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(events + 16));
+    let journals = Journals::new(store.clone(), 1024);
+    let session = SessionId::parse("fan-out")?;
+    store
+        .create(&session, cairn_runtime::ids::SegmentId::new())
+        .await?;
+    let journal = journals.open(&session).await?;
+    let mut tasks = Vec::new();
+    for i in 0..subscribers {
+        let mut sub = journal.subscribe(Seq(0));
+        let slow = i == 0;
+        tasks.push(tokio::spawn(async move {
+            if slow {
+                // One deliberately slow subscriber: it never reads.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            while let Some(Ok(_)) = sub.next().await {}
+        }));
+    }
+    let payload = Payload::Agent(AgentEvent::TextDelta {
+        text: "fan-out".into(),
+    });
+    let t = Instant::now();
+    for _ in 0..events {
+        journal.append(None, payload.clone()).await?;
+    }
+    let rate = events as f64 / t.elapsed().as_secs_f64();
+    for task in tasks {
+        task.abort();
+    }
+    Ok(rate)
+}
+
+async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<f64> {
+    let home = Home::open(&dir.join("replay-home"))?;
+    let session = SessionId::parse("replay")?;
+    {
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(home.clone()));
+        let segment = home
+            .create_published_worker(&session, None, "bench")?
+            .metadata()?
+            .active_segment;
+        let journals = Journals::new(store, 64);
+        let journal = journals.create(&session, segment).await?;
+        let payload = Payload::Agent(AgentEvent::TextDelta {
+            text: "a typical short text delta".into(),
+        });
+        let mut left = events;
+        while left > 0 {
+            let n = left.min(4096);
+            journal.append_batch(None, vec![payload.clone(); n]).await?;
+            left -= n;
+        }
+    }
+    let t = Instant::now();
+    let store = FileStore::new(home);
+    let items = store.read(&session, Seq(0), usize::MAX).await?;
+    anyhow::ensure!(items.len() > events, "read {} of {events}", items.len());
+    Ok(items.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+/// RSS per parked session: `n` sessions whose last run parked, opened by a
+/// runtime that then lists them (nothing of theirs is live).
+async fn parked(dir: &Path, n: usize, progress: &mut dyn FnMut(String)) -> anyhow::Result<f64> {
+    let home = dir.join("parked-home");
+    let mut config = RuntimeConfig::new(&home);
+    config.sockets = false;
+    config.host.pool.instances = 32;
+    {
+        let rt = Runtime::open(config.clone()).await?;
+        for i in 0..n {
+            if i > 0 && i % 1000 == 0 {
+                progress(format!("runtime: density, {i} of {n} parked"));
+            }
+            let mut req = StartRun::new(ComponentRef::BuiltIn("approval".into()), "park");
+            req.liveness = cairn_runtime::journal::event::Liveness {
+                policy: cairn_runtime::journal::event::LivenessPolicy::Park,
+                grace_ms: 0,
+            };
+            let started = rt.start(req).await?;
+            rt.wait(started.run_id).await?;
+        }
+        rt.shutdown(Duration::from_secs(10)).await;
+    }
+    let before = rss_kib();
+    let rt = Runtime::open(config).await?;
+    let sessions = rt.list_sessions().await?;
+    anyhow::ensure!(
+        sessions.len() == n,
+        "{} of {n} parked sessions listed",
+        sessions.len()
+    );
+    let after = rss_kib();
+    Ok((after - before).max(0.0) / n as f64)
+}
+
+/// Wall time to restore `n` interrupted workers: each has a `Started` run
+/// with no terminal entry (as a SIGKILL leaves it); the runtime opens,
+/// replays every one into a new generation, and they all finish.
+async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
+    let home = dir.join("restore-home");
+    let digest =
+        cairn_runtime::component::digest_of(cairn_examples::built_in("echo").expect("built in"));
+    {
+        let h = Home::open(&home)?;
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(h.clone()));
+        let journals = Journals::new(store, 16);
+        for i in 0..n {
+            let session = SessionId::parse(&format!("interrupted-{i}"))?;
+            let worker = h.create_published_worker(&session, Some(&digest), "bench")?;
+            let journal = journals
+                .create(&session, worker.metadata()?.active_segment)
+                .await?;
+            let generation = worker.reserve_generation(None)?.generation;
+            let run = RunId::new();
+            journal
+                .append_batch(
+                    Some(run),
+                    vec![
+                        Payload::Lifecycle(LifecycleEvent::GenerationReserved {
+                            worker_id: worker.id(),
+                            generation,
+                        }),
+                        Payload::Lifecycle(LifecycleEvent::Started {
+                            component: digest.clone(),
+                            prompt: "restored".into(),
+                            tools: None,
+                            timeout_ms: None,
+                            liveness: cairn_runtime::journal::event::Liveness {
+                                policy: cairn_runtime::journal::event::LivenessPolicy::Continue,
+                                grace_ms: 0,
+                            },
+                            generation,
+                            continues: None,
+                            resume_on_start: false,
+                            resumes: None,
+                            seed: 7,
+                        }),
+                    ],
+                )
+                .await?;
+        }
+    }
+    let mut config = RuntimeConfig::new(&home);
+    config.sockets = false;
+    config.host.pool.instances = (n + 16) as u32;
+    let t = Instant::now();
+    let rt = Runtime::open(config).await?;
+    let restored = rt.restored();
+    anyhow::ensure!(restored.len() == n, "restored {} of {n}", restored.len());
+    for run in restored {
+        let facts = rt.wait(run).await?;
+        anyhow::ensure!(
+            facts.status == cairn_runtime::journal::event::RunStatus::Finished,
+            "a restored run ended {:?}",
+            facts.status
+        );
+    }
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// Process-free start → first trivial run ended, on a home of `n` ended
+/// sessions: after a clean stop (the next owner finds `cairn.clean` and
+/// skips the walk) and after a crash (no marker: the walk for crash remains
+/// and interrupted runs reads every session). Milliseconds, (clean, crash).
+async fn reopen(dir: &Path, n: usize) -> anyhow::Result<(f64, f64)> {
+    let home = dir.join("reopen-home");
+    let mut config = RuntimeConfig::new(&home);
+    config.sockets = false;
+    {
+        let rt = Runtime::open(config.clone()).await?;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(32) {
+            let mut runs = Vec::new();
+            for _ in chunk {
+                let req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "hi");
+                runs.push(rt.start(req).await?.run_id);
+            }
+            for run in runs {
+                rt.wait(run).await?;
+            }
+        }
+        rt.shutdown(Duration::from_secs(10)).await;
+    }
+    let first = |config: RuntimeConfig| async move {
+        let t = Instant::now();
+        let rt = Runtime::open(config).await?;
+        let req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "first");
+        let run = rt.start(req).await?.run_id;
+        rt.wait(run).await?;
+        Ok::<_, anyhow::Error>((rt, t.elapsed().as_secs_f64() * 1000.0))
+    };
+    let (rt, clean) = first(config.clone()).await?;
+    // A crash: the lock goes with no marker left behind.
+    rt.release_home();
+    let (rt, crash) = first(config).await?;
+    rt.shutdown(Duration::from_secs(10)).await;
+    Ok((clean, crash))
+}
+
+/// Run the runtime figures.
+pub async fn run(
+    dir: &Path,
+    quick: bool,
+    only: &super::Only,
+    progress: &mut dyn FnMut(String),
+) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if only.wants("emit") {
+        let n = if quick { 20_000 } else { 200_000 };
+        progress(format!(
+            "runtime: emit path, {n} events through the runtime and through a null import"
+        ));
+        let raw = raw_import_ns(dir, n).await?;
+        for (memory, figure) in [
+            (true, "emit → memory journal → 1 subscriber"),
+            (false, "emit → file journal (durable) → 1 subscriber"),
+        ] {
+            let path = emit_path_ns(dir, n, memory).await?;
+            rows.push(Row::new(
+                "runtime",
+                figure,
+                "ns/event",
+                path,
+                "raw import call (null host)",
+                raw,
+                "lower",
+            ));
+        }
+    }
+
+    if only.wants("start") {
+        let k = if quick { 20 } else { 200 };
+        progress(format!(
+            "runtime: run start, {k} warm starts on the file store"
+        ));
+        let (p50, p99, syncs, fsync) = run_start(dir, k).await?;
+        let target = fsync + 100.0;
+        for (name, v) in [("p50", p50), ("p99", p99)] {
+            rows.push(Row::new(
+                "runtime",
+                format!("run start → Started, {name}"),
+                "µs",
+                v,
+                "one fdatasync + 100 µs",
+                target,
+                "lower",
+            ));
+        }
+        rows.push(Row::new(
+            "runtime",
+            "fsyncs on the start path (mean)",
+            "fsyncs",
+            syncs,
+            "target",
+            1.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("density") {
+        let sizes: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
+        let limit = cairn_runtime::fsutil::raise_open_file_limit().unwrap_or(1024) as usize;
+        for &waiting in sizes {
+            // A waiting run holds its preopen; the file store keeps at most
+            // MAX_OPEN_SESSIONS sessions' files open (four each).
+            let store = 4 * waiting.min(cairn_runtime::store::file::MAX_OPEN_SESSIONS);
+            let needed = 64 + waiting + waiting / 8 + store;
+            if needed > limit {
+                progress(format!(
+                    "runtime: density, {waiting} waiting: not measured — about {needed} open \
+                     descriptors needed, and the limit could be raised only to {limit}"
+                ));
+                continue;
+            }
+            progress(format!(
+                "runtime: density, {waiting} sessions each waiting on a decision"
+            ));
+            let (per, fds, split) = density(dir, waiting, progress).await?;
+            progress(format!(
+                "runtime: density, {waiting} waiting: {:.2} descriptors a session",
+                fds as f64 / waiting as f64
+            ));
+            rows.push(Row::new(
+                "runtime",
+                format!("RSS per waiting session ({waiting} live)"),
+                "KiB",
+                per,
+                "1 GiB / 10,000 sessions (target)",
+                1024.0 * 1024.0 / 10_000.0,
+                "lower",
+            ));
+            // The split, each part beside the whole.
+            for (what, kib) in split {
+                rows.push(Row::new(
+                    "runtime",
+                    format!("  of which {what} ({waiting} live)"),
+                    "KiB",
+                    kib,
+                    "RSS per waiting session",
+                    per,
+                    "lower",
+                ));
+            }
+        }
+    }
+
+    if only.wants("parked") {
+        let n_parked = if quick { 200 } else { 10_000 };
+        progress(format!("runtime: density, {n_parked} parked sessions"));
+        let per_parked = parked(dir, n_parked, progress).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("RSS per parked session ({n_parked} listed)"),
+            "KiB",
+            per_parked,
+            "1 GiB / 10,000 sessions (target)",
+            1024.0 * 1024.0 / 10_000.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("restore") {
+        let n_restore = if quick { 50 } else { 1_000 };
+        progress(format!(
+            "runtime: restore, {n_restore} interrupted workers replayed and finished"
+        ));
+        let ms = restore(dir, n_restore).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("restore {n_restore} interrupted workers"),
+            "ms",
+            ms,
+            "1 s (target for 1,000)",
+            1000.0 * n_restore as f64 / 1000.0,
+            "lower",
+        ));
+    }
+
+    if only.wants("reopen") {
+        let n = if quick { 200 } else { 1_000 };
+        progress(format!(
+            "runtime: reopen, {n} sessions, then start → first run after a clean stop and after a crash"
+        ));
+        let (clean, crash) = reopen(dir, n).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("open → first run, {n} sessions, after a clean stop"),
+            "ms",
+            clean,
+            "the same after a crash (walks them all)",
+            crash,
+            "lower",
+        ));
+    }
+
+    if only.wants("fanout") {
+        let events = if quick { 5_000 } else { 50_000 };
+        progress(format!(
+            "runtime: fan-out, {events} appends with 0, 100 and 1000 subscribers (one slow)"
+        ));
+        let zero = fan_out(0, events).await?;
+        for subs in [100, 1000] {
+            let rate = fan_out(subs, events).await?;
+            rows.push(Row::new(
+                "runtime",
+                format!("writer with {subs} subscribers"),
+                "events/s",
+                rate,
+                "writer with 0 subscribers",
+                zero,
+                "higher",
+            ));
+        }
+    }
+
+    if only.wants("replay") {
+        let total = if quick { 100_000 } else { 1_000_000 };
+        progress(format!("runtime: replay read of a {total}-event session"));
+        let rate = replay_read(dir, total).await?;
+        rows.push(Row::new(
+            "runtime",
+            format!("replay read, {total} events (file store)"),
+            "events/s",
+            rate,
+            "1,000,000 events/s (target)",
+            1_000_000.0,
+            "higher",
+        ));
+    }
+    Ok(rows)
+}

@@ -1,0 +1,61 @@
+//! `cairn replay SESSION`: re-run a session's ended runs offline against the
+//! journal and report divergence. Writes nothing.
+
+use super::HomeArg;
+use cairn_runtime::runtime::Runtime;
+use cairn_runtime::runtime::replay::RunReplay;
+use std::process::ExitCode;
+
+/// `cairn replay` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The session to replay.
+    session: String,
+    #[command(flatten)]
+    home: HomeArg,
+    /// Print the report as JSON: `{"session_id", "runs": [{"result": "matched" | "diverged" | "skipped", "run_id", …}]}`.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let session = super::session_arg(&args.session)?;
+    let mut config = args.home.runtime_config("replay")?;
+    // Offline replay reads only: no lock, no repair, nothing written.
+    config.read_only = true;
+    config.restore = false;
+    config.sockets = false;
+    let rt = Runtime::open(config).await?;
+    let report = rt.replay_offline(&session).await?;
+    let diverged = report
+        .iter()
+        .any(|r| matches!(r, RunReplay::Diverged { .. }));
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "session_id": session, "runs": report })
+        );
+    } else {
+        for r in &report {
+            match r {
+                RunReplay::Matched { run_id, entries } => {
+                    println!("run {run_id}: matched ({entries} entries)")
+                }
+                RunReplay::Diverged { run_id, error } => {
+                    println!("run {run_id}: DIVERGED: {}", error.message)
+                }
+                RunReplay::Skipped { run_id, why } => println!("run {run_id}: skipped ({why})"),
+            }
+        }
+        let matched = report
+            .iter()
+            .filter(|r| matches!(r, RunReplay::Matched { .. }))
+            .count();
+        println!("{matched} of {} runs matched the journal", report.len());
+    }
+    Ok(if diverged {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

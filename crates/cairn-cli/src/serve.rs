@@ -1,0 +1,134 @@
+//! `cairn serve`: the HTTP API on loopback.
+
+use super::HomeArg;
+use cairn_runtime::runtime::Runtime;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+/// `cairn serve` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    home: HomeArg,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7777", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Serve without authentication (when no tokens are configured), only on
+    /// a loopback address.
+    #[arg(long)]
+    insecure_local: bool,
+    /// The shared store, `postgres://…` (overrides `[store] url`): several
+    /// instances on one database serve the same sessions.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// This instance's name in the shared store (default: a fresh one).
+    #[arg(long, value_name = "NAME", requires = "store")]
+    instance: Option<String>,
+    /// The URL other instances forward requests to (default: the listen
+    /// address).
+    #[arg(long, value_name = "URL")]
+    advertise: Option<String>,
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut config = args.home.runtime_config("serve")?;
+    if let Some(url) = &args.store {
+        config.host.store.url = Some(url.clone());
+    }
+    if let Some(name) = &args.instance {
+        config.host.store.instance = Some(name.clone());
+    }
+    if let Some(url) = &args.advertise {
+        config.host.store.advertise = Some(url.clone());
+    }
+    if config.host.has_tokens() {
+        if args.insecure_local {
+            eprintln!(
+                "cairn: note: tokens are configured, so every /v1/ request needs one; --insecure-local changes nothing"
+            );
+        }
+    } else {
+        if !args.insecure_local {
+            anyhow::bail!(
+                "no API tokens are configured (cairn.toml [workspaces.NAME] tokens): start with --insecure-local to serve without authentication on a loopback address"
+            );
+        }
+        if !args.listen.ip().is_loopback() {
+            anyhow::bail!(
+                "--insecure-local serves only on a loopback address, not {}",
+                args.listen
+            );
+        }
+    }
+    let rt = Runtime::open(config).await?;
+    for note in rt.recovery_notes() {
+        eprintln!("cairn: note: {note}");
+    }
+    let restored = rt.restored();
+    if !restored.is_empty() {
+        eprintln!(
+            "cairn: restored {} interrupted run(s) by replay",
+            restored.len()
+        );
+    }
+    // Compiled before ready: the first run of a component does not wait.
+    let warmed = rt
+        .warm_components(&mut |note| eprintln!("cairn: note: {note}"))
+        .await;
+    eprintln!("cairn: {warmed} component(s) compiled");
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener.local_addr()?;
+    rt.set_served_url(&format!("http://{addr}"))?;
+    if rt.clustered() {
+        let advertised = rt
+            .host_config()
+            .store
+            .advertise
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        rt.join_cluster(&advertised).await?;
+        eprintln!(
+            "cairn: instance {} on the shared store, reachable at {advertised}",
+            rt.instance_id().unwrap_or_default()
+        );
+    }
+    println!(
+        "cairn: listening on http://{addr} (home {})",
+        rt.workers().path().display()
+    );
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let shutdown = async {
+        let signal = termination().await;
+        eprintln!(
+            "cairn: {signal}: shutting down (draining live runs; a second signal exits at once)"
+        );
+        tokio::spawn(async {
+            let again = termination().await;
+            eprintln!("cairn: {again} again: exiting now");
+            std::process::exit(130);
+        });
+    };
+    cairn_api::serve(listener, rt.clone(), shutdown).await?;
+    rt.release_home();
+    eprintln!("cairn: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The first SIGINT or SIGTERM, by name.
+async fn termination() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}

@@ -1,0 +1,27 @@
+//! The host's `bindgen!`s of the `cairn:controller` world: the current
+//! version (0.2.0, `wit/`) and 0.1.0 (`wit/0.1.0/`), both linked so a
+//! controller built against either runs. Exports are called through the
+//! 0.1.0 bindings: `describe` and `run` and the records they carry did not
+//! change, and the component model checks them by shape. Private: the rest
+//! of the crate sees [`super`]'s curated types.
+
+wasmtime::component::bindgen!({
+    path: "../../wit/0.1.0",
+    world: "controller",
+    imports: { default: async | trappable },
+    exports: { default: async },
+});
+
+pub use self::cairn::controller::{decisions, history, journal, types};
+
+/// The current version's imports.
+pub mod v2 {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "controller",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+
+    pub use self::cairn::controller::{decisions, history, journal, types, workers};
+}
