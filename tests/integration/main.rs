@@ -8,6 +8,7 @@ mod authority;
 mod browser;
 mod budgets;
 mod cli;
+mod cli_stream;
 mod clients;
 mod common;
 mod corruption;

@@ -4,9 +4,13 @@
 use cairn_runtime::ids::{DecisionId, RunId, Seq, SessionId};
 use cairn_runtime::journal::Delivery;
 use cairn_runtime::runtime::{Runtime, RuntimeConfig};
+use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::path::PathBuf;
+
+/// How many times in a row a dropped event stream is resumed.
+const RESUME_ATTEMPTS: u32 = 5;
 
 /// `--server URL` or `--home DIR`.
 #[derive(Debug, clap::Args)]
@@ -255,46 +259,66 @@ impl Client {
                 if last <= after {
                     return Ok(());
                 }
-                let resp = http
-                    .get(format!(
-                        "{base}/v1/sessions/{}/events?after={after}",
-                        enc(session.name())
-                    ))
-                    .send()
-                    .await
-                    .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
-                let mut body = check(resp).await?.bytes_stream();
-                let mut buf = String::new();
+                // One SSE parser from a crate (a character split across
+                // chunks stays whole); a dropped stream resumes after the
+                // last seq seen (`Last-Event-ID`), a few times in a row.
+                let url = format!(
+                    "{base}/v1/sessions/{}/events?after={after}",
+                    enc(session.name())
+                );
+                let mut seen: Option<u64> = None;
+                let mut failures = 0u32;
                 loop {
-                    let chunk = tokio::select! {
-                        c = body.next() => c,
-                        _ = tokio::signal::ctrl_c() => return Ok(()),
-                    };
-                    let Some(chunk) = chunk else { return Ok(()) };
-                    buf.push_str(&String::from_utf8_lossy(&chunk?));
-                    while let Some(end) = buf.find("\n\n") {
-                        let block: String = buf.drain(..end + 2).collect();
-                        let mut event = None;
-                        let mut data = String::new();
-                        for line in block.lines() {
-                            if let Some(v) = line.strip_prefix("event:") {
-                                event = Some(v.trim().to_string());
-                            } else if let Some(v) = line.strip_prefix("data:") {
-                                data.push_str(v.trim_start());
+                    let mut req = http.get(&url).header("accept", "text/event-stream");
+                    if let Some(seq) = seen {
+                        req = req.header("last-event-id", seq.to_string());
+                    }
+                    let ended = match req.send().await {
+                        Ok(resp) => {
+                            let body = check(resp).await?.bytes_stream();
+                            let mut events = body.eventsource();
+                            loop {
+                                let event = tokio::select! {
+                                    e = events.next() => e,
+                                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                                };
+                                match event {
+                                    None => break "the server closed the stream".to_string(),
+                                    Some(Err(e)) => break format!("the stream broke: {e}"),
+                                    Some(Ok(event)) => {
+                                        failures = 0;
+                                        if event.data.is_empty() {
+                                            continue;
+                                        }
+                                        if let Ok(seq) = event.id.parse::<u64>() {
+                                            seen = Some(seq);
+                                        }
+                                        let mut value: Value = serde_json::from_str(&event.data)
+                                            .unwrap_or(Value::String(event.data));
+                                        if event.event == "gap" {
+                                            value = serde_json::json!({ "gap": value });
+                                        }
+                                        print(&value)?;
+                                        if value["seq"].as_u64().is_some_and(|s| s >= last) {
+                                            return Ok(());
+                                        }
+                                    }
+                                }
                             }
                         }
-                        if data.is_empty() {
-                            continue;
-                        }
-                        let mut value: Value =
-                            serde_json::from_str(&data).unwrap_or(Value::String(data));
-                        if event.as_deref() == Some("gap") {
-                            value = serde_json::json!({ "gap": value });
-                        }
-                        print(&value)?;
-                        if value["seq"].as_u64().is_some_and(|s| s >= last) {
-                            return Ok(());
-                        }
+                        Err(e) => format!("cannot reach {base}: {e}"),
+                    };
+                    failures += 1;
+                    if failures > RESUME_ATTEMPTS {
+                        anyhow::bail!(
+                            "{ended}; gave up after {RESUME_ATTEMPTS} attempts to resume"
+                        );
+                    }
+                    let after = seen.unwrap_or(after);
+                    eprintln!("{ended}; resuming after seq {after}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(250 << failures.min(4))) => {}
+                        _ = tokio::signal::ctrl_c() => return Ok(()),
                     }
                 }
             }
