@@ -443,15 +443,13 @@ pub enum SegmentOp {
 
 /// Percent-encode a path segment.
 pub fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    /// Everything but the unreserved characters of RFC 3986.
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 fn item_json(item: &cairn_runtime::store::JournalItem) -> Value {
