@@ -269,3 +269,61 @@ fn a_closed_pipe_a_relative_home_and_the_help_read_well() {
         );
     }
 }
+
+/// `cairn serve --log-format json` with `RUST_LOG`: one JSON object a line
+/// on stderr, and what a run reports carries its session, run, generation
+/// and workspace.
+#[test]
+fn serve_logs_json_lines_with_the_run_in_their_span() {
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = cairn_bin()
+        .args(["serve", "--insecure-local", "--listen", "127.0.0.1:0"])
+        .args(["--log-format", "json", "--home"])
+        .arg(tmp.path())
+        .env("RUST_LOG", "cairn_runtime=debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let http = reqwest::blocking::Client::new();
+    let started: Value = http
+        .post(format!("{url}/v1/runs"))
+        .json(&serde_json::json!({"component": "echo", "prompt": "hi"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap().to_string();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut ended = None;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["level"].is_string(), "{v}");
+        if v["fields"]["message"] == "run ended" && v["span"]["run_id"] == run.as_str() {
+            ended = Some(v);
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let v = ended.expect("a run-ended line");
+    assert_eq!(v["span"]["session_id"], session.as_str(), "{v}");
+    assert_eq!(v["span"]["workspace"], "local", "{v}");
+    assert!(
+        v["span"]["generation"].as_u64().is_some_and(|g| g >= 1),
+        "{v}"
+    );
+    assert_eq!(v["fields"]["status"], "finished", "{v}");
+}

@@ -152,17 +152,35 @@ fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
+/// What the library reports (a holder that does not answer, a cache it
+/// cannot use, a run's start and end at debug) goes to stderr: by default
+/// one plain line each with its fields; `RUST_LOG` filters (default
+/// `info`).
+fn init_logs(format: Option<serve::LogFormat>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(false);
+    let _ = match format {
+        Some(serve::LogFormat::Json) => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+        Some(serve::LogFormat::Pretty) => builder.with_target(true).try_init(),
+        None => builder.with_target(false).without_time().try_init(),
+    };
+}
+
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // What the library reports (a holder that does not answer, a cache it
-    // cannot use) goes to stderr, one line each with its fields.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .without_time()
-        .try_init();
+    init_logs(match &cli.command {
+        Command::Serve(args) => args.log_format,
+        _ => None,
+    });
     // When stdout's reader goes (`cairn ls | head -3`), end quietly with
     // the status a Unix tool killed by SIGPIPE has (141), instead of a
     // panic and its backtrace.

@@ -28,6 +28,21 @@ pub struct ServeArgs {
     /// address).
     #[arg(long, value_name = "URL")]
     advertise: Option<String>,
+    /// How the server logs to stderr: `json` (one object a line, with the
+    /// run's session_id, run_id, generation and workspace) or `pretty`
+    /// (times, levels and fields for people). `RUST_LOG` picks what is
+    /// logged (default `info`).
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object a line.
+    Json,
+    /// For people: time, level, target, fields.
+    Pretty,
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -41,11 +56,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = &args.advertise {
         config.host.store.advertise = Some(url.clone());
     }
+    let say = Say(args.log_format.is_some());
     if config.host.has_tokens() {
         if args.insecure_local {
-            eprintln!(
-                "cairn: note: tokens are configured, so every /v1/ request needs one; --insecure-local changes nothing"
-            );
+            say.warn("tokens are configured, so every /v1/ request needs one; --insecure-local changes nothing".into());
         }
     } else {
         if !args.insecure_local {
@@ -62,20 +76,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let rt = Runtime::open(config).await?;
     for note in rt.recovery_notes() {
-        eprintln!("cairn: note: {note}");
+        say.warn(note.to_string());
     }
     let restored = rt.restored();
     if !restored.is_empty() {
-        eprintln!(
-            "cairn: restored {} interrupted run(s) by replay",
+        say.info(format!(
+            "restored {} interrupted run(s) by replay",
             restored.len()
-        );
+        ));
     }
     // Compiled before ready: the first run of a component does not wait.
     let warmed = rt
-        .warm_components(&mut |note| eprintln!("cairn: note: {note}"))
+        .warm_components(&mut |note| say.warn(note.to_string()))
         .await;
-    eprintln!("cairn: {warmed} component(s) compiled");
+    say.info(format!("{warmed} component(s) compiled"));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
@@ -89,10 +103,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
         rt.join_cluster(&advertised).await?;
-        eprintln!(
-            "cairn: instance {} on the shared store, reachable at {advertised}",
+        say.info(format!(
+            "instance {} on the shared store, reachable at {advertised}",
             rt.instance_id().unwrap_or_default()
-        );
+        ));
     }
     println!(
         "cairn: listening on http://{addr} (home {})",
@@ -100,21 +114,42 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     use std::io::Write;
     std::io::stdout().flush()?;
-    let shutdown = async {
+    let shutdown = async move {
         let signal = termination().await;
-        eprintln!(
-            "cairn: {signal}: shutting down (draining live runs; a second signal exits at once)"
-        );
-        tokio::spawn(async {
+        say.info(format!(
+            "{signal}: shutting down (draining live runs; a second signal exits at once)"
+        ));
+        tokio::spawn(async move {
             let again = termination().await;
-            eprintln!("cairn: {again} again: exiting now");
+            say.info(format!("{again} again: exiting now"));
             std::process::exit(130);
         });
     };
     cairn_api::serve(listener, rt.clone(), shutdown).await?;
     rt.release_home();
-    eprintln!("cairn: stopped");
+    say.info("stopped".into());
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `serve` tells its operator: plain `cairn: …` lines on stderr, or,
+/// with `--log-format`, log events like everything else the server says.
+#[derive(Clone, Copy)]
+struct Say(bool);
+
+impl Say {
+    fn info(self, message: String) {
+        match self.0 {
+            true => tracing::info!("{message}"),
+            false => eprintln!("cairn: {message}"),
+        }
+    }
+
+    fn warn(self, message: String) {
+        match self.0 {
+            true => tracing::warn!("{message}"),
+            false => eprintln!("cairn: note: {message}"),
+        }
+    }
 }
 
 /// The first SIGINT or SIGTERM, by name.

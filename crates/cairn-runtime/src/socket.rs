@@ -40,7 +40,7 @@ impl GenerationSeam for WorkerSocket {
         match serve(rt, generation.dir, run) {
             Ok(handle) => Some(Box::new(handle)),
             Err(e) => {
-                eprintln!("cairn: run {}: no worker.sock: {e}", generation.run);
+                tracing::warn!("run {}: no worker.sock: {e}", generation.run);
                 None
             }
         }

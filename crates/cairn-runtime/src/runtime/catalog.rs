@@ -269,7 +269,7 @@ impl Runtime {
         self.inner.workers.delete_worker(worker, session)?;
         self.inner.journals.close(session);
         if let Err(e) = self.inner.run_index.forget_session(session).await {
-            eprintln!("cairn: session {session}: its runs not unindexed: {e}");
+            tracing::warn!(session_id = %session, "its runs not unindexed: {e}");
         }
         if let Some(fs) = &self.inner.file_store {
             fs.forget(session);

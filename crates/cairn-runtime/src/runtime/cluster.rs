@@ -132,14 +132,14 @@ impl Cluster {
             }
             Ok(Ok(None)) => return,
             Ok(Err(e)) => {
-                eprintln!("cairn: worker {worker}: cannot snapshot generation {generation}: {e}");
+                tracing::warn!(worker_id = %worker, "cannot snapshot generation {generation}: {e}");
                 return;
             }
             Err(_) => return,
         };
         if let Err(e) = self.pg.put(&Self::snapshot_key(worker), &bytes).await {
-            eprintln!(
-                "cairn: worker {worker}: cannot store generation {generation}'s worktree: {e}"
+            tracing::warn!(
+                worker_id = %worker, "cannot store generation {generation}'s worktree: {e}"
             );
         }
     }
@@ -175,7 +175,7 @@ impl Runtime {
         match c.pg.live_instances(c.ttl).await {
             Ok(list) => list.into_iter().map(|i| i.url).collect(),
             Err(e) => {
-                eprintln!("cairn: cannot list the other instances: {e}");
+                tracing::warn!("cannot list the other instances: {e}");
                 Vec::new()
             }
         }
@@ -337,8 +337,8 @@ impl Runtime {
             if generation >= local.last_generation
                 && let Err(e) = unpack_into(&worker, generation, &bytes[8..])
             {
-                eprintln!(
-                    "cairn: session {session}: the worktree of generation {generation} is not carried over: {e}"
+                tracing::warn!(
+                    session_id = %session, "the worktree of generation {generation} is not carried over: {e}"
                 );
             }
         }
@@ -347,10 +347,7 @@ impl Runtime {
             worker.record_generation(head.last_generation, None)?;
         }
         c.held().insert(session.clone());
-        eprintln!(
-            "cairn: took session {session} (lease token {})",
-            lease.token
-        );
+        tracing::info!("took session {session} (lease token {})", lease.token);
         super::replay::restore_worker(self, worker.id()).await;
         Ok(true)
     }
@@ -374,7 +371,7 @@ impl Runtime {
                 if let Some(url) = &url
                     && let Err(e) = c.pg.register_instance(url).await
                 {
-                    eprintln!("cairn: cannot re-register this instance: {e}");
+                    tracing::warn!("cannot re-register this instance: {e}");
                 }
                 rt.keep().await;
                 if url.is_some() {
@@ -414,7 +411,7 @@ impl Runtime {
                 Ok(_) => {}
                 Err(e) if e.is_lost_authority() => {
                     c.held().remove(&session);
-                    eprintln!("cairn: session {session} moved to another instance: {e}");
+                    tracing::warn!("session {session} moved to another instance: {e}");
                     // Its run here can write nothing more (the store
                     // refuses its token): end it, and say why.
                     let live = self
@@ -424,8 +421,8 @@ impl Runtime {
                         .get(&session)
                         .and_then(|l| l.live_run().cloned());
                     if let Some(run) = live {
-                        eprintln!(
-                            "cairn: run {} ends here: session {session}'s lease moved to another instance, which restores the run by replay",
+                        tracing::warn!(
+                            "run {} ends here: session {session}'s lease moved to another instance, which restores the run by replay",
                             run.run_id
                         );
                         run.cancel(
@@ -435,7 +432,7 @@ impl Runtime {
                     }
                     self.inner.journals.close(&session);
                 }
-                Err(e) => eprintln!("cairn: session {session}: cannot renew its lease: {e}"),
+                Err(e) => tracing::warn!(session_id = %session, "cannot renew its lease: {e}"),
             }
         }
     }
@@ -454,7 +451,7 @@ impl Runtime {
         let expired = match c.pg.expired(SWEEP_BATCH).await {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("cairn: cannot sweep for expired leases: {e}");
+                tracing::warn!("cannot sweep for expired leases: {e}");
                 return;
             }
         };
@@ -467,7 +464,7 @@ impl Runtime {
                 // Leased but never published: a creation that died.
                 Ok(false) => self.clear_orphan(&lease.session).await,
                 Err(RuntimeError::Store(StoreError::LeaseHeld { .. })) => {}
-                Err(e) => eprintln!("cairn: cannot take session {}: {e}", lease.session),
+                Err(e) => tracing::warn!("cannot take session {}: {e}", lease.session),
             }
         }
     }
@@ -482,10 +479,10 @@ impl Runtime {
         }
         match c.pg.drop_orphan(session, true).await {
             Ok(true) => {
-                eprintln!("cairn: session {session}: cleared a creation that never finished")
+                tracing::info!(session_id = %session, "cleared a creation that never finished")
             }
             Ok(false) => {}
-            Err(e) => eprintln!("cairn: session {session}: cannot clear it: {e}"),
+            Err(e) => tracing::warn!(session_id = %session, "cannot clear it: {e}"),
         }
     }
 
@@ -533,7 +530,7 @@ impl Runtime {
                 // A lease before this one, and no catalog row: a creation
                 // that died half-way (its lease expired). Its journal goes.
                 if lease.token > 1 && c.pg.drop_orphan(session, false).await? {
-                    eprintln!("cairn: session {session}: cleared a creation that never finished");
+                    tracing::info!(session_id = %session, "cleared a creation that never finished");
                 }
                 Ok(())
             }
@@ -659,7 +656,7 @@ impl Runtime {
             return;
         };
         if let Err(e) = c.pg.put(&key, bytes).await {
-            eprintln!("cairn: cannot share component {digest}: {e}");
+            tracing::warn!("cannot share component {digest}: {e}");
         }
     }
 }
@@ -677,7 +674,7 @@ impl Runtime {
         let keys = match c.pg.keys("grant").await {
             Ok(k) => k,
             Err(e) => {
-                eprintln!("cairn: cannot read the shared grants of {workspace}: {e}");
+                tracing::warn!("cannot read the shared grants of {workspace}: {e}");
                 return local;
             }
         };
@@ -695,9 +692,7 @@ impl Runtime {
             };
             // Checked as any upload is: the bytes must be what they claim.
             if crate::component::digest_of(&bytes) != digest {
-                eprintln!(
-                    "cairn: the shared component {digest} does not match its digest; not used"
-                );
+                tracing::warn!("the shared component {digest} does not match its digest; not used");
                 continue;
             }
             if let Err(e) = self
@@ -706,7 +701,7 @@ impl Runtime {
                 .put_component(&digest, &bytes)
                 .and_then(|()| self.inner.bytes.grant_component(workspace, &digest))
             {
-                eprintln!("cairn: cannot keep shared component {digest}: {e}");
+                tracing::warn!("cannot keep shared component {digest}: {e}");
             }
         }
         self.inner.bytes.granted(workspace)

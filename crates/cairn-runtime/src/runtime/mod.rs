@@ -301,7 +301,7 @@ impl Runtime {
             );
             for run in parked {
                 if let Err(e) = rt.resume(run, None).await {
-                    eprintln!("cairn: parked run {run} not resumed at start: {e}");
+                    tracing::warn!("parked run {run} not resumed at start: {e}");
                 }
             }
         }
@@ -676,8 +676,8 @@ impl Runtime {
                 .vouched()
                 .and_then(|vouched| lock.release_clean(vouched))
         {
-            eprintln!(
-                "cairn: note: cannot mark the home as stopped cleanly (the next start walks it): {e}"
+            tracing::warn!(
+                "note: cannot mark the home as stopped cleanly (the next start walks it): {e}"
             );
         }
     }

@@ -41,7 +41,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Ok(w) => w,
         Err(e) => {
             rt.restore_incomplete();
-            eprintln!("cairn: not restoring worker {worker_id}: {e}");
+            tracing::warn!("not restoring worker {worker_id}: {e}");
             return;
         }
     };
@@ -49,7 +49,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Ok(r) => r,
         Err(e) => {
             rt.restore_incomplete();
-            eprintln!("cairn: not restoring worker {worker_id}: {e}");
+            tracing::warn!("not restoring worker {worker_id}: {e}");
             return;
         }
     };
@@ -61,7 +61,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Ok(items) => items,
         Err(e) => {
             rt.restore_incomplete();
-            eprintln!("cairn: not restoring session {session}: {e}");
+            tracing::warn!("not restoring session {session}: {e}");
             return;
         }
     };
@@ -115,7 +115,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Ok(j) => j,
         Err(e) => {
             rt.restore_incomplete();
-            eprintln!("cairn: not restoring session {session}: {e}");
+            tracing::warn!("not restoring session {session}: {e}");
             return;
         }
     };
@@ -166,10 +166,10 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     let (j, c, ev, w) = (&journal, &component, &events, &worker);
     let restore_failed = move |why: String| async move {
         let message = format!("run {run} cannot be restored: {why}");
-        eprintln!("cairn: {message}");
+        tracing::warn!("{message}");
         close_run(rt, j, run, c, ev, FailureCode::RestoreFailed, &message).await;
         if let Err(e) = w.mark_stale() {
-            eprintln!("cairn: cannot mark worker {worker_id} stale: {e}");
+            tracing::warn!("cannot mark worker {worker_id} stale: {e}");
         }
     };
     let prepared = match rt.resolve(&ComponentRef::Digest(component.clone())).await {
@@ -410,7 +410,7 @@ async fn close_run(
         }
         Err(e) => {
             rt.restore_incomplete();
-            eprintln!("cairn: cannot journal the end of run {run} of session {session}: {e}")
+            tracing::warn!("cannot journal the end of run {run} of session {session}: {e}")
         }
     }
 }

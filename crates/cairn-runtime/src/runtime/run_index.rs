@@ -118,7 +118,7 @@ impl Runtime {
         if !index.kept_by_appends()
             && let Err(e) = index.started(run, session, workspace, after).await
         {
-            eprintln!("cairn: run {run} of session {session}: not indexed: {e}");
+            tracing::warn!(run_id = %run, session_id = %session, "not indexed: {e}");
         }
     }
 
@@ -128,7 +128,7 @@ impl Runtime {
         if !index.kept_by_appends()
             && let Err(e) = index.ended(facts).await
         {
-            eprintln!("cairn: run {}: its end not indexed: {e}", facts.run_id);
+            tracing::warn!("run {}: its end not indexed: {e}", facts.run_id);
         }
     }
 }

@@ -619,41 +619,61 @@ impl Runtime {
         );
         let rt = self.clone();
         let env = self.run_env();
-        tokio::spawn(async move {
-            let facts = run::run_task(env, plan).await;
-            if let Ok(f) = &facts {
-                rt.index_ended(f).await;
-                let i = match f.status {
-                    RunStatus::Finished => 0,
-                    RunStatus::Failed => 1,
-                    RunStatus::Cancelled => 2,
-                    RunStatus::Parked => 3,
-                };
-                rt.inner.ended[i].fetch_add(1, Ordering::Relaxed);
-            }
-            {
-                let mut sessions = rt.inner.registry.sessions();
-                if let Some(live) = sessions.get_mut(&session) {
-                    if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
-                        live.run = None;
-                    }
-                    if let Some(g) = live.grace.take() {
-                        g.abort();
+        // What the run task and its host calls report carries the run's ids.
+        let span = tracing::warn_span!(
+            "run",
+            session_id = %session,
+            run_id = %run_id,
+            workspace = plan.ctx.workspace.get().map(String::as_str).unwrap_or(""),
+            generation = tracing::field::Empty,
+        );
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                tracing::debug!("run started");
+                let facts = run::run_task(env, plan).await;
+                match &facts {
+                    Ok(f) => tracing::debug!(
+                        status = status_name(f.status),
+                        last_seq = f.last_seq.0,
+                        "run ended"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "run ended without its facts"),
+                }
+                if let Ok(f) = &facts {
+                    rt.index_ended(f).await;
+                    let i = match f.status {
+                        RunStatus::Finished => 0,
+                        RunStatus::Failed => 1,
+                        RunStatus::Cancelled => 2,
+                        RunStatus::Parked => 3,
+                    };
+                    rt.inner.ended[i].fetch_add(1, Ordering::Relaxed);
+                }
+                {
+                    let mut sessions = rt.inner.registry.sessions();
+                    if let Some(live) = sessions.get_mut(&session) {
+                        if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
+                            live.run = None;
+                        }
+                        if let Some(g) = live.grace.take() {
+                            g.abort();
+                        }
                     }
                 }
-            }
-            let _ = done_tx.send(Some(facts));
-            // Ended runs stay readable here for the retention window.
-            let retention = rt.inner.config.retention;
-            let weak = Arc::downgrade(&rt.inner);
-            drop(rt);
-            tokio::time::sleep(retention).await;
-            if let Some(inner) = weak.upgrade() {
-                inner.registry.runs().remove(&run_id);
-                // The session's live window goes too, once nothing uses it.
-                inner.journals.close_if_idle(&session);
-            }
-        });
+                let _ = done_tx.send(Some(facts));
+                // Ended runs stay readable here for the retention window.
+                let retention = rt.inner.config.retention;
+                let weak = Arc::downgrade(&rt.inner);
+                drop(rt);
+                tokio::time::sleep(retention).await;
+                if let Some(inner) = weak.upgrade() {
+                    inner.registry.runs().remove(&run_id);
+                    // The session's live window goes too, once nothing uses it.
+                    inner.journals.close_if_idle(&session);
+                }
+            },
+            span,
+        ));
     }
 
     /// Start a new run after `run` (which finished, with an answer or a

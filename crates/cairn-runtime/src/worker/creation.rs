@@ -145,8 +145,8 @@ impl Home {
         fsutil::crash_point("create-committed");
         if let Err(e) = self.creation_committed(worker) {
             // Durable either way: the next owner publishes it.
-            eprintln!(
-                "cairn: worker {}: cannot remove its creating marker: {e}",
+            tracing::warn!(
+                "worker {}: cannot remove its creating marker: {e}",
                 worker.id
             );
         }

@@ -180,6 +180,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             crate::worktree::ArtifactMeter::new(ctx.limits.artifact_bytes, gen_dir.carried_bytes);
         watch_limits(ctx.clone(), gen_dir.artifacts_path.clone(), meter.clone());
         let _ = ctx.supervisor.set(Arc::downgrade(&env.supervisor));
+        tracing::Span::current().record("generation", generation.0);
         let _ = ctx.place.set(super::Place {
             worker_id: plan.worker_id,
             generation,
@@ -259,10 +260,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     {
         tokio::task::spawn_blocking(move || {
             if let Err(e) = handle.prune_worktrees(generation, keep) {
-                eprintln!(
-                    "cairn: worker {}: cannot prune old worktrees: {e}",
-                    handle.id()
-                );
+                tracing::warn!("worker {}: cannot prune old worktrees: {e}", handle.id());
             }
         });
     }
@@ -274,7 +272,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             .open_worker_any(plan.worker_id)
             .and_then(|w| w.mark_stale())
     {
-        eprintln!("cairn: cannot mark worker {} stale: {e}", plan.worker_id);
+        tracing::warn!("cannot mark worker {} stale: {e}", plan.worker_id);
     }
 
     // The run's end is next: its pending events wait to go with the
