@@ -9,10 +9,10 @@ use cairn_runtime::store::conformance::{self, Subject};
 use cairn_runtime::store::file::FileStore;
 use cairn_runtime::store::lease::MemoryLeases;
 use cairn_runtime::store::memory::MemoryStore;
-use cairn_runtime::store::postgres::{PgStore, migrations};
 use cairn_runtime::store::{LeaseStore, MemoryRunIndex, Store, StoreError};
 use cairn_runtime::worker::Home;
 use cairn_runtime::{SegmentId, SessionId};
+use cairn_store_postgres::{PgStore, migrations};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -426,7 +426,7 @@ async fn a_renewed_lease_stays_and_an_abandoned_one_moves_within_its_ttl() {
 async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
     use cairn_runtime::journal::Journals;
     use cairn_runtime::store::JournalStore;
-    use cairn_runtime::store::postgres::relay::Relay;
+    use cairn_store_postgres::relay::Relay;
     let pg = Cluster::start();
     let url = pg.database().await;
     let a = Arc::new(PgStore::connect(&url, "holder").await.unwrap());

@@ -202,7 +202,7 @@ fn a_creation_that_dies_before_its_catalog_row_is_cleared_and_its_name_reusable(
     assert_eq!(names, vec!["retried"]);
     assert!(
         node.log()
-            .contains("session swept: cleared a creation that never finished"),
+            .contains("cleared a creation that never finished session_id=swept"),
         "{}",
         node.log()
     );

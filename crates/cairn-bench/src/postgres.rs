@@ -7,7 +7,7 @@ use super::Row;
 use super::journal::{BATCHES, append_rate, events_for, sample};
 use cairn_runtime::ids::{SegmentId, SessionId};
 use cairn_runtime::store::Store;
-use cairn_runtime::store::postgres::PgStore;
+use cairn_store_postgres::PgStore;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -140,7 +140,10 @@ async fn failover(
             },
             ..config
         };
-        let b = Runtime::open(config).await?;
+        let b = Runtime::builder(config)
+            .shared_store(cairn_store_postgres::Postgres)
+            .open()
+            .await?;
         b.join_cluster("http://127.0.0.1:9").await?;
         let session = cairn_runtime::ids::SessionId::parse(&session)?;
         let mut follower = b

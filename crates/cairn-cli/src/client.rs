@@ -81,7 +81,7 @@ impl TargetArgs {
         config.read_only = true;
         config.restore = false;
         config.sockets = false;
-        Ok(Client::Local(Runtime::open(config).await?))
+        Ok(Client::Local(crate::open_runtime(config).await?))
     }
 
     /// For a command that writes (`command` names it in the home lock): the
@@ -99,7 +99,7 @@ impl TargetArgs {
         config.restore = false;
         config.sockets = false;
         config.command = command.to_string();
-        match Runtime::open(config).await {
+        match crate::open_runtime(config).await {
             Ok(rt) => Ok(Client::Local(rt)),
             Err(cairn_runtime::runtime::RuntimeError::HomeBusy(busy)) => match busy.server_url() {
                 Some(url) => {

@@ -2,12 +2,12 @@
 
 use super::run::{DecideArg, journal_path, run_once};
 use cairn_runtime::journal::event::RunStatus;
-use cairn_runtime::runtime::{ComponentRef, Runtime, RuntimeConfig, StartRun};
+use cairn_runtime::runtime::{ComponentRef, RuntimeConfig, StartRun};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(RuntimeConfig {
+    let rt = crate::open_runtime(RuntimeConfig {
         command: "demo".into(),
         ..RuntimeConfig::load(&home, None)?
     })

@@ -174,6 +174,17 @@ fn init_logs(format: Option<serve::LogFormat>) {
     };
 }
 
+/// A runtime as the `cairn` binary opens it: with the PostgreSQL shared
+/// store registered (`[store] url`, `--store`).
+pub async fn open_runtime(
+    config: cairn_runtime::RuntimeConfig,
+) -> Result<cairn_runtime::Runtime, cairn_runtime::runtime::RuntimeError> {
+    cairn_runtime::Runtime::builder(config)
+        .shared_store(cairn_store_postgres::Postgres)
+        .open()
+        .await
+}
+
 /// Run the CLI; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -202,8 +202,7 @@ pub async fn queue(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
             print_row(&row, target.json, "sent back for rework");
         }
         QueueCommand::Work { until_idle, home } => {
-            let rt =
-                cairn_runtime::runtime::Runtime::open(home.runtime_config("queue work")?).await?;
+            let rt = crate::open_runtime(home.runtime_config("queue work")?).await?;
             let q = Queue::open(rt.clone())?;
             let work = q.work(until_idle);
             tokio::select! {

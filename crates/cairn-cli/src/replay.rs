@@ -2,7 +2,6 @@
 //! journal and report divergence. Writes nothing.
 
 use super::HomeArg;
-use cairn_runtime::runtime::Runtime;
 use cairn_runtime::runtime::replay::RunReplay;
 use std::process::ExitCode;
 
@@ -25,7 +24,7 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     config.read_only = true;
     config.restore = false;
     config.sockets = false;
-    let rt = Runtime::open(config).await?;
+    let rt = crate::open_runtime(config).await?;
     let report = rt.replay_offline(&session).await?;
     let diverged = report
         .iter()

@@ -53,7 +53,7 @@ pub struct Ran {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let rt = Runtime::open(args.home.runtime_config("run")?).await?;
+    let rt = crate::open_runtime(args.home.runtime_config("run")?).await?;
     let mut req = StartRun::new(ComponentRef::parse(&args.component), args.prompt);
     req.worker = args.worker;
     req.timeout_ms = args.timeout_ms;

@@ -1,7 +1,6 @@
 //! `cairn serve`: the HTTP API on loopback.
 
 use super::HomeArg;
-use cairn_runtime::runtime::Runtime;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -74,7 +73,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let rt = Runtime::open(config).await?;
+    let rt = crate::open_runtime(config).await?;
     for note in rt.recovery_notes() {
         say.warn(note.to_string());
     }

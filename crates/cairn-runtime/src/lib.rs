@@ -18,4 +18,4 @@ pub mod worktree;
 pub use cairn_types::{ErrorCode, FailureCode};
 pub use ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};
 pub use journal::event::{AgentEvent, LifecycleEvent, Payload, RunFacts, RunStatus, SessionEvent};
-pub use runtime::{Runtime, RuntimeConfig, StartRun};
+pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig, StartRun};

@@ -22,9 +22,9 @@
 
 use super::{Runtime, RuntimeError};
 use crate::ids::{Generation, SessionId, WorkerId};
-use crate::store::postgres::PgStore;
-use crate::store::postgres::relay::Relay;
-use crate::store::{BlobStore, Catalog, LeaseStore, StoreError};
+use crate::store::{
+    BlobStore, Relay, RelayFollower, SharedStore, SharedStoreConnector, StoreError,
+};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,8 +34,8 @@ const SWEEP_BATCH: usize = 256;
 
 /// The shared store as one instance sees it.
 pub(crate) struct Cluster {
-    pub(crate) pg: Arc<PgStore>,
-    pub(crate) relay: Relay,
+    pub(crate) pg: Arc<dyn SharedStore>,
+    pub(crate) relay: Box<dyn Relay>,
     pub(crate) ttl: Duration,
     /// Sessions whose lease this instance holds.
     held: Mutex<HashSet<SessionId>>,
@@ -82,13 +82,14 @@ pub enum Route {
 
 impl Cluster {
     pub(crate) async fn connect(
+        connector: &dyn SharedStoreConnector,
         url: &str,
         instance: &str,
         ttl: Duration,
     ) -> Result<Cluster, StoreError> {
-        let pg = Arc::new(PgStore::connect(url, instance).await?);
+        let pg = connector.connect(url, instance).await?;
         Ok(Cluster {
-            relay: Relay::start(pg.clone()),
+            relay: pg.clone().relay(),
             pg,
             ttl,
             held: Mutex::new(HashSet::new()),
@@ -328,7 +329,7 @@ impl Runtime {
         }
         // The last worktree a generation left (elsewhere, or a fork's
         // generation 0), when this home does not have it.
-        if let Some(bytes) = c.pg.get(&Cluster::snapshot_key(worker.id())).await?
+        if let Some(bytes) = BlobStore::get(&*c.pg, &Cluster::snapshot_key(worker.id())).await?
             && bytes.len() >= 8
         {
             let generation = Generation(u64::from_be_bytes(
@@ -638,7 +639,7 @@ impl Runtime {
         &self,
         session: &SessionId,
         after: crate::ids::Seq,
-    ) -> Option<crate::store::postgres::relay::Follower> {
+    ) -> Option<Box<dyn RelayFollower>> {
         let c = self.inner.cluster.as_ref()?;
         (!c.holds(session)).then(|| c.relay.follow(session, after))
     }
@@ -647,7 +648,10 @@ impl Runtime {
     /// uploaded component, taken over here).
     pub(crate) async fn shared_component(&self, digest: &str) -> Option<Vec<u8>> {
         let c = self.inner.cluster.as_ref()?;
-        c.pg.get(&component_key(digest)?).await.ok().flatten()
+        BlobStore::get(&*c.pg, &component_key(digest)?)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Store component bytes for every instance.
@@ -766,19 +770,27 @@ fn unpack_into(
 /// The shared store a runtime opens, from `[store]`.
 pub(crate) async fn open(
     config: &crate::config::SharedStoreConfig,
+    connectors: &[Arc<dyn SharedStoreConnector>],
 ) -> Result<Option<Cluster>, RuntimeError> {
     let Some(url) = &config.url else {
         return Ok(None);
+    };
+    let Some(connector) = connectors.iter().find(|c| c.accepts(url)) else {
+        return Err(RuntimeError::Storage(
+            "cannot open the shared store ([store] url / --store): this runtime has no shared store registered for its scheme (the cairn binary has PostgreSQL; an embedder registers one with RuntimeBuilder::shared_store)".into(),
+        ));
     };
     let instance = config
         .instance
         .clone()
         .unwrap_or_else(|| format!("i-{}", uuid::Uuid::new_v4().simple()));
     let ttl = Duration::from_millis(config.lease_ttl_ms.max(300));
-    let cluster = Cluster::connect(url, &instance, ttl).await.map_err(|e| {
-        RuntimeError::Storage(format!(
-            "cannot open the shared store ([store] url / --store): {e}"
-        ))
-    })?;
+    let cluster = Cluster::connect(&**connector, url, &instance, ttl)
+        .await
+        .map_err(|e| {
+            RuntimeError::Storage(format!(
+                "cannot open the shared store ([store] url / --store): {e}"
+            ))
+        })?;
     Ok(Some(cluster))
 }

@@ -3,6 +3,7 @@
 //! journal subscriptions out; nothing outside holds a component, a store
 //! handle or a cancel token.
 
+mod builder;
 mod catalog;
 pub mod cluster;
 mod config;
@@ -36,6 +37,7 @@ use crate::store::file::FileStore;
 use crate::store::memory::MemoryStore;
 use crate::store::{JournalItem, Store, StoreError};
 use crate::worker::{Home, WorkerDir, WorkerStatus};
+pub use builder::RuntimeBuilder;
 pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
 pub use error::RuntimeError;
@@ -179,6 +181,13 @@ impl Runtime {
     /// Open a runtime on `config.home`. With `config.restore`, interrupted
     /// runs found there are restored by replay (see [`Runtime::restored`]).
     pub async fn open(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        Self::builder(config).open().await
+    }
+
+    pub(crate) async fn open_with(
+        config: RuntimeConfig,
+        connectors: &[Arc<dyn crate::store::SharedStoreConnector>],
+    ) -> Result<Runtime, RuntimeError> {
         let read_only = config.read_only;
         // One writer per home: the lock first, before anything is read
         // that a writer could be changing.
@@ -218,7 +227,7 @@ impl Runtime {
         };
         let cluster = match read_only {
             true => None,
-            false => cluster::open(&config.host.store).await?,
+            false => cluster::open(&config.host.store, connectors).await?,
         };
         let (store, file_store): (Arc<dyn Store>, _) = match (config.store, &cluster) {
             (_, Some(c)) => (c.pg.clone(), None),

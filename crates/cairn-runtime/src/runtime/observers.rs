@@ -64,7 +64,7 @@ pub struct Observation {
 /// relay (the store's rows, woken by its notifications).
 enum Source {
     Local(Subscription),
-    Relay(crate::store::postgres::relay::Follower),
+    Relay(Box<dyn crate::store::RelayFollower>),
 }
 
 impl std::fmt::Debug for Observation {
@@ -262,7 +262,7 @@ impl Runtime {
         &self,
         session: &SessionId,
         spec: AttachSpec,
-        follower: crate::store::postgres::relay::Follower,
+        follower: Box<dyn crate::store::RelayFollower>,
     ) -> Result<Observation, RuntimeError> {
         if spec.role == ObserverRole::Claiming {
             return Err(RuntimeError::InvalidRequest(format!(

@@ -1,6 +1,6 @@
 //! Where journals, run facts, the run index, leases and blobs are kept. The runtime holds
 //! stores as `Arc<dyn …>`; [`memory`], [`file`] (the embedded default) and
-//! [`postgres`] (shared by several instances) implement them, and one
+//! cairn-store-postgres (a [`SharedStore`] of several instances) implement them, and one
 //! conformance suite ([`conformance`], behind the `testing` feature) runs
 //! against every implementation of every trait.
 
@@ -11,14 +11,17 @@ pub mod conformance;
 pub mod file;
 pub mod lease;
 pub mod memory;
-pub mod postgres;
 pub mod run_index;
+pub mod shared;
 pub mod workers;
 
 pub use blob::BlobStore;
 pub use catalog::Catalog;
 pub use lease::{Lease, LeaseStore};
 pub use run_index::{IndexedRun, MemoryRunIndex, RunIndex};
+pub use shared::{
+    Instance, InstanceRegistry, Relay, RelayFollower, SharedStore, SharedStoreConnector,
+};
 pub use workers::{ComponentBytes, Workers};
 
 use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};

@@ -4,7 +4,7 @@
 //! On the embedded store the index is in memory ([`MemoryRunIndex`]): the
 //! runtime builds it from the journals on first use and keeps it current at
 //! every start and terminal write. On a shared store it is rows every
-//! instance reads ([`super::postgres::PgStore`]): the append of a run's
+//! instance reads (cairn-store-postgres's `PgStore`): the append of a run's
 //! `started` entry indexes it in the same statement, and its end writes its
 //! facts in the same transaction as its terminal entry, so a page of runs
 //! at any instance lists the runs of every instance.

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub(crate) mod segment;
+pub mod segment;
 use segment::parse_lines;
 pub use segment::{Scan, Walked, cores, index_segment, parse_line, scan_segment};
 

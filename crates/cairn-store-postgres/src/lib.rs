@@ -16,11 +16,13 @@ mod lease;
 pub mod migrations;
 pub mod relay;
 mod run_index;
+mod shared;
 
-use super::StoreError;
-use crate::ids::SessionId;
+use cairn_runtime::ids::SessionId;
+use cairn_runtime::store::StoreError;
 pub use catalog::Instance;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+pub use shared::Postgres;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -58,7 +60,7 @@ pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Erro
 
 /// A run's facts as `cairn_runs` keeps them: (status, facts JSON).
 pub(crate) fn facts_row(
-    facts: &crate::journal::event::RunFacts,
+    facts: &cairn_runtime::journal::event::RunFacts,
 ) -> Result<(String, String), StoreError> {
     let json = serde_json::to_string(facts).map_err(|e| StoreError::Database {
         context: format!("run {}: its facts", facts.run_id),

@@ -2,10 +2,10 @@
 //! fenced by the session's head and by this instance's lease token.
 
 use super::{CHANNEL, PgStore, db, seq_i64};
-use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
-use crate::journal::event::{RunFacts, SessionEvent};
-use crate::store::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
 use async_trait::async_trait;
+use cairn_runtime::ids::{Generation, RunId, SegmentId, Seq, SessionId};
+use cairn_runtime::journal::event::{RunFacts, SessionEvent};
+use cairn_runtime::store::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
 use std::sync::Arc;
 use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
@@ -78,7 +78,7 @@ impl<'a> Rows<'a> {
             lines,
             generation: events
                 .iter()
-                .filter_map(|e| crate::store::reserved_generation(e))
+                .filter_map(|e| cairn_runtime::store::reserved_generation(e))
                 .max()
                 .unwrap_or(Generation(0)),
             started: Vec::new(),
@@ -92,8 +92,8 @@ impl<'a> Rows<'a> {
     fn with_started(mut self, events: &[Arc<SessionEvent>]) -> Self {
         for e in events {
             let (
-                crate::journal::event::Payload::Lifecycle(
-                    crate::journal::event::LifecycleEvent::Started { .. },
+                cairn_runtime::journal::event::Payload::Lifecycle(
+                    cairn_runtime::journal::event::LifecycleEvent::Started { .. },
                 ),
                 Some(run),
             ) = (&e.payload, e.run_id)
@@ -137,7 +137,7 @@ impl PgStore {
         if holder == self.holder && mine == Some(token) {
             return Ok(());
         }
-        let lease = crate::store::Lease {
+        let lease = cairn_runtime::store::Lease {
             session: session.clone(),
             holder,
             token,
@@ -265,7 +265,7 @@ impl JournalStore for PgStore {
                 _ => db(format!("session {session}: create"))(e),
             })?;
         if n == 0 {
-            let now = match crate::store::LeaseStore::lease(self, session).await? {
+            let now = match cairn_runtime::store::LeaseStore::lease(self, session).await? {
                 Some(l) => l.to_string(),
                 None => "no lease".to_string(),
             };
@@ -443,14 +443,15 @@ impl JournalStore for PgStore {
             if seq != next {
                 return Err(corrupt(format!("seq {} is missing", next.0)));
             }
-            let item = crate::store::file::segment::parse_line(line.as_bytes()).map_err(corrupt)?;
+            let item = cairn_runtime::store::file::segment::parse_line(line.as_bytes())
+                .map_err(corrupt)?;
             if item.seq() != seq {
                 return Err(corrupt(format!("the row holds seq {}", item.seq().0)));
             }
             items.push(item);
             next = next.next();
         }
-        crate::store::restamp(session, &mut items);
+        cairn_runtime::store::restamp(session, &mut items);
         Ok(items)
     }
 

@@ -4,11 +4,11 @@
 //! the runs of all of them.
 
 use super::{PgStore, db};
-use crate::ids::{RunId, SessionId};
-use crate::journal::event::RunFacts;
-use crate::store::StoreError;
-use crate::store::run_index::{IndexedRun, RunIndex, RunPage};
 use async_trait::async_trait;
+use cairn_runtime::ids::{RunId, SessionId};
+use cairn_runtime::journal::event::RunFacts;
+use cairn_runtime::store::StoreError;
+use cairn_runtime::store::run_index::{IndexedRun, RunIndex, RunPage};
 
 /// One row of the index as selected: run, session, workspace, facts.
 const SELECT: &str = "SELECT rs.run_id, rs.session_id, COALESCE(w.workspace, ''), r.facts,
@@ -44,7 +44,7 @@ fn row(r: &tokio_postgres::Row) -> Result<Option<(RunId, IndexedRun)>, StoreErro
             after: r
                 .get::<_, Option<i64>>(4)
                 .and_then(|a| u64::try_from(a).ok())
-                .map(crate::ids::Seq),
+                .map(cairn_runtime::ids::Seq),
         },
     )))
 }
@@ -56,7 +56,7 @@ impl RunIndex for PgStore {
         run: RunId,
         session: &SessionId,
         _workspace: &str,
-        after: crate::ids::Seq,
+        after: cairn_runtime::ids::Seq,
     ) -> Result<(), StoreError> {
         // Already there when the append of its `started` entry went
         // through; this makes it so when that entry was written elsewhere.

@@ -2,10 +2,10 @@
 //! so instances' clocks need not agree.
 
 use super::{PgStore, db};
-use crate::ids::SessionId;
-use crate::store::blob::check_key;
-use crate::store::{BlobStore, Lease, LeaseStore, StoreError};
 use async_trait::async_trait;
+use cairn_runtime::ids::SessionId;
+use cairn_runtime::store::blob::check_key;
+use cairn_runtime::store::{BlobStore, Lease, LeaseStore, StoreError};
 use std::time::Duration;
 use tokio_postgres::Row;
 

@@ -4,10 +4,10 @@
 //! the truth every instance shares.
 
 use super::{PgStore, db};
-use crate::ids::{RunId, SessionId};
-use crate::store::{Catalog, StoreError};
-use crate::worker::WorkerRecord;
 use async_trait::async_trait;
+use cairn_runtime::ids::{RunId, SessionId};
+use cairn_runtime::store::{Catalog, StoreError};
+use cairn_runtime::worker::WorkerRecord;
 
 #[async_trait]
 impl Catalog for PgStore {
@@ -48,14 +48,7 @@ fn worker_json(record: &WorkerRecord) -> Result<String, StoreError> {
     })
 }
 
-/// A registered instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Instance {
-    /// Its holder id.
-    pub id: String,
-    /// Where it serves.
-    pub url: String,
-}
+pub use cairn_runtime::store::Instance;
 
 impl PgStore {
     /// Publish a new session's worker (after its journal exists). `false`:

@@ -1,0 +1,60 @@
+//! [`RuntimeBuilder`]: a runtime is opened with what its embedder
+//! registers — today the shared stores it may open (`[store] url`); the
+//! runtime itself names only traits.
+
+use super::{Runtime, RuntimeConfig, RuntimeError};
+use crate::store::SharedStoreConnector;
+use std::sync::Arc;
+
+/// Opens a [`Runtime`] with registered parts.
+///
+/// ```no_run
+/// # async fn f(home: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+/// use cairn_runtime::{Runtime, RuntimeConfig};
+/// let config = RuntimeConfig::load(home, None)?;
+/// let rt = Runtime::builder(config).open().await?;
+/// # drop(rt); Ok(()) }
+/// ```
+pub struct RuntimeBuilder {
+    config: RuntimeConfig,
+    shared: Vec<Arc<dyn SharedStoreConnector>>,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("home", &self.config.home)
+            .field("shared_stores", &self.shared.len())
+            .finish()
+    }
+}
+
+impl RuntimeBuilder {
+    /// A builder over `config`, with nothing registered.
+    pub fn new(config: RuntimeConfig) -> RuntimeBuilder {
+        RuntimeBuilder {
+            config,
+            shared: Vec::new(),
+        }
+    }
+
+    /// A shared store this runtime may open when `[store] url` (or
+    /// `--store`) names one it accepts (cairn-store-postgres for
+    /// `postgres://`).
+    pub fn shared_store(mut self, connector: impl SharedStoreConnector + 'static) -> Self {
+        self.shared.push(Arc::new(connector));
+        self
+    }
+
+    /// Open the runtime on its home (see [`Runtime::open`]).
+    pub async fn open(self) -> Result<Runtime, RuntimeError> {
+        Runtime::open_with(self.config, &self.shared).await
+    }
+}
+
+impl Runtime {
+    /// A builder for a runtime over `config`.
+    pub fn builder(config: RuntimeConfig) -> RuntimeBuilder {
+        RuntimeBuilder::new(config)
+    }
+}
