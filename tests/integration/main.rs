@@ -21,6 +21,7 @@ mod hostile;
 mod isolation;
 mod lifecycle;
 mod memory;
+mod metrics;
 mod migrate;
 mod migrate_streamed;
 mod peers;

@@ -116,6 +116,10 @@ fn router_of(state: AppState) -> Router {
                 .get(components::list)
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_COMPONENT_BYTES)),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::record,
+        ))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(body::MAX_JSON_BYTES))
         .layer(axum::middleware::from_fn_with_state(

@@ -9,13 +9,6 @@ use crate::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
 
-static APPENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Entries made durable by this process, across sessions.
-pub fn appended_total() -> u64 {
-    APPENDED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// What only the committer touches: the durable head.
 pub(super) struct Durable {
     pub(super) last_seq: Seq,
@@ -99,6 +92,8 @@ impl Failure {
 pub(super) struct Core {
     pub(super) session: SessionId,
     pub(super) store: Arc<dyn Store>,
+    /// Told of each batch made durable.
+    pub(super) observer: Option<super::CommitObserver>,
     /// Held across a store write: writes go out one at a time, in order.
     /// Lock order: `commit`, then `minting`.
     pub(super) commit: tokio::sync::Mutex<Durable>,
@@ -117,6 +112,14 @@ pub(super) struct Core {
 }
 
 impl Core {
+    /// Tell the observer a store append of `entries` begun at `began` is
+    /// durable.
+    pub(super) fn observed(&self, began: std::time::Instant, entries: usize) {
+        if let Some(observe) = &self.observer {
+            observe(began.elapsed(), entries);
+        }
+    }
+
     pub(super) fn event(
         &self,
         seq: Seq,
@@ -159,12 +162,14 @@ impl Core {
         let Some(last) = batch.last() else {
             return Ok(());
         };
+        let began = std::time::Instant::now();
         match self
             .store
             .append(&self.session, durable.last_seq.next(), batch)
             .await
         {
             Ok(()) => {
+                self.observed(began, batch.len());
                 self.published(durable, batch, last.seq);
                 Ok(())
             }
@@ -183,7 +188,6 @@ impl Core {
     /// After the store took `events` (through `last`): count, advance, and
     /// hand them to the live tail.
     pub(super) fn published(&self, durable: &mut Durable, events: &[Arc<SessionEvent>], last: Seq) {
-        APPENDED.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
         durable.last_seq = last;
         self.durable_seq
             .store(last.0, std::sync::atomic::Ordering::Release);

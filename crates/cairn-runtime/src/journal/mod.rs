@@ -16,7 +16,6 @@ mod session;
 mod subscription;
 
 pub use cairn_types::json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len, json_within};
-pub use commit::appended_total;
 pub use session::{BATCH, COMMIT_DELAY, MAX_PENDING, Minted, SessionJournal};
 pub use subscription::{Delivery, Subscription};
 
@@ -32,8 +31,13 @@ pub const DEFAULT_LIVE_WINDOW: usize = 16384;
 pub use cairn_types::limits::{DEFAULT_LIVE_TOTAL_BYTES, DEFAULT_LIVE_WINDOW_BYTES};
 
 /// The journals of every open session.
+/// Told of every batch made durable: how long its store append took and
+/// how many entries it held (a runtime's metrics).
+pub type CommitObserver = Arc<dyn Fn(std::time::Duration, usize) + Send + Sync>;
+
 pub struct Journals {
     store: Arc<dyn Store>,
+    observer: Option<CommitObserver>,
     live_window: usize,
     live_window_bytes: u64,
     windows: Arc<Windows>,
@@ -45,11 +49,18 @@ impl Journals {
     pub fn new(store: Arc<dyn Store>, live_window: usize) -> Self {
         Journals {
             store,
+            observer: None,
             live_window: live_window.max(1),
             live_window_bytes: DEFAULT_LIVE_WINDOW_BYTES,
             windows: Windows::new(DEFAULT_LIVE_TOTAL_BYTES),
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Tell `observer` of every batch made durable.
+    pub fn with_commit_observer(mut self, observer: CommitObserver) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Bound each session's live window to `bytes` as well.
@@ -132,6 +143,7 @@ impl Journals {
                 self.store.clone(),
                 head,
                 live,
+                self.observer.clone(),
             ))
         });
         Ok(journal.clone())

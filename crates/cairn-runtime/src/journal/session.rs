@@ -87,11 +87,13 @@ impl SessionJournal {
         store: Arc<dyn Store>,
         head: crate::store::Head,
         live: Arc<Live>,
+        observer: Option<super::CommitObserver>,
     ) -> Self {
         SessionJournal {
             core: Arc::new(Core {
                 session,
                 store,
+                observer,
                 commit: tokio::sync::Mutex::new(Durable {
                     last_seq: head.last_seq,
                     last_generation: head.last_generation,
@@ -431,9 +433,11 @@ impl SessionJournal {
                 core.event(seq, segment, None, at_ms, payload)
             })
             .collect();
+        let began = std::time::Instant::now();
         core.store
             .start_segment(&core.session, segment, parent, &events)
             .await?;
+        core.observed(began, events.len());
         minting.segment = segment;
         minting.last_seq = seq;
         core.published(&mut durable, &events, seq);
@@ -524,12 +528,14 @@ impl SessionJournal {
             .collect();
         // The pending entries and the end: one store call. On failure they
         // stay pending (and the journal sealed) for the retried end.
+        let began = std::time::Instant::now();
         core.store
             .finish(&minting.pending, &event, &behind, &facts)
             .await?;
         let mut all = std::mem::take(&mut minting.pending);
         all.push(event.clone());
         all.extend(behind);
+        core.observed(began, all.len());
         minting.last_seq = last;
         minting.timer = false;
         minting.kicked = false;

@@ -333,7 +333,7 @@ impl Runtime {
                 (RunState::Cancelled, ended(2)),
                 (RunState::Parked, ended(3)),
             ],
-            events_appended: crate::journal::appended_total(),
+            events_appended: self.inner.telemetry.appended.get(),
             subscribers: self.inner.journals.subscriber_total(),
             decisions_pending: self.pending_decisions(None).len(),
             open_journals: self.inner.journals.open_count(),

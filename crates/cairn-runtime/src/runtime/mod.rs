@@ -25,6 +25,7 @@ mod segments;
 mod start;
 pub mod state;
 mod supervise;
+pub mod telemetry;
 mod tree;
 
 use crate::component::{Components, Info, Prepared};
@@ -105,6 +106,8 @@ impl SessionLive {
 }
 
 pub(crate) struct Inner {
+    /// This runtime's metrics.
+    pub(crate) telemetry: Arc<telemetry::Telemetry>,
     /// The home's layout, for the tools that inspect its files
     /// ([`Runtime::home`]); the runtime itself goes through `workers` and
     /// `bytes`.
@@ -252,6 +255,11 @@ impl Runtime {
                     .min(config.host.limits.live_window_bytes),
             )
             .with_total_bytes(config.host.limits.live_total_bytes);
+        let telemetry = Arc::new(telemetry::Telemetry::default());
+        let observing = telemetry.clone();
+        let journals = journals.with_commit_observer(Arc::new(move |took, entries| {
+            observing.committed(took, entries)
+        }));
         let restore = config.restore && file_store.is_some() && !read_only && !was_clean;
         // This owner may leave the clean-stop marker when it stops if it
         // knows the home has nothing to repair or restore: it found it
@@ -269,6 +277,7 @@ impl Runtime {
         components.set_cache_budget(config.host.limits.component_cache_bytes);
         let rt = Runtime {
             inner: Arc::new(Inner {
+                telemetry,
                 workers: Arc::new(home.clone()),
                 bytes: Arc::new(home.clone()),
                 home,

@@ -630,6 +630,7 @@ impl Runtime {
         tokio::spawn(tracing::Instrument::instrument(
             async move {
                 tracing::debug!("run started");
+                rt.inner.telemetry.runs_started.inc();
                 let facts = run::run_task(env, plan).await;
                 match &facts {
                     Ok(f) => tracing::debug!(
@@ -640,6 +641,15 @@ impl Runtime {
                     Err(e) => tracing::warn!(error = %e, "run ended without its facts"),
                 }
                 if let Ok(f) = &facts {
+                    let status = super::telemetry::StatusLabel {
+                        status: status_name(f.status),
+                    };
+                    rt.inner.telemetry.runs_ended.get_or_create(&status).inc();
+                    rt.inner
+                        .telemetry
+                        .run_seconds
+                        .get_or_create(&status)
+                        .observe(f.usage.wall_ms as f64 / 1000.0);
                     rt.index_ended(f).await;
                     let i = match f.status {
                         RunStatus::Finished => 0,
