@@ -184,3 +184,30 @@ async fn the_a2a_sdk_client_sends_streams_decides_cancels_and_resubscribes_after
     let finished = of_type(&lines, "finished");
     assert_eq!(finished[0]["text"], "approved");
 }
+
+/// A client generated from `/openapi.json` by openapi-python-client reads
+/// `GET /v1/runs` and `GET /v1/sessions` into its typed models (the
+/// document's enums are `enum`s, which generators read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_python_client_reads_runs_and_sessions() {
+    let (_tmp, rt, base) = served().await;
+    let (started, _, _) =
+        crate::common::run_to_end(&rt, crate::common::start_req("echo", "typed"), None).await;
+    let work = tempfile::tempdir().unwrap();
+    let read = client_script(
+        "openapi_generated.py",
+        &[&base, work.path().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(
+        read["runs"],
+        serde_json::json!([started.run_id.to_string()]),
+        "{read}"
+    );
+    assert_eq!(read["states"], serde_json::json!(["finished"]), "{read}");
+    assert_eq!(
+        read["sessions"],
+        serde_json::json!([started.session_id.to_string()]),
+        "{read}"
+    );
+}

