@@ -10,7 +10,9 @@ use hyper_util::service::TowerToHyperService;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How long connections get to close once shutdown began.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -25,7 +27,8 @@ pub async fn serve(
     let cfg = rt.host_config().server.clone();
     let max = cfg.max_connections.max(1);
     let permits = Arc::new(Semaphore::new(max));
-    let (close_tx, close_rx) = watch::channel(false);
+    // Every connection task is tracked; shutdown waits for exactly those.
+    let (closing, connections) = (CancellationToken::new(), TaskTracker::new());
     let header_timeout = Duration::from_millis(cfg.header_timeout_ms.max(1));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -44,8 +47,8 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         match permits.clone().try_acquire_owned() {
             Ok(permit) => {
-                let (app, close) = (app.clone(), close_rx.clone());
-                tokio::spawn(async move {
+                let (app, close) = (app.clone(), closing.clone());
+                connections.spawn(async move {
                     connection(stream, app, close, header_timeout).await;
                     drop(permit);
                 });
@@ -58,13 +61,9 @@ pub async fn serve(
     // Streams end and runs are cancelled (or parked) now, so the
     // connections waiting on them close and the drain can finish.
     rt.begin_shutdown();
-    let _ = close_tx.send(true);
-    let _ = tokio::time::timeout(DRAIN, async {
-        while permits.available_permits() < max {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    closing.cancel();
+    connections.close();
+    let _ = tokio::time::timeout(DRAIN, connections.wait()).await;
     rt.shutdown(DRAIN).await;
     Ok(())
 }
@@ -72,7 +71,7 @@ pub async fn serve(
 async fn connection(
     stream: tokio::net::TcpStream,
     app: axum::Router,
-    mut close: watch::Receiver<bool>,
+    close: CancellationToken,
     header_timeout: Duration,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -82,12 +81,9 @@ async fn connection(
         .keep_alive(true);
     let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
     let mut conn = std::pin::pin!(conn);
-    let closing = async move {
-        let _ = close.wait_for(|c| *c).await;
-    };
     tokio::select! {
         _ = conn.as_mut() => return,
-        _ = closing => {}
+        _ = close.cancelled() => {}
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
@@ -96,7 +92,7 @@ async fn connection(
 /// The server is full: say so, once, and close.
 async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
     let body = serde_json::json!({"error": {
-        "code": "capacity",
+        "code": cairn_runtime::ErrorCode::Capacity,
         "message": format!("the server holds its limit of {max} connections ([server] max_connections); try again shortly"),
     }})
     .to_string();
