@@ -1,22 +1,14 @@
 //! Owner-only, crash-safe file operations on cap-std directories. Every host
 //! access inside a home goes through a [`Dir`]; nothing here joins a path.
 
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io::{self, Write};
 
-/// Mode of every directory cairn creates.
-pub const DIR_MODE: u32 = 0o700;
+/// Mode of every directory cairn creates, and the owner-only directory
+/// made new (shared with the engine's worktree).
+pub use cairn_component::fs::{DIR_MODE, create_dir_new, handle_path};
 /// Mode of every file cairn creates.
 pub const FILE_MODE: u32 = 0o600;
-
-/// Create `name` inside `dir`, owner-only; an existing entry is an error
-/// (`AlreadyExists`), never reused.
-pub fn create_dir_new(dir: &Dir, name: &str) -> io::Result<Dir> {
-    let mut builder = DirBuilder::new();
-    builder.mode(DIR_MODE);
-    dir.create_dir_with(name, &builder)?;
-    dir.open_dir(name)
-}
 
 /// Open `name` inside `dir`, creating it owner-only when missing.
 pub fn ensure_dir(dir: &Dir, name: &str) -> io::Result<Dir> {
@@ -354,21 +346,6 @@ pub fn rfc3339_ms(ms: u64) -> String {
         .ok()
         .and_then(|t| t.format(FORMAT).ok())
         .unwrap_or_else(|| "9999-12-31T23:59:59.999Z".into())
-}
-
-/// A path that names exactly the directory `dir` holds: the kernel's link
-/// for the descriptor, which resolves to the open directory itself, not by
-/// name. wasmtime-wasi takes a preopen by path; this is how a handle is
-/// handed to it without a name anyone can rename.
-pub(crate) fn handle_path(dir: &cap_std::fs::Dir) -> Result<std::path::PathBuf, String> {
-    use std::os::fd::AsRawFd;
-    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
-    // Without procfs there is no way to name the handle: refuse the loan
-    // rather than fall back to a path.
-    if !std::path::Path::new("/proc/self/fd").is_dir() {
-        return Err("the loaned scope cannot be handed over: /proc is not mounted".into());
-    }
-    Ok(path)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! cairn: a host runtime for agent controllers shipped as WebAssembly
 //! components. See the README for the picture; `DESIGN.md` for the rules.
 
-pub mod component;
+pub use cairn_component as component;
 pub mod config;
 pub mod fsutil;
 pub mod home_lock;
@@ -13,7 +13,7 @@ pub mod runtime;
 pub mod socket;
 pub mod store;
 pub mod worker;
-pub mod worktree;
+pub use cairn_component::worktree;
 
 pub use cairn_types::{ErrorCode, FailureCode};
 pub use ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};

@@ -3,8 +3,8 @@
 
 use super::HostState;
 use super::bindings::{decisions, history, journal, types};
-use crate::journal::event::{AgentEvent, RequestKind};
 use async_trait::async_trait;
+use cairn_types::event::{AgentEvent, RequestKind};
 
 /// A host failure: it ends the run as a trap with this message.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +108,7 @@ fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {
 fn json_field(what: &str, text: &str) -> Result<serde_json::Value, EmitRefusal> {
     let value = serde_json::from_str(text)
         .map_err(|e| journal::EmitError::Invalid(format!("{what} is not JSON: {e}")))?;
-    crate::journal::check_json_depth(what, &value).map_err(journal::EmitError::Invalid)?;
+    cairn_types::json::check_json_depth(what, &value).map_err(journal::EmitError::Invalid)?;
     Ok(value)
 }
 
@@ -116,7 +116,7 @@ fn json_field(what: &str, text: &str) -> Result<serde_json::Value, EmitRefusal> 
 fn json_arg(what: &str, text: &str) -> Result<serde_json::Value, HostFailure> {
     let value =
         serde_json::from_str(text).map_err(|e| HostFailure(format!("{what} is not JSON: {e}")))?;
-    crate::journal::check_json_depth(what, &value).map_err(HostFailure)?;
+    cairn_types::json::check_json_depth(what, &value).map_err(HostFailure)?;
     Ok(value)
 }
 

@@ -19,7 +19,7 @@
 //! `artifact_depth`), and stop at the first limit crossed, so a hostile tree
 //! costs the host no more than the limits allow.
 
-use crate::fsutil;
+use crate::fs as fsutil;
 use cap_std::fs::{Dir, MetadataExt};
 use std::io;
 
@@ -36,7 +36,7 @@ pub struct Budget {
 
 impl Budget {
     /// The budget of a run's limits.
-    pub fn of(limits: &crate::limits::Limits) -> Budget {
+    pub fn of(limits: &cairn_types::limits::Limits) -> Budget {
         Budget {
             bytes: limits.artifact_bytes,
             files: limits.artifact_files,

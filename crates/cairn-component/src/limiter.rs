@@ -3,8 +3,8 @@
 //! reported to the run, which ends `Failed { limit_exceeded }`.
 
 use super::RunHost;
-use crate::limits::Limits;
 use bytes::Bytes;
+use cairn_types::limits::Limits;
 use std::io::Write;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};

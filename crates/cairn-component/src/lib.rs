@@ -5,17 +5,19 @@ mod bindings;
 mod clock;
 pub mod complexity;
 pub mod cpu;
+pub mod fs;
 mod host;
 mod limiter;
 mod metered;
 mod stable_fs;
+pub mod worktree;
 
 pub use clock::JournalClock;
 pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
 
-use crate::ids::{Generation, RunId, SessionId, WorkerId};
 use bindings::v2::ControllerPre as ControllerPreV2;
 use bindings::{Controller, ControllerPre};
+use cairn_types::ids::{Generation, RunId, SessionId, WorkerId};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::Path;
@@ -513,7 +515,7 @@ impl Components {
         if let Some(loan) = &sandbox.loan {
             // The open handle, never the scope's name: a rename or a link
             // the parent makes meanwhile cannot move it.
-            let path = crate::fsutil::handle_path(loan).map_err(RunTrap::Setup)?;
+            let path = crate::fs::handle_path(loan).map_err(RunTrap::Setup)?;
             wasi.preopened_dir(&path, "/loan", wasmtime_wasi::FsPerms::ReadWrite)
                 .map_err(|e| RunTrap::Setup(format!("cannot preopen the loaned scope: {e:#}")))?;
         }
@@ -676,7 +678,7 @@ pub struct Sandbox {
     /// The guest's clocks.
     pub clock: JournalClock,
     /// The run's limits.
-    pub limits: crate::limits::Limits,
+    pub limits: cairn_types::limits::Limits,
     /// The run's side of every import.
     pub host: Arc<dyn RunHost>,
     /// The worktree's bytes against `artifact_bytes`, charged at each
@@ -738,7 +740,7 @@ impl HostState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             limits: limiter::Limiter::new(
-                crate::limits::Limits {
+                cairn_types::limits::Limits {
                     memory_bytes: 64 << 20,
                     ..Default::default()
                 },
