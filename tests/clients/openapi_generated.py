@@ -29,16 +29,17 @@ assert "Warning" not in out and "Skipping" not in out, out
 
 sys.path.insert(0, os.path.join(work, "client"))
 from cairn_client import Client  # noqa: E402
-from cairn_client.api.default import get_v1_runs, get_v1_sessions  # noqa: E402
+from cairn_client.api.runs import get_runs  # noqa: E402
+from cairn_client.api.sessions import get_sessions  # noqa: E402
 from cairn_client.models import RunState  # noqa: E402
 
 client = Client(base_url=base, raise_on_unexpected_status=True)
-runs = get_v1_runs.sync_detailed(client=client)
+runs = get_runs.sync_detailed(client=client)
 assert runs.status_code == 200, runs
 assert isinstance(runs.parsed, list) and runs.parsed, runs.parsed
 states = [r.state for r in runs.parsed]
 assert all(isinstance(s, RunState) for s in states), states
-sessions = get_v1_sessions.sync_detailed(client=client)
+sessions = get_sessions.sync_detailed(client=client)
 assert sessions.status_code == 200, sessions
 assert isinstance(sessions.parsed, list) and sessions.parsed, sessions.parsed
 print(json.dumps({

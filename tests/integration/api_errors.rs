@@ -230,3 +230,37 @@ async fn every_error_code_has_one_status_and_is_listed_in_openapi() {
     assert_eq!(status(ErrorCode::Restoring), 409);
     assert_eq!(status(ErrorCode::Capacity), 429);
 }
+
+/// Every operation of the document has its own operationId and a tag;
+/// every `/v1` operation names the bearer scheme and its `401`.
+#[test]
+fn every_operation_has_an_id_a_tag_and_its_security() {
+    let doc = cairn_api::openapi::document();
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer",
+        "{}",
+        doc["components"]
+    );
+    let mut ids = std::collections::BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path}"));
+            assert!(ids.insert(id.to_string()), "{id} twice");
+            assert!(op["tags"][0].is_string(), "{method} {path}");
+            if path.starts_with("/v1/") {
+                assert_eq!(
+                    op["security"][0]["bearer"],
+                    serde_json::json!([]),
+                    "{method} {path}"
+                );
+                assert!(op["responses"]["401"].is_object(), "{method} {path}");
+            }
+        }
+    }
+    assert!(
+        ids.contains("get_runs") && ids.contains("get_runs_by_id"),
+        "{ids:?}"
+    );
+}

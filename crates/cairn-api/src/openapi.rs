@@ -66,7 +66,19 @@ impl Doc {
                 "schema": { "type": "string", "pattern": "^[0-9]+$" }
             }));
         }
-        let mut operation = json!({ "summary": op.summary, "parameters": params });
+        let mut operation = json!({
+            "summary": op.summary,
+            "operationId": operation_id(op.method, op.path),
+            "tags": [tag(op.path)],
+            "parameters": params,
+        });
+        // Every /v1 route takes a bearer token (when the server has
+        // tokens); the root routes are open.
+        let guarded = op.path.starts_with("/v1/");
+        operation["security"] = match guarded {
+            true => json!([{ "bearer": [] }]),
+            false => json!([]),
+        };
         match op.body {
             Body::None => {}
             Body::Json(schema, required) => {
@@ -94,7 +106,8 @@ impl Doc {
         };
         responses.insert(op.ok.0.to_string(), ok);
         let error = self.schema::<ErrorBody>();
-        for status in op.errors {
+        let unauthorized: &[u16] = if guarded { &[401] } else { &[] };
+        for status in op.errors.iter().chain(unauthorized) {
             responses.insert(
                 status.to_string(),
                 json!({ "description": "an error with a stable code", "content": { "application/json": { "schema": error } } }),
@@ -533,8 +546,53 @@ pub fn document() -> Value {
         "openapi": "3.1.0",
         "info": { "title": "cairn", "version": env!("CARGO_PKG_VERSION"), "description": "A host runtime for agent controllers shipped as WebAssembly components." },
         "paths": Value::Object(d.paths),
-        "components": { "schemas": schemas },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "a token from the server's cairn.toml ([workspaces.NAME] tokens, or [server] operator_tokens)" } },
+        },
     })
+}
+
+/// A stable operationId from the method and path: `GET /v1/runs/{id}` is
+/// `get_runs_by_id`.
+fn operation_id(method: &str, path: &str) -> String {
+    let mut id = method.to_string();
+    for segment in path.split('/').filter(|s| !s.is_empty() && *s != "v1") {
+        id.push('_');
+        match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(param) => {
+                id.push_str("by_");
+                id.push_str(param);
+            }
+            None => id.extend(
+                segment
+                    .trim_start_matches('.')
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }),
+            ),
+        }
+    }
+    id
+}
+
+/// The tag of a path: the resource it names.
+fn tag(path: &str) -> &'static str {
+    let first = path
+        .trim_start_matches("/v1")
+        .split('/')
+        .nth(1)
+        .unwrap_or("");
+    match first {
+        "sessions" => "sessions",
+        "runs" => "runs",
+        "decisions" | "approvals" => "decisions",
+        "chat" | "models" => "chat",
+        "queue" | "doctor" => "queue",
+        "a2a" | ".well-known" => "a2a",
+        "components" => "components",
+        "ui" => "viewer",
+        _ => "meta",
+    }
 }
 
 /// Unit-variant enums as `{"type": "string", "enum": [...]}`: schemars
