@@ -1,6 +1,8 @@
 //! The HTTP seam (axum). Every handler calls the runtime and reads journal
 //! subscriptions; none holds a component, a store or a cancel token.
 
+#![deny(missing_docs)]
+
 mod a2a;
 pub mod auth;
 pub mod body;

@@ -660,6 +660,7 @@ pub fn operations() -> Vec<(String, String)> {
     out
 }
 
+/// `GET /openapi.json`.
 pub async fn serve() -> Json<Value> {
     Json(document())
 }

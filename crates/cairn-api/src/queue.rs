@@ -61,6 +61,7 @@ pub struct ReworkCard {
     pub reason: String,
 }
 
+/// `POST /v1/queue`: add a card (or a higher round of one).
 pub async fn add(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
@@ -80,6 +81,7 @@ pub async fn add(
     Ok((StatusCode::CREATED, Json(row)))
 }
 
+/// `GET /v1/queue`: the workspace's rows.
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
@@ -87,6 +89,7 @@ pub async fn list(
     Ok(Json(s.queue.rows(Some(&ws.0))?))
 }
 
+/// `POST /v1/queue/{card}/answer`: answer an awaiting card.
 pub async fn answer(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
@@ -102,6 +105,7 @@ pub async fn answer(
     Ok(Json(s.queue.answer(&ws.0, &card, answer).await?))
 }
 
+/// `POST /v1/queue/{card}/rework`: send a card back with a reason.
 pub async fn rework(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,

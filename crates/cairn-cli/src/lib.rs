@@ -1,5 +1,7 @@
 //! The `cairn` command line.
 
+#![deny(missing_docs)]
+
 mod attach;
 mod client;
 mod debug;

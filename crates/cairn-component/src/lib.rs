@@ -1,6 +1,8 @@
 //! Components: the wasmtime engine, validation against the world, and the
 //! cache of compiled components and their `InstancePre`, per digest.
 
+#![deny(missing_docs)]
+
 mod bindings;
 mod clock;
 pub mod complexity;

@@ -11,6 +11,8 @@
 //! by `rework`; a higher round supersedes a row in place (a processing row
 //! only once it ends).
 
+#![deny(missing_docs)]
+
 mod dispatch;
 pub mod doctor;
 mod fairness;

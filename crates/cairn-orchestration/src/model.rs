@@ -16,12 +16,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 
+/// The queue's directory in the home.
 pub const DIR: &str = "queue";
 /// Where every row was before each card had its own document.
 pub const CARDS: &str = "cards.queue.json";
 /// One document per card: `<v5 of workspace and card>.json`.
 pub const CARD_DIR: &str = "cards";
+/// The key → worker session map of dispatched cards.
 pub const SESSIONS: &str = "sessions.state.json";
+/// Every dispatch's end, one JSON line each.
 pub const LEDGER: &str = "ledger.jsonl";
 /// A card's transcript (each dispatch's prompt and answer) is kept to this.
 pub const TRANSCRIPT_BYTES: usize = 64 << 10;

@@ -35,6 +35,8 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(missing_docs)]
+
 pub use cairn_component as component;
 pub mod config;
 pub mod fsutil;

@@ -10,6 +10,8 @@
 //! ([`migrations`]); a database whose schema is newer than this cairn knows
 //! is refused, never written.
 
+#![deny(missing_docs)]
+
 mod catalog;
 mod journal;
 mod lease;

@@ -30,11 +30,11 @@ use std::sync::{Arc, Mutex};
 pub const DEFAULT_LIVE_WINDOW: usize = 16384;
 pub use cairn_types::limits::{DEFAULT_LIVE_TOTAL_BYTES, DEFAULT_LIVE_WINDOW_BYTES};
 
-/// The journals of every open session.
 /// Told of every batch made durable: how long its store append took and
 /// how many entries it held (a runtime's metrics).
 pub type CommitObserver = Arc<dyn Fn(std::time::Duration, usize) + Send + Sync>;
 
+/// The journals of every open session.
 pub struct Journals {
     store: Arc<dyn Store>,
     observer: Option<CommitObserver>,
