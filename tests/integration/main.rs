@@ -9,6 +9,7 @@ mod browser;
 mod budgets;
 mod cli;
 mod cli_stream;
+mod cli_tls;
 mod clients;
 mod common;
 mod corruption;
