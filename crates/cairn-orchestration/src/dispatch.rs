@@ -247,16 +247,16 @@ impl Queue {
 
     /// Why the stored worker cannot be resumed, if it cannot.
     async fn resumable(&self, record: &Record, row: &Row) -> Result<(), String> {
-        let home = self.rt.home();
-        match home.lookup(&record.session_id) {
+        match self.rt.session_worker(&record.session_id) {
             Ok(Some(w)) if w == record.worker_id => {}
             Ok(_) => return Err(format!("its session {} is gone", record.session_id)),
             Err(e) => return Err(format!("its session cannot be read: {e}")),
         }
-        let worker = home
-            .open_worker(record.worker_id)
+        let identity = self
+            .rt
+            .worktree_identity(record.worker_id)
             .map_err(|e| format!("its worker cannot be opened: {e}"))?;
-        if worker.worktree_identity() != Some((record.key.clone(), record.worktree.clone())) {
+        if identity != Some((record.key.clone(), record.worktree.clone())) {
             return Err("its worktree is missing or was recreated".into());
         }
         // Every entry parses (a page at a time: nothing is kept).
@@ -283,14 +283,8 @@ impl Queue {
     ) -> Result<Record, QueueError> {
         let (session, worker_id) = self.rt.create_session_in(None, &row.workspace).await?;
         let identity = uuid::Uuid::new_v4().to_string();
-        let worker = self
-            .rt
-            .home()
-            .open_worker(worker_id)
-            .map_err(cairn_runtime::runtime::RuntimeError::from)?;
-        worker
-            .set_worktree_identity(&row.worker_key, &identity)
-            .map_err(cairn_runtime::runtime::RuntimeError::from)?;
+        self.rt
+            .set_worktree_identity(worker_id, &row.worker_key, &identity)?;
         Ok(Record {
             key: row.worker_key.clone(),
             card: row.card.clone(),

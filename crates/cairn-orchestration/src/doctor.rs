@@ -67,17 +67,13 @@ pub async fn examine(rt: &Runtime, served: bool) -> Report {
 /// it (what a tenant's token sees: nothing of the others, not even their
 /// counts, and no host path); of the whole home when it is `None`.
 pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Report {
-    let home = rt.home();
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     let mut workers: BTreeMap<String, usize> = BTreeMap::new();
-    let ids = home.list_workers().unwrap_or_default();
     let mut total = 0;
-    for id in ids {
-        let Ok(worker) = home.open_worker(id) else {
-            continue;
-        };
-        let record = match worker.record() {
+    for audit in rt.audit_workers() {
+        let id = audit.id;
+        let record = match audit.record {
             Ok(r) if scope.is_some_and(|ws| ws != r.workspace) => continue,
             Ok(r) => r,
             // A record nobody can read names no workspace: the operator's.
@@ -86,26 +82,20 @@ pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Repo
                 problems.push(Finding {
                     kind: "corrupt_session".into(),
                     subject: format!("worker {id}"),
-                    detail: e.to_string(),
+                    detail: e,
                 });
                 continue;
             }
         };
-        if let Some(parent) = &record.parent {
-            let recorded = home
-                .open_worker(parent.worker_id)
-                .and_then(|p| p.metadata())
-                .is_ok_and(|m| m.children.iter().any(|c| c.worker_id == id));
-            if !recorded {
-                problems.push(Finding {
-                    kind: "unrecorded_child".into(),
-                    subject: format!("session {}", record.session_id),
-                    detail: format!(
-                        "worker {id} names parent {} but is not among its children (a spawn cut short and never resumed): the parent's next replay adopts it; else prune or delete it",
-                        parent.worker_id
-                    ),
-                });
-            }
+        if let (Some(parent), Some(false)) = (&record.parent, audit.listed_by_parent) {
+            problems.push(Finding {
+                kind: "unrecorded_child".into(),
+                subject: format!("session {}", record.session_id),
+                detail: format!(
+                    "worker {id} names parent {} but is not among its children (a spawn cut short and never resumed): the parent's next replay adopts it; else prune or delete it",
+                    parent.worker_id
+                ),
+            });
         }
         total += 1;
         let status = match record.status {
@@ -120,12 +110,7 @@ pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Repo
                 detail: format!("worker {id} is stale (a restore or replay failed): inspect it, then delete or fork it"),
             });
         }
-        if let Some(c) = &record.component
-            && cairn_examples::BUILT_IN
-                .iter()
-                .all(|(_, b)| cairn_runtime::component::digest_of(b) != *c)
-            && home.component_len(c).is_none()
-        {
+        if let (Some(c), Some(false)) = (&record.component, audit.component_stored) {
             problems.push(Finding {
                 kind: "missing_component".into(),
                 subject: c.clone(),
@@ -157,7 +142,7 @@ pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Repo
     let queue = queue_report(rt, scope, &mut problems);
     if !served
         && scope.is_none()
-        && let Some(holder) = cairn_runtime::home_lock::read_record(home.path())
+        && let Some(holder) = rt.stale_lock()
     {
         notes.push(Finding {
             kind: "stale_lock".into(),
@@ -170,7 +155,7 @@ pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Repo
     }
     Report {
         version: 1,
-        home: scope.is_none().then(|| home.path().display().to_string()),
+        home: scope.is_none().then(|| rt.home_label()),
         workspace: scope.map(str::to_string),
         ok: problems.is_empty(),
         workers,
@@ -202,7 +187,7 @@ fn queue_report(
     scope: Option<&str>,
     problems: &mut Vec<crate::doctor::Finding>,
 ) -> Value {
-    let store = match FileQueue::open(rt.home().root(), false) {
+    let store = match FileQueue::open(rt.state_root(), false) {
         Ok(s) => s,
         Err(e) => {
             problems.push(Finding {
@@ -258,11 +243,7 @@ fn queue_report(
                 detail: record.reason.clone().unwrap_or_default(),
             }),
             RecordStatus::Active => {
-                let marker = rt
-                    .home()
-                    .open_worker(record.worker_id)
-                    .ok()
-                    .and_then(|w| w.worktree_identity());
+                let marker = rt.worktree_identity(record.worker_id).ok().flatten();
                 if marker != Some((record.key.clone(), record.worktree.clone())) {
                     problems.push(Finding {
                         kind: "missing_worktree".into(),

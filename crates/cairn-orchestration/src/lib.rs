@@ -111,7 +111,7 @@ pub fn check_card(card: &str) -> Result<(), QueueError> {
 impl Queue {
     /// The queue of `rt`'s home (made on first write).
     pub fn open(rt: Runtime) -> Result<Arc<Queue>, QueueError> {
-        let store = FileQueue::open(rt.home().root(), !rt.is_read_only())?;
+        let store = FileQueue::open(rt.state_root(), !rt.is_read_only())?;
         Ok(Self::with_store(rt, Box::new(store)))
     }
 

@@ -3,6 +3,7 @@
 //! journal subscriptions out; nothing outside holds a component, a store
 //! handle or a cancel token.
 
+mod audit;
 mod builder;
 mod catalog;
 pub mod cluster;
@@ -38,6 +39,7 @@ use crate::store::file::FileStore;
 use crate::store::memory::MemoryStore;
 use crate::store::{JournalItem, Store, StoreError};
 use crate::worker::{Home, WorkerDir, WorkerStatus};
+pub use audit::WorkerAudit;
 pub use builder::RuntimeBuilder;
 pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
