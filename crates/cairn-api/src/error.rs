@@ -114,7 +114,7 @@ pub async fn no_host_paths(
     match axum::body::to_bytes(body, MAX_ERROR_BODY).await {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
-            let home = s.rt.home().path().display().to_string();
+            let home = s.rt.home_label();
             let body = if text.contains(&home) {
                 axum::body::Body::from(s.rt.strip_home(&text))
             } else {
