@@ -46,13 +46,7 @@ impl TargetArgs {
     }
 
     fn home(&self) -> PathBuf {
-        let home = self
-            .home
-            .clone()
-            .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from(".cairn"));
-        // Absolute: the compiled-code cache (and every path printed) needs it.
-        std::path::absolute(&home).unwrap_or(home)
+        super::home_path(self.home.as_deref())
     }
 
     fn remote(url: &str) -> Client {

@@ -113,14 +113,18 @@ impl HomeArg {
     }
 
     fn path(&self) -> PathBuf {
-        let home = self
-            .home
-            .clone()
-            .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from(".cairn"));
-        // Absolute: the compiled-code cache (and every path printed) needs it.
-        std::path::absolute(&home).unwrap_or(home)
+        home_path(self.home.as_deref())
     }
+}
+
+/// `--home`, else `$CAIRN_HOME`, else `./.cairn`, made absolute (the
+/// compiled-code cache, and every path printed, needs it).
+fn home_path(given: Option<&std::path::Path>) -> PathBuf {
+    let home = given
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("CAIRN_HOME").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".cairn"));
+    std::path::absolute(&home).unwrap_or(home)
 }
 
 /// An error and its causes, each cause once: one whose text the message
