@@ -21,6 +21,7 @@ mod fuzz_api;
 mod hostile;
 mod isolation;
 mod lifecycle;
+mod lock_guard;
 mod memory;
 mod metrics;
 mod migrate;

@@ -116,6 +116,24 @@ pub struct Vouched {
 }
 
 impl HomeLock {
+    /// Whether the lock file at the home is still the one this process
+    /// holds locked: `Err` says what happened to it (removed, replaced).
+    pub fn intact(&self) -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        let held = self
+            .file
+            .metadata()
+            .map_err(|e| format!("cannot stat the held lock: {e}"))?;
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => Ok(()),
+            Ok(_) => Err(format!("{LOCK_FILE} was replaced")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("{LOCK_FILE} was removed"))
+            }
+            Err(e) => Err(format!("{LOCK_FILE} cannot be read: {e}")),
+        }
+    }
+
     /// Take the lock of the home at `home` (created when missing) for
     /// `command`, or say who holds it.
     pub fn acquire(home: &Path, command: &str) -> Result<HomeLock, LockError> {

@@ -11,6 +11,7 @@ mod config;
 pub mod decisions;
 pub(crate) mod delegation;
 mod error;
+mod guard;
 pub use cairn_types::failure;
 mod history;
 pub mod lineage;
@@ -325,6 +326,7 @@ impl Runtime {
                 }
             }
         }
+        rt.watch_lock();
         rt.start_keeper();
         Ok(rt)
     }

@@ -142,6 +142,17 @@ pub enum StoreError {
     /// The aggregate layout failed.
     #[error(transparent)]
     Worker(#[from] crate::worker::WorkerError),
+    /// This process no longer holds the home's lock (its file was removed
+    /// or replaced): another owner may be writing, so it writes nothing.
+    #[error(
+        "session {session}: not written: this process lost the home's lock ({reason}); another owner may be writing"
+    )]
+    HomeLost {
+        /// The session.
+        session: SessionId,
+        /// What happened to the lock file.
+        reason: String,
+    },
     /// Another instance holds the session's lease and it has not expired.
     #[error(
         "session {session} is held by instance {holder} (its lease expires in {expires_in_ms} ms)"
@@ -188,7 +199,9 @@ impl StoreError {
     pub fn is_lost_authority(&self) -> bool {
         matches!(
             self,
-            StoreError::Conflict { .. } | StoreError::LeaseLost { .. }
+            StoreError::Conflict { .. }
+                | StoreError::LeaseLost { .. }
+                | StoreError::HomeLost { .. }
         )
     }
 }

@@ -98,6 +98,9 @@ struct HomeInner {
     workers: Dir,
     /// Serializes generation reservations within this process.
     reserve: Mutex<()>,
+    /// Set when this process lost the home's lock: why (nothing is written
+    /// from then on).
+    lost: std::sync::OnceLock<String>,
     /// Every published session of the home and its worker, as the owner's
     /// open found them (and kept current since): an index entry lost while
     /// this process owns the home is written again instead of letting the
@@ -120,6 +123,17 @@ impl std::fmt::Debug for Home {
 }
 
 impl Home {
+    /// This process lost the home's lock (`reason`): its stores write
+    /// nothing more.
+    pub fn lose(&self, reason: String) {
+        let _ = self.inner.lost.set(reason);
+    }
+
+    /// Why this process lost the home's lock, if it did.
+    pub fn lost(&self) -> Option<&str> {
+        self.inner.lost.get().map(String::as_str)
+    }
+
     /// Open the home at `path`, creating it (owner-only) when missing.
     pub fn open(path: &Path) -> Result<Home, WorkerError> {
         let shown = path.display().to_string();
@@ -163,6 +177,7 @@ impl Home {
                 index,
                 workers,
                 reserve: Mutex::new(()),
+                lost: std::sync::OnceLock::new(),
                 known: Mutex::new(Default::default()),
                 unsynced: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),

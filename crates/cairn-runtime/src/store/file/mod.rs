@@ -96,6 +96,21 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
 }
 
 impl FileStore {
+    /// Whether this store may write `session` now: not as a reader, and
+    /// not once the process lost the home's lock.
+    fn writable(&self, session: &SessionId) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly(session.clone()));
+        }
+        if let Some(reason) = self.home.lost() {
+            return Err(StoreError::HomeLost {
+                session: session.clone(),
+                reason: reason.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// A store over the worker aggregates of `home`.
     pub fn new(home: Home) -> Self {
         FileStore {
@@ -565,9 +580,7 @@ impl JournalStore for FileStore {
         expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
-        if self.read_only {
-            return Err(StoreError::ReadOnly(session.clone()));
-        }
+        self.writable(session)?;
         let files = self.open(session)?;
         let session = session.clone();
         let events = events.to_vec();
@@ -628,9 +641,7 @@ impl JournalStore for FileStore {
         parent: SegmentId,
         first: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
-        if self.read_only {
-            return Err(StoreError::ReadOnly(session.clone()));
-        }
+        self.writable(session)?;
         let files = self.open(session)?;
         let session = session.clone();
         let first = first.to_vec();
@@ -742,9 +753,7 @@ impl RunStore for FileStore {
         run: RunId,
         bytes: &[u8],
     ) -> Result<String, StoreError> {
-        if self.read_only {
-            return Err(StoreError::ReadOnly(session.clone()));
-        }
+        self.writable(session)?;
         let files = self.open(session)?;
         let bytes = bytes.to_vec();
         blocking(move || {
