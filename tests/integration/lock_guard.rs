@@ -77,7 +77,21 @@ fn lost_lock_case(replace: bool) {
     } else {
         std::fs::remove_file(&lock).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(800));
+    // The owner notices (its health says so) before anything is answered.
+    let t = Instant::now();
+    loop {
+        let health = http.get(format!("{}/healthz", first.url)).send().unwrap();
+        if health.status().as_u16() == 503 {
+            let body: Value = health.json().unwrap();
+            assert_eq!(body["error"]["code"], "lost_authority", "{body}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the owner never noticed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let refused = http
         .post(format!("{}/v1/decisions/{decision}", first.url))
         .json(&json!({"value": {"approved": true, "reason": "from the first"}}))

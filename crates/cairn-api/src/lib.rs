@@ -69,7 +69,7 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<cairn_orchestration::Queue
 
 fn router_of(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/ui", get(ui::root_redirect))
         .route("/ui/", get(ui::index))
         .route("/ui/{file}", get(ui::file))
@@ -145,6 +145,20 @@ fn router_of(state: AppState) -> Router {
             viewer::cors,
         ))
         .with_state(state)
+}
+
+/// `GET /healthz`: `ok`, or `503 lost_authority` once this process lost
+/// the home's lock (it writes nothing more: take it out of rotation).
+async fn healthz(
+    axum::extract::State(s): axum::extract::State<AppState>,
+) -> Result<&'static str, error::ApiError> {
+    match s.rt.lock_lost() {
+        None => Ok("ok\n"),
+        Some(reason) => Err(error::ApiError::new(
+            cairn_runtime::ErrorCode::LostAuthority,
+            format!("this process lost the home's lock ({reason}) and writes nothing more"),
+        )),
+    }
 }
 
 /// Serve until `shutdown` resolves; then drain the runtime (see

@@ -150,11 +150,11 @@ pub fn document() -> Value {
     d.add(Op {
         method: "get",
         path: "/healthz",
-        summary: "liveness probe",
+        summary: "liveness probe (503 lost_authority once the process lost the home's lock)",
         query: vec![],
         body: Body::None,
         ok: (200, Reply::Text),
-        errors: &[],
+        errors: &[503],
     });
     d.add(Op {
         method: "get",

@@ -12,6 +12,11 @@ use std::time::Duration;
 pub const LOCK_CHECK: Duration = Duration::from_millis(200);
 
 impl Runtime {
+    /// Why this process lost the home's lock, once it did.
+    pub fn lock_lost(&self) -> Option<String> {
+        self.inner.home.lost().map(str::to_string)
+    }
+
     /// Watch the home's lock for as long as this runtime lives.
     pub(crate) fn watch_lock(&self) {
         let weak = std::sync::Arc::downgrade(&self.inner);
