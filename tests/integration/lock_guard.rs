@@ -104,8 +104,22 @@ fn lost_lock_case(replace: bool) {
         (503, Some("lost_authority")),
         "{body}"
     );
-    // A second owner gets in, restores the run and takes the answer.
-    let second = serve(&home);
+    // A second owner gets in once the first one's heartbeat is stale (it
+    // stopped beating when it noticed), restores the run and takes the answer.
+    let t = Instant::now();
+    let second = loop {
+        match serve_with(&home, &[]) {
+            Ok(s) => break s,
+            Err(err) => {
+                assert!(
+                    err.contains("served by pid") || err.contains("pid"),
+                    "{err}"
+                );
+                assert!(t.elapsed() < Duration::from_secs(15), "{err}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
     let decision = pending(&http, &second.url);
     let ok = http
         .post(format!("{}/v1/decisions/{decision}", second.url))
@@ -150,4 +164,53 @@ fn a_removed_lock_file_stops_the_owner_writing() {
 #[test]
 fn a_replaced_lock_file_stops_the_owner_writing() {
     lost_lock_case(true);
+}
+
+/// A next owner that takes a lock file made anew still refuses the home
+/// while the heartbeat names another live process and is fresh, and takes
+/// it once the heartbeat is stale or its process gone.
+#[test]
+fn a_fresh_heartbeat_of_a_live_process_keeps_the_home_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Another live process, as the heartbeat names it.
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let holder = json!({"version": 1, "pid": other.id(), "command": "serve", "started_at_ms": 1});
+    std::fs::write(home.join("cairn.owner"), format!("{holder}\n")).unwrap();
+    let out = cairn_in(&home, &["rm", "no-such-session"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&other.id().to_string()),
+        "the refusal names the owner: {err}"
+    );
+    // Its process gone: the heartbeat keeps nobody out.
+    other.kill().unwrap();
+    other.wait().unwrap();
+    let out = cairn_in(&home, &["rm", "no-such-session"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{err}");
+    // A live process again, but a stale heartbeat: taken too.
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let holder = json!({"version": 1, "pid": other.id(), "command": "serve", "started_at_ms": 1});
+    let owner = home.join("cairn.owner");
+    std::fs::write(&owner, format!("{holder}\n")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&owner)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(10))
+        .unwrap();
+    let out = cairn_in(&home, &["rm", "no-such-session"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{err}");
+    let _ = other.kill();
+    let _ = other.wait();
 }

@@ -303,11 +303,12 @@ async fn a_legacy_tree_migrates_whole_and_then_serves_like_a_native_home() {
     assert!(out.status.success());
 
     // A rerun after success is a no-op: nothing in the home changes (but
-    // the lock's own files: the lock, and the clean-stop marker the owner
+    // the lock's own files: the lock, the owner's heartbeat, and the clean-stop marker the owner
     // consumes as it takes it).
     let mut home_before = tree(&home);
     home_before.remove("cairn.lock");
     home_before.remove("cairn.clean");
+    home_before.remove("cairn.owner");
     let (code, report, _) = migrate(&root, &home, &[]);
     assert_eq!(code, 0);
     assert_eq!(report["already_migrated"], 20);
@@ -315,6 +316,7 @@ async fn a_legacy_tree_migrates_whole_and_then_serves_like_a_native_home() {
     let mut home_after = tree(&home);
     home_after.remove("cairn.lock");
     home_after.remove("cairn.clean");
+    home_after.remove("cairn.owner");
     assert_eq!(home_after, home_before);
     assert_eq!(tree(&root), before);
 }

@@ -35,7 +35,14 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let home = tmp.path().join("home");
     assert_eq!(
         names(&home),
-        set(&["cache", "cairn.lock", "components", "index", "workers"])
+        set(&[
+            "cache",
+            "cairn.lock",
+            "cairn.owner",
+            "components",
+            "index",
+            "workers"
+        ])
     );
     assert_eq!(
         names(&home.join("components")).len(),

@@ -25,6 +25,15 @@ pub const LOCK_FILE: &str = "cairn.lock";
 /// leaves no marker, so the next start walks everything.
 pub const CLEAN_FILE: &str = "cairn.clean";
 
+/// The owner's heartbeat: its holder record, touched while it holds the
+/// lock ([`HomeLock::beat`]). A lock file can be removed or replaced under a
+/// live owner; a next owner that finds a fresh heartbeat of another live
+/// process refuses the home until it goes stale.
+pub const OWNER_FILE: &str = "cairn.owner";
+
+/// How long a heartbeat stays fresh.
+pub const OWNER_FRESH: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What the lock file says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
@@ -95,6 +104,8 @@ impl LockError {
 #[derive(Debug)]
 pub struct HomeLock {
     file: File,
+    /// The heartbeat file ([`OWNER_FILE`]).
+    owner: Option<File>,
     path: PathBuf,
     holder: Holder,
     /// The previous owner stopped cleanly ([`CLEAN_FILE`] was there).
@@ -171,8 +182,25 @@ impl HomeLock {
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
         }
+        // A live owner whose lock file was taken away still writes: its
+        // heartbeat says so, and the home is its until that goes stale.
+        if let Some(holder) = live_owner(home) {
+            return Err(LockError::Busy {
+                home: home.to_path_buf(),
+                holder: Some(holder),
+            });
+        }
+        let owner = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(crate::fsutil::FILE_MODE)
+            .open(home.join(OWNER_FILE))
+            .ok();
         let mut lock = HomeLock {
             file,
+            owner,
             path: path.clone(),
             holder: Holder {
                 version: 1,
@@ -272,14 +300,48 @@ impl HomeLock {
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
         self.file.write_all(&bytes)?;
+        if let Some(owner) = &mut self.owner {
+            // Best effort: the heartbeat only ever delays a next owner.
+            let _ = owner
+                .set_len(0)
+                .and_then(|()| owner.seek(SeekFrom::Start(0)))
+                .and_then(|_| owner.write_all(&bytes));
+        }
         self.file.sync_data()
     }
+
+    /// Say this owner is alive and writing (the heartbeat's mtime).
+    pub fn beat(&self) {
+        if let Some(owner) = &self.owner {
+            let _ = owner.set_modified(std::time::SystemTime::now());
+        }
+    }
+}
+
+/// The holder a fresh heartbeat names, when it is another live process.
+fn live_owner(home: &Path) -> Option<Holder> {
+    let path = home.join(OWNER_FILE);
+    let meta = std::fs::metadata(&path).ok()?;
+    let age = meta.modified().ok()?.elapsed().unwrap_or_default();
+    if age > OWNER_FRESH {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let holder: Holder = serde_json::from_str(text.lines().next()?).ok()?;
+    let alive = Path::new(&format!("/proc/{}", holder.pid)).exists();
+    (holder.pid != std::process::id() && alive).then_some(holder)
 }
 
 impl Drop for HomeLock {
     fn drop(&mut self) {
-        // Say nobody holds it before the kernel releases it with the file.
+        // Say nobody holds it before the kernel releases it with the file;
+        // the heartbeat goes too, unless a next owner's replaced it.
         let _ = self.file.set_len(0);
+        if self.intact().is_ok()
+            && let Some(home) = self.path.parent()
+        {
+            let _ = std::fs::remove_file(home.join(OWNER_FILE));
+        }
     }
 }
 

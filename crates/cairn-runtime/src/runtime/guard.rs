@@ -41,7 +41,12 @@ impl Runtime {
                         inner.home.lose(reason);
                         return;
                     }
-                    Some(Ok(())) => {}
+                    Some(Ok(())) => inner
+                        .lock
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .as_ref()
+                        .map_or((), |lock| lock.beat()),
                     // Released (a clean stop) or never held (a reader).
                     None => return,
                 }
