@@ -162,7 +162,7 @@ async fn healthz(
 }
 
 /// Serve until `shutdown` resolves; then drain the runtime (see
-/// [`listen`]: connection budget, header timeout, `TCP_NODELAY`).
+/// its accept loop: connection budget, header timeout, `TCP_NODELAY`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     rt: Runtime,

@@ -30,7 +30,7 @@ impl Runtime {
     }
 
     /// Page through a session's entries after `after`, a page of at most
-    /// [`SCAN_PAGE_BYTES`] at a time, handing each entry to `each` until it
+    /// 4 MiB at a time, handing each entry to `each` until it
     /// answers `false`: what answers one run or task holds one page, never
     /// the whole journal.
     pub async fn scan(

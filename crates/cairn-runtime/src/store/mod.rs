@@ -1,7 +1,7 @@
 //! Where journals, run facts, the run index, leases and blobs are kept. The runtime holds
-//! stores as `Arc<dyn …>`; [`memory`], [`file`] (the embedded default) and
+//! stores as `Arc<dyn …>`; [`memory`], [`file`](mod@file) (the embedded default) and
 //! cairn-store-postgres (a [`SharedStore`] of several instances) implement them, and one
-//! conformance suite ([`conformance`], behind the `testing` feature) runs
+//! conformance suite (`conformance`, behind the `testing` feature) runs
 //! against every implementation of every trait.
 
 pub mod blob;
@@ -237,7 +237,7 @@ pub trait JournalStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<JournalItem>, StoreError>;
 
-    /// [`Store::read`] bounded by bytes as well: the entries after `after`
+    /// [`JournalStore::read`] bounded by bytes as well: the entries after `after`
     /// while their journal lines (with a newline each) together stay
     /// within `max_bytes` — the first is always returned — and at most
     /// `limit`. What answers one run, one task or a turn of history pages

@@ -188,7 +188,7 @@ pub struct ForkParent {
 pub struct SessionDoc {
     /// Always 1.
     pub version: u64,
-    /// Always [`FORMAT`].
+    /// Always [`FORMAT`](super::FORMAT).
     pub format: String,
     /// The session (as stores key it).
     #[serde(with = "crate::ids::session_key")]
