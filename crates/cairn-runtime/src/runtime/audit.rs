@@ -36,9 +36,9 @@ impl Runtime {
                             .is_ok_and(|m| m.children.iter().any(|c| c.worker_id == id))
                     }),
                     r.component.as_ref().map(|c| {
-                        cairn_examples::BUILT_IN
-                            .iter()
-                            .any(|(_, b)| crate::component::digest_of(b) == *c)
+                        cairn_examples::names()
+                            .into_iter()
+                            .any(|n| cairn_examples::built_in_digest(n) == Some(c.as_str()))
                             || home.component_len(c).is_some()
                     }),
                 ),

@@ -294,6 +294,8 @@ pub struct Metrics {
     pub subscribers: usize,
     /// Decisions waiting for an answer.
     pub decisions_pending: usize,
+    /// Live runs blocked on at least one of them.
+    pub runs_waiting: usize,
     /// Sessions whose journal (and live window) is held in memory.
     pub open_journals: usize,
     /// Bytes (as journaled) the live windows hold together.
@@ -310,6 +312,7 @@ pub struct Metrics {
 impl Runtime {
     /// The process's metrics now.
     pub fn metrics(&self) -> Metrics {
+        let pending = self.pending_decisions(None);
         let (mut preparing, mut running) = (0, 0);
         {
             let sessions = self.inner.registry.sessions();
@@ -335,7 +338,13 @@ impl Runtime {
             ],
             events_appended: self.inner.telemetry.appended.get(),
             subscribers: self.inner.journals.subscriber_total(),
-            decisions_pending: self.pending_decisions(None).len(),
+            decisions_pending: pending.len(),
+            runs_waiting: {
+                let mut runs: Vec<_> = pending.iter().map(|d| d.run_id).collect();
+                runs.sort();
+                runs.dedup();
+                runs.len()
+            },
             open_journals: self.inner.journals.open_count(),
             live_window_bytes: self.inner.journals.window_total(),
             live_windows_evicted: self.inner.journals.windows_evicted(),

@@ -34,7 +34,7 @@ const SWEEP_BATCH: usize = 256;
 
 /// The shared store as one instance sees it.
 pub(crate) struct Cluster {
-    pub(crate) pg: Arc<dyn SharedStore>,
+    pub(crate) shared: Arc<dyn SharedStore>,
     pub(crate) relay: Box<dyn Relay>,
     pub(crate) ttl: Duration,
     /// Sessions whose lease this instance holds.
@@ -87,10 +87,10 @@ impl Cluster {
         instance: &str,
         ttl: Duration,
     ) -> Result<Cluster, StoreError> {
-        let pg = connector.connect(url, instance).await?;
+        let shared = connector.connect(url, instance).await?;
         Ok(Cluster {
-            relay: pg.clone().relay(),
-            pg,
+            relay: shared.clone().relay(),
+            shared,
             ttl,
             held: Mutex::new(HashSet::new()),
             taking: tokio::sync::Mutex::new(()),
@@ -138,7 +138,7 @@ impl Cluster {
             }
             Err(_) => return,
         };
-        if let Err(e) = self.pg.put(&Self::snapshot_key(worker), &bytes).await {
+        if let Err(e) = self.shared.put(&Self::snapshot_key(worker), &bytes).await {
             tracing::warn!(
                 worker_id = %worker, "cannot store generation {generation}'s worktree: {e}"
             );
@@ -173,7 +173,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Vec::new();
         };
-        match c.pg.live_instances(c.ttl).await {
+        match c.shared.live_instances(c.ttl).await {
             Ok(list) => list.into_iter().map(|i| i.url).collect(),
             Err(e) => {
                 tracing::warn!("cannot list the other instances: {e}");
@@ -190,7 +190,7 @@ impl Runtime {
 
     /// This instance's id in the shared store.
     pub fn instance_id(&self) -> Option<&str> {
-        self.inner.cluster.as_ref().map(|c| c.pg.holder())
+        self.inner.cluster.as_ref().map(|c| c.shared.holder())
     }
 
     /// Where a request for `session` is served: here (this instance holds
@@ -204,9 +204,9 @@ impl Runtime {
             if c.holds(session) {
                 return Ok(Route::Here);
             }
-            match c.pg.lease(session).await? {
-                Some(l) if l.holder != c.pg.holder() && l.expires_in_ms > 0 => {
-                    if let Some(url) = c.pg.instance_url(&l.holder).await? {
+            match c.shared.lease(session).await? {
+                Some(l) if l.holder != c.shared.holder() && l.expires_in_ms > 0 => {
+                    if let Some(url) = c.shared.instance_url(&l.holder).await? {
                         return Ok(Route::Holder {
                             holder: l.holder,
                             url,
@@ -234,7 +234,7 @@ impl Runtime {
     /// The instance holding `session`'s unexpired lease, if any.
     pub async fn lease_holder(&self, session: &SessionId) -> Option<String> {
         let c = self.inner.cluster.as_ref()?;
-        match c.pg.lease(session).await {
+        match c.shared.lease(session).await {
             Ok(Some(l)) if l.expires_in_ms > 0 => Some(l.holder),
             _ => None,
         }
@@ -247,7 +247,7 @@ impl Runtime {
         run: crate::ids::RunId,
     ) -> Result<Option<SessionId>, RuntimeError> {
         match &self.inner.cluster {
-            Some(c) => Ok(c.pg.session_of_run(run).await?),
+            Some(c) => Ok(c.shared.session_of_run(run).await?),
             None => Ok(None),
         }
     }
@@ -266,7 +266,7 @@ impl Runtime {
         if self.inner.workers.lookup(session)?.is_some() {
             return Ok(true);
         }
-        let Some(record) = c.pg.record(session).await? else {
+        let Some(record) = c.shared.record(session).await? else {
             return Ok(false);
         };
         self.inner.workers.adopt_worker(&record)?;
@@ -279,7 +279,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        for session in c.pg.sessions().await? {
+        for session in c.shared.sessions().await? {
             if self.inner.workers.lookup(&session)?.is_none() {
                 self.ensure_known(&session).await?;
             }
@@ -298,7 +298,7 @@ impl Runtime {
         if c.holds(session) {
             return Ok(true);
         }
-        let Some(record) = c.pg.record(session).await? else {
+        let Some(record) = c.shared.record(session).await? else {
             // Deleted at another instance: this home's copy goes too.
             if let Some(id) = self.inner.workers.lookup(session)?
                 && self
@@ -313,7 +313,7 @@ impl Runtime {
             }
             return Ok(false);
         };
-        let lease = c.pg.acquire(session, c.ttl).await?;
+        let lease = c.shared.acquire(session, c.ttl).await?;
         // Whatever this instance knew of the session's head is stale now.
         self.inner.journals.close(session);
         let head = self.inner.store.head(session).await?;
@@ -329,7 +329,7 @@ impl Runtime {
         }
         // The last worktree a generation left (elsewhere, or a fork's
         // generation 0), when this home does not have it.
-        if let Some(bytes) = BlobStore::get(&*c.pg, &Cluster::snapshot_key(worker.id())).await?
+        if let Some(bytes) = BlobStore::get(&*c.shared, &Cluster::snapshot_key(worker.id())).await?
             && bytes.len() >= 8
         {
             let generation = Generation(u64::from_be_bytes(
@@ -370,7 +370,7 @@ impl Runtime {
                 let every = c.ttl / 3;
                 let url = c.url.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 if let Some(url) = &url
-                    && let Err(e) = c.pg.register_instance(url).await
+                    && let Err(e) = c.shared.register_instance(url).await
                 {
                     tracing::warn!("cannot re-register this instance: {e}");
                 }
@@ -394,7 +394,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        c.pg.claim_instance(url, c.ttl).await?;
+        c.shared.claim_instance(url, c.ttl).await?;
         *c.url.lock().unwrap_or_else(|p| p.into_inner()) = Some(url.to_string());
         Ok(())
     }
@@ -404,11 +404,11 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else { return };
         let held: Vec<SessionId> = c.held().iter().cloned().collect();
         for session in held {
-            let Some(token) = c.pg.token(&session) else {
+            let Some(token) = c.shared.token(&session) else {
                 c.held().remove(&session);
                 continue;
             };
-            match c.pg.renew(&session, token, c.ttl).await {
+            match c.shared.renew(&session, token, c.ttl).await {
                 Ok(_) => {}
                 Err(e) if e.is_lost_authority() => {
                     c.held().remove(&session);
@@ -449,7 +449,7 @@ impl Runtime {
         {
             return;
         }
-        let expired = match c.pg.expired(SWEEP_BATCH).await {
+        let expired = match c.shared.expired(SWEEP_BATCH).await {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!("cannot sweep for expired leases: {e}");
@@ -475,10 +475,10 @@ impl Runtime {
     /// now (its lease is live) or was published after all.
     async fn clear_orphan(&self, session: &SessionId) {
         let Some(c) = &self.inner.cluster else { return };
-        if c.pg.acquire(session, c.ttl).await.is_err() {
+        if c.shared.acquire(session, c.ttl).await.is_err() {
             return;
         }
-        match c.pg.drop_orphan(session, true).await {
+        match c.shared.drop_orphan(session, true).await {
             Ok(true) => {
                 tracing::info!(session_id = %session, "cleared a creation that never finished")
             }
@@ -495,7 +495,7 @@ impl Runtime {
         let held: Vec<SessionId> = c.held().drain().collect();
         let mut handed = c.handed.lock().unwrap_or_else(|p| p.into_inner());
         for session in held {
-            if let Some(token) = c.pg.drop_token(&session) {
+            if let Some(token) = c.shared.drop_token(&session) {
                 handed.push((session, token));
             }
         }
@@ -511,9 +511,9 @@ impl Runtime {
         self.hand_over();
         let handed = std::mem::take(&mut *c.handed.lock().unwrap_or_else(|p| p.into_inner()));
         for (session, token) in handed {
-            let _ = c.pg.release(&session, token).await;
+            let _ = c.shared.release(&session, token).await;
         }
-        let _ = c.pg.unregister_instance().await;
+        let _ = c.shared.unregister_instance().await;
     }
 
     /// A new session's shared rows: its lease first (so no other instance
@@ -522,15 +522,15 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        if c.pg.record(session).await?.is_some() {
+        if c.shared.record(session).await?.is_some() {
             return Err(RuntimeError::SessionExists(session.clone()));
         }
-        match c.pg.acquire(session, c.ttl).await {
+        match c.shared.acquire(session, c.ttl).await {
             Ok(lease) => {
                 c.held().insert(session.clone());
                 // A lease before this one, and no catalog row: a creation
                 // that died half-way (its lease expired). Its journal goes.
-                if lease.token > 1 && c.pg.drop_orphan(session, false).await? {
+                if lease.token > 1 && c.shared.drop_orphan(session, false).await? {
                     tracing::info!(session_id = %session, "cleared a creation that never finished");
                 }
                 Ok(())
@@ -554,7 +554,7 @@ impl Runtime {
             |q| q.workers,
             crate::config::DEFAULT_WORKERS,
         );
-        match c.pg.publish_within(record, quota).await? {
+        match c.shared.publish_within(record, quota).await? {
             Ok(true) => Ok(()),
             Ok(false) => Err(RuntimeError::SessionExists(record.session_id.unscoped())),
             Err(held) => Err(super::tree::workers_full(&record.workspace, held, quota)),
@@ -611,7 +611,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        c.pg.bind(session, digest).await?;
+        c.shared.bind(session, digest).await?;
         Ok(())
     }
 
@@ -619,8 +619,8 @@ impl Runtime {
     pub(crate) async fn release_shared(&self, session: &SessionId) {
         let Some(c) = &self.inner.cluster else { return };
         c.held().remove(session);
-        if let Some(token) = c.pg.token(session) {
-            let _ = c.pg.release(session, token).await;
+        if let Some(token) = c.shared.token(session) {
+            let _ = c.shared.release(session, token).await;
         }
     }
 
@@ -629,7 +629,7 @@ impl Runtime {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        c.pg.forget(session).await?;
+        c.shared.forget(session).await?;
         c.held().remove(session);
         Ok(())
     }
@@ -648,7 +648,7 @@ impl Runtime {
     /// uploaded component, taken over here).
     pub(crate) async fn shared_component(&self, digest: &str) -> Option<Vec<u8>> {
         let c = self.inner.cluster.as_ref()?;
-        BlobStore::get(&*c.pg, &component_key(digest)?)
+        BlobStore::get(&*c.shared, &component_key(digest)?)
             .await
             .ok()
             .flatten()
@@ -659,7 +659,7 @@ impl Runtime {
         let (Some(c), Some(key)) = (&self.inner.cluster, component_key(digest)) else {
             return;
         };
-        if let Err(e) = c.pg.put(&key, bytes).await {
+        if let Err(e) = c.shared.put(&key, bytes).await {
             tracing::warn!("cannot share component {digest}: {e}");
         }
     }
@@ -675,7 +675,7 @@ impl Runtime {
             return local;
         };
         let prefix = format!("{}.", grant_prefix(workspace));
-        let keys = match c.pg.keys("grant").await {
+        let keys = match c.shared.keys("grant").await {
             Ok(k) => k,
             Err(e) => {
                 tracing::warn!("cannot read the shared grants of {workspace}: {e}");
@@ -726,7 +726,8 @@ impl Runtime {
         if let Some(c) = &self.inner.cluster
             && let Some(hex) = digest.strip_prefix("sha256:")
         {
-            c.pg.put(&format!("grant/{}.{hex}", grant_prefix(workspace)), b"")
+            c.shared
+                .put(&format!("grant/{}.{hex}", grant_prefix(workspace)), b"")
                 .await?;
         }
         Ok(())

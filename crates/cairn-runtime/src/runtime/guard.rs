@@ -26,12 +26,13 @@ impl Runtime {
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
+                // Checked and, while intact, beaten under one hold of the lock.
                 let broken = inner
                     .lock
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .as_ref()
-                    .map(|lock| lock.intact());
+                    .map(|lock| lock.intact().inspect(|()| lock.beat()));
                 match broken {
                     Some(Err(reason)) => {
                         tracing::error!(
@@ -41,12 +42,7 @@ impl Runtime {
                         inner.home.lose(reason);
                         return;
                     }
-                    Some(Ok(())) => inner
-                        .lock
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .as_ref()
-                        .map_or((), |lock| lock.beat()),
+                    Some(Ok(())) => {}
                     // Released (a clean stop) or never held (a reader).
                     None => return,
                 }

@@ -158,7 +158,12 @@ mod tests {
             held > 0,
             "held {held}, refused {refused}: the scope was never opened"
         );
-        eprintln!("{swaps} swaps; {held} opens held the scope, {refused} were refused");
+        tracing::info!(
+            swaps,
+            held,
+            refused,
+            "the loan race: opens that held the scope, and refusals"
+        );
         let root_dev = std::fs::metadata("/").unwrap();
         assert_ne!(real, (root_dev.dev(), root_dev.ino()));
     }

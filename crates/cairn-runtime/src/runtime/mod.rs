@@ -236,7 +236,7 @@ impl Runtime {
             false => cluster::open(&config.host.store, connectors).await?,
         };
         let (store, file_store): (Arc<dyn Store>, _) = match (config.store, &cluster) {
-            (_, Some(c)) => (c.pg.clone(), None),
+            (_, Some(c)) => (c.shared.clone(), None),
             (StoreKind::File, None) => {
                 home.set_first_commit_sync(config.host.store.first_commit_sync);
                 let fs = Arc::new(match read_only {
@@ -248,7 +248,7 @@ impl Runtime {
             (StoreKind::Memory { window }, None) => (Arc::new(MemoryStore::new(window)), None),
         };
         let run_index: Arc<dyn crate::store::RunIndex> = match &cluster {
-            Some(c) => c.pg.clone(),
+            Some(c) => c.shared.clone(),
             None => Arc::new(crate::store::MemoryRunIndex::default()),
         };
         let journals = Journals::new(store.clone(), config.live_window)

@@ -62,7 +62,7 @@ impl Runtime {
         }
         let cluster = self.inner.cluster.as_ref()?;
         for key in self.keys_of(name, workspace) {
-            if let Ok(Some(record)) = crate::store::Catalog::record(&*cluster.pg, &key).await
+            if let Ok(Some(record)) = crate::store::Catalog::record(&*cluster.shared, &key).await
                 && record.workspace == workspace
             {
                 return Some(key);

@@ -65,8 +65,102 @@ pub struct Telemetry {
     pub(crate) live: Family<StateLabel, Gauge>,
     pub(crate) waiting: Gauge,
     pub(crate) legacy_runs: Family<StateLabel, Gauge>,
-    pub(crate) gauges: Vec<(&'static str, Gauge)>,
-    pub(crate) counters: Vec<(&'static str, Counter)>,
+    /// What the runtime knows elsewhere, copied in at each scrape.
+    pub(crate) scraped: Scraped,
+}
+
+/// The gauges set from the runtime at each scrape, and the counters
+/// brought up to totals kept elsewhere.
+#[derive(Default)]
+pub(crate) struct Scraped {
+    pub(crate) subscribers: Gauge,
+    pub(crate) decisions_pending: Gauge,
+    pub(crate) open_journals: Gauge,
+    pub(crate) live_window_bytes: Gauge,
+    pub(crate) compiled_components: Gauge,
+    pub(crate) compiled_component_bytes: Gauge,
+    pub(crate) leases_held: Gauge,
+    pub(crate) windows_evicted: Counter,
+    pub(crate) relay_notifications: Counter,
+    pub(crate) syncs: Counter,
+}
+
+impl Scraped {
+    fn register(&self, registry: &mut Registry) {
+        let gauges = [
+            (
+                "cairn_subscribers",
+                "Journal subscribers now.",
+                &self.subscribers,
+            ),
+            (
+                "cairn_decisions_pending",
+                "Decisions waiting for an answer.",
+                &self.decisions_pending,
+            ),
+            (
+                "cairn_open_journals",
+                "Sessions whose journal and live window are held in memory.",
+                &self.open_journals,
+            ),
+            (
+                "cairn_live_window_bytes",
+                "Bytes (as journaled) every session's live window holds together.",
+                &self.live_window_bytes,
+            ),
+            (
+                "cairn_compiled_components",
+                "Compiled components held ready.",
+                &self.compiled_components,
+            ),
+            (
+                "cairn_compiled_component_bytes",
+                "Bytes of the compiled components held ready.",
+                &self.compiled_component_bytes,
+            ),
+            (
+                "cairn_leases_held",
+                "Session leases this instance holds on the shared store.",
+                &self.leases_held,
+            ),
+        ];
+        for (name, help, gauge) in gauges {
+            registry.register(name, help, gauge.clone());
+        }
+        let counters = [
+            (
+                "cairn_live_windows_evicted",
+                "Live windows nobody followed, emptied to stay under [limits] live_total_bytes.",
+                &self.windows_evicted,
+            ),
+            (
+                "cairn_relay_notifications",
+                "Appends other writers announced (LISTEN cairn_journal).",
+                &self.relay_notifications,
+            ),
+            (
+                "cairn_syncs",
+                "fsync and fdatasync calls of this process.",
+                &self.syncs,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
+    }
+}
+
+/// A gauge set to a count.
+fn set(gauge: &Gauge, value: u64) {
+    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+}
+
+/// A counter brought up to `total`, a count kept elsewhere.
+fn catch_up(counter: &Counter, total: u64) {
+    let now = counter.get();
+    if total > now {
+        counter.inc_by(total - now);
+    }
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -74,48 +168,6 @@ impl std::fmt::Debug for Telemetry {
         f.debug_struct("Telemetry").finish_non_exhaustive()
     }
 }
-
-/// Gauges set from the runtime at each scrape: (name, help).
-pub(crate) const SCRAPED_GAUGES: &[(&str, &str)] = &[
-    ("cairn_subscribers", "Journal subscribers now."),
-    (
-        "cairn_decisions_pending",
-        "Decisions waiting for an answer.",
-    ),
-    (
-        "cairn_open_journals",
-        "Sessions whose journal and live window are held in memory.",
-    ),
-    (
-        "cairn_live_window_bytes",
-        "Bytes (as journaled) every session's live window holds together.",
-    ),
-    (
-        "cairn_compiled_components",
-        "Compiled components held ready.",
-    ),
-    (
-        "cairn_compiled_component_bytes",
-        "Bytes of the compiled components held ready.",
-    ),
-    (
-        "cairn_leases_held",
-        "Session leases this instance holds on the shared store.",
-    ),
-];
-
-/// Counters read from the runtime at each scrape: (name without `_total`, help).
-pub(crate) const SCRAPED_COUNTERS: &[(&str, &str)] = &[
-    (
-        "cairn_live_windows_evicted",
-        "Live windows nobody followed, emptied to stay under [limits] live_total_bytes.",
-    ),
-    (
-        "cairn_relay_notifications",
-        "Appends other writers announced (LISTEN cairn_journal).",
-    ),
-    ("cairn_syncs", "fsync and fdatasync calls of this process."),
-];
 
 impl Default for Telemetry {
     fn default() -> Self {
@@ -183,22 +235,8 @@ impl Default for Telemetry {
         );
         let legacy_runs = Family::<StateLabel, Gauge>::default();
         registry.register("cairn_runs", "Runs by state: live ones now, ended ones since start (kept for older dashboards; prefer cairn_runs_live and cairn_runs_ended_total).", legacy_runs.clone());
-        let gauges = SCRAPED_GAUGES
-            .iter()
-            .map(|(name, help)| {
-                let g = Gauge::default();
-                registry.register(*name, *help, g.clone());
-                (*name, g)
-            })
-            .collect();
-        let counters = SCRAPED_COUNTERS
-            .iter()
-            .map(|(name, help)| {
-                let c = Counter::default();
-                registry.register(*name, *help, c.clone());
-                (*name, c)
-            })
-            .collect();
+        let scraped = Scraped::default();
+        scraped.register(&mut registry);
         Telemetry {
             registry: Mutex::new(registry),
             runs_started,
@@ -212,8 +250,7 @@ impl Default for Telemetry {
             live,
             waiting,
             legacy_runs,
-            gauges,
-            counters,
+            scraped,
         }
     }
 }
@@ -240,22 +277,6 @@ impl Telemetry {
                 route: route.to_string(),
             })
             .observe(took.as_secs_f64());
-    }
-
-    pub(crate) fn set_gauge(&self, name: &str, value: u64) {
-        if let Some((_, g)) = self.gauges.iter().find(|(n, _)| *n == name) {
-            g.set(i64::try_from(value).unwrap_or(i64::MAX));
-        }
-    }
-
-    /// Bring a counter read from elsewhere up to `total`.
-    pub(crate) fn set_counter(&self, name: &str, total: u64) {
-        if let Some((_, c)) = self.counters.iter().find(|(n, _)| *n == name) {
-            let now = c.get();
-            if total > now {
-                c.inc_by(total - now);
-            }
-        }
     }
 
     /// The registry in the Prometheus text format.
@@ -290,22 +311,19 @@ impl super::Runtime {
                 t.live.get_or_create(&label).set(n);
             }
         }
-        let pending = self.pending_decisions(None);
-        let mut waiting: Vec<_> = pending.iter().map(|d| d.run_id).collect();
-        waiting.sort();
-        waiting.dedup();
-        t.waiting.set(waiting.len() as i64);
-        t.set_gauge("cairn_subscribers", m.subscribers as u64);
-        t.set_gauge("cairn_decisions_pending", pending.len() as u64);
-        t.set_gauge("cairn_open_journals", m.open_journals as u64);
-        t.set_gauge("cairn_live_window_bytes", m.live_window_bytes);
-        t.set_gauge("cairn_compiled_components", m.compiled_components.0 as u64);
-        t.set_gauge("cairn_compiled_component_bytes", m.compiled_components.1);
+        t.waiting.set(m.runs_waiting as i64);
+        let g = &t.scraped;
+        set(&g.subscribers, m.subscribers as u64);
+        set(&g.decisions_pending, m.decisions_pending as u64);
+        set(&g.open_journals, m.open_journals as u64);
+        set(&g.live_window_bytes, m.live_window_bytes);
+        set(&g.compiled_components, m.compiled_components.0 as u64);
+        set(&g.compiled_component_bytes, m.compiled_components.1);
         let (leases, heard) = m.shared.unwrap_or((0, 0));
-        t.set_gauge("cairn_leases_held", leases as u64);
-        t.set_counter("cairn_relay_notifications", heard);
-        t.set_counter("cairn_live_windows_evicted", m.live_windows_evicted);
-        t.set_counter("cairn_syncs", crate::fsutil::syncs());
+        set(&g.leases_held, leases as u64);
+        catch_up(&g.relay_notifications, heard);
+        catch_up(&g.windows_evicted, m.live_windows_evicted);
+        catch_up(&g.syncs, crate::fsutil::syncs());
         t.encode()
     }
 }
