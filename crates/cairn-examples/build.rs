@@ -12,6 +12,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("sandbox-probe", "sandbox-probe"),
     ("bench-emit", "bench-emit"),
     ("delegate", "delegate"),
+    ("agent", "agent"),
 ];
 
 fn main() {

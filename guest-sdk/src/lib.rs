@@ -30,6 +30,7 @@
 mod decisions;
 mod history;
 mod journal;
+pub mod model;
 mod types;
 pub mod workers;
 
@@ -86,8 +87,9 @@ macro_rules! controller {
 #[allow(clippy::too_many_arguments)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        world: "controller",
+        world: "agent",
         path: "wit",
+        generate_all,
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "cairn_guest::__bindings",

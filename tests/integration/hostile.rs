@@ -322,7 +322,7 @@ async fn deep_json_is_refused_at_every_ingress() {
         "{events:?}"
     );
     let refused = events.iter().any(|e| {
-        matches!(&e.payload, cairn_runtime::Payload::Agent(cairn_runtime::AgentEvent::TextDelta { text })
+        matches!(&e.payload, cairn_runtime::Payload::Agent(cairn_runtime::AgentEvent::TextDelta { text, .. })
             if text.contains("refused") && text.contains("at most 64"))
     });
     assert!(refused, "{events:?}");

@@ -477,7 +477,10 @@ async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
         } else {
             let batch = vec![
                 cairn_runtime::Payload::Agent(
-                    cairn_runtime::journal::event::AgentEvent::TextDelta { text: "b".into() }
+                    cairn_runtime::journal::event::AgentEvent::TextDelta {
+                        text: "b".into(),
+                        by: None
+                    }
                 );
                 size
             ];

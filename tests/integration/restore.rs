@@ -68,7 +68,7 @@ fn texts_of(events: &[SessionEvent], run: RunId) -> Vec<String> {
         .iter()
         .filter(|e| e.run_id == Some(run))
         .filter_map(|e| match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text }) => Some(text.clone()),
+            Payload::Agent(AgentEvent::TextDelta { text, .. }) => Some(text.clone()),
             _ => None,
         })
         .collect()

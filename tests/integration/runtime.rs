@@ -343,7 +343,7 @@ async fn park_policy_parks_and_resume_starts_a_new_run_from_the_checkpoint() {
     loop {
         let seen = until(&mut sub, |e| is_terminal(e) || decision_of(e).is_some()).await;
         for e in &seen {
-            if let Payload::Agent(cairn_runtime::AgentEvent::TextDelta { text }) = &e.payload {
+            if let Payload::Agent(cairn_runtime::AgentEvent::TextDelta { text, .. }) = &e.payload {
                 texts.push(text.clone());
             }
             if let Payload::Lifecycle(LifecycleEvent::Started { resumes, .. }) = &e.payload {

@@ -113,7 +113,7 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let text: String = events
         .iter()
         .filter_map(|e| match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text }) => Some(text.as_str()),
+            Payload::Agent(AgentEvent::TextDelta { text, .. }) => Some(text.as_str()),
             _ => None,
         })
         .collect();

@@ -762,7 +762,10 @@ async fn the_live_window_is_bounded_in_bytes_and_a_reader_still_sees_everything_
             journal
                 .append(
                     None,
-                    Payload::Agent(AgentEvent::TextDelta { text: big.clone() }),
+                    Payload::Agent(AgentEvent::TextDelta {
+                        text: big.clone(),
+                        by: None,
+                    }),
                 )
                 .await
                 .unwrap();

@@ -166,7 +166,7 @@ async fn measured() {
                 .filter_map(|i| i.event())
                 .filter(|e| e.run_id == Some(started.run_id))
                 .filter_map(|e| match &e.payload {
-                    Payload::Agent(AgentEvent::TextDelta { text }) => Some(text.clone()),
+                    Payload::Agent(AgentEvent::TextDelta { text, .. }) => Some(text.clone()),
                     _ => None,
                 })
                 .collect();

@@ -19,8 +19,14 @@ fn samples() -> Vec<Payload> {
         through_seq: Seq(4),
     };
     let agent = vec![
-        AgentEvent::TextDelta { text: "hi".into() },
-        AgentEvent::ReasoningDelta { text: "hm".into() },
+        AgentEvent::TextDelta {
+            text: "hi".into(),
+            by: None,
+        },
+        AgentEvent::ReasoningDelta {
+            text: "hm".into(),
+            by: None,
+        },
         AgentEvent::ToolCall {
             id: "c1".into(),
             name: "search".into(),

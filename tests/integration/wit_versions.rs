@@ -11,7 +11,7 @@ fn texts(events: &[cairn_runtime::SessionEvent]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text }) => Some(text.clone()),
+            Payload::Agent(AgentEvent::TextDelta { text, .. }) => Some(text.clone()),
             _ => None,
         })
         .collect()

@@ -31,6 +31,7 @@ pub(super) fn sample(session: &SessionId, seq: u64) -> SessionEvent {
         at_ms: 1_700_000_000_000 + seq,
         payload: Payload::Agent(AgentEvent::TextDelta {
             text: format!("a typical text delta of a streaming answer, number {seq}"),
+            by: None,
         }),
         facts: None,
         line: Default::default(),

@@ -35,6 +35,7 @@ pub fn write_tree(root: &Path, workers: usize, events: usize) -> anyhow::Result<
                 }),
                 _ => Payload::Agent(AgentEvent::TextDelta {
                     text: format!("a typical text delta of a streaming answer, number {seq}"),
+                    by: None,
                 }),
             };
             let event = SessionEvent {

@@ -378,6 +378,7 @@ async fn fan_out(subscribers: usize, events: usize) -> anyhow::Result<f64> {
     }
     let payload = Payload::Agent(AgentEvent::TextDelta {
         text: "fan-out".into(),
+        by: None,
     });
     let t = Instant::now();
     for _ in 0..events {
@@ -403,6 +404,7 @@ async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<f64> {
         let journal = journals.create(&session, segment).await?;
         let payload = Payload::Agent(AgentEvent::TextDelta {
             text: "a typical short text delta".into(),
+            by: None,
         });
         let mut left = events;
         while left > 0 {

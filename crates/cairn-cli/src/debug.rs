@@ -56,6 +56,7 @@ pub async fn debug(cmd: Debug) -> anyhow::Result<ExitCode> {
                         n += 1;
                         Payload::Agent(AgentEvent::TextDelta {
                             text: format!("event {n} {}", "x".repeat((n % 97) as usize)),
+                            by: None,
                         })
                     })
                     .collect();

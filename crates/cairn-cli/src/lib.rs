@@ -181,12 +181,18 @@ fn init_logs(format: Option<serve::LogFormat>) {
 }
 
 /// A runtime as the `cairn` binary opens it: with the PostgreSQL shared
-/// store registered (`[store] url`, `--store`).
+/// store registered (`[store] url`, `--store`) and the model capability
+/// over `[models]` and `[secrets]`.
 pub async fn open_runtime(
     config: cairn_runtime::RuntimeConfig,
 ) -> Result<cairn_runtime::Runtime, cairn_runtime::runtime::RuntimeError> {
+    let model = cairn_capabilities::model::ModelCapability::new(
+        config.host.models.clone(),
+        config.host.secrets.clone(),
+    );
     cairn_runtime::Runtime::builder(config)
         .shared_store(cairn_store_postgres::Postgres)
+        .capability(std::sync::Arc::new(model))
         .open()
         .await
 }

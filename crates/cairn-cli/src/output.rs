@@ -7,13 +7,32 @@ use cairn_runtime::journal::event::{AgentEvent, LifecycleEvent, Payload, Session
 pub fn line(event: &SessionEvent) -> String {
     let body = match &event.payload {
         Payload::Agent(a) => match a {
-            AgentEvent::TextDelta { text } => format!("text       {}", quote(text)),
-            AgentEvent::ReasoningDelta { text } => format!("reasoning  {}", quote(text)),
+            AgentEvent::TextDelta { text, by: None } => format!("text       {}", quote(text)),
+            AgentEvent::TextDelta { text, by: Some(_) } => {
+                format!("model      {}", quote(text))
+            }
+            AgentEvent::ReasoningDelta { text, by } => format!(
+                "{}  {}",
+                if by.is_some() {
+                    "model thinks"
+                } else {
+                    "reasoning"
+                },
+                quote(text)
+            ),
             AgentEvent::ToolCall {
                 id,
                 name,
                 arguments,
-            } => format!("tool call  {name} ({id}) {arguments}"),
+                by,
+            } => format!(
+                "{}  {name} ({id}) {arguments}",
+                if by.is_some() {
+                    "model asks"
+                } else {
+                    "tool call"
+                }
+            ),
             AgentEvent::Progress {
                 message,
                 done,
@@ -95,6 +114,42 @@ pub fn line(event: &SessionEvent) -> String {
                     .unwrap_or("");
                 format!("workers    {what} {on} → {answer}")
             }
+            LifecycleEvent::HostCallStarted {
+                call_id,
+                capability,
+                op,
+                request,
+            } => {
+                let what = request["model"]
+                    .as_str()
+                    .map(|m| format!(" {m}"))
+                    .unwrap_or_default();
+                format!("call {call_id:<5} {capability} {op}{what}")
+            }
+            LifecycleEvent::HostCallFinished {
+                call_id,
+                response,
+                error,
+                usage,
+            } => match (error, response) {
+                (Some(e), _) => format!("call {call_id:<5} → {}: {}", e.code.as_str(), e.message),
+                (None, Some(r)) => {
+                    let calls = r["tool_calls"].as_array().map_or(0, Vec::len);
+                    let tokens = usage
+                        .map(|u| {
+                            format!(" ({} in, {} out tokens)", u.input_tokens, u.output_tokens)
+                        })
+                        .unwrap_or_default();
+                    match calls {
+                        0 => format!(
+                            "call {call_id:<5} → {}{tokens}",
+                            quote(r["text"].as_str().unwrap_or_default())
+                        ),
+                        n => format!("call {call_id:<5} → {n} tool call(s){tokens}"),
+                    }
+                }
+                (None, None) => format!("call {call_id:<5} → (nothing)"),
+            },
             LifecycleEvent::ChildNotification {
                 worker_id, status, ..
             } => format!("child      {worker_id} {status} (a hint)"),

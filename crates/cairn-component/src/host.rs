@@ -86,6 +86,21 @@ pub trait RunHost: Send + Sync {
     /// the answer is `{"ok": …}` or `{"error": "…"}`, journaled in the
     /// caller's session before the guest sees it.
     async fn workers(&self, call: serde_json::Value) -> Result<serde_json::Value, HostFailure>;
+    /// A capability call (`model` `chat`, …) with its request as journaled
+    /// JSON: live or replayed, journaled before the guest sees the answer.
+    /// The inner `Err` is a value the guest gets; the outer one ends the run.
+    async fn host_call(
+        &self,
+        capability: &str,
+        op: &str,
+        request: serde_json::Value,
+    ) -> Result<Result<serde_json::Value, cairn_types::event::CallError>, HostFailure> {
+        let _ = (op, request);
+        Ok(Err(crate::capability::call_error(
+            cairn_types::event::CallErrorCode::Refused,
+            format!("this host provides no {capability} capability"),
+        )))
+    }
     /// Whether the epoch callback should stop the instance now (cancelled
     /// past its grace, or a limit was broken).
     fn should_trap(&self) -> bool;
@@ -98,7 +113,7 @@ pub trait RunHost: Send + Sync {
     }
 }
 
-fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {
+pub(crate) fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {
     state
         .host
         .clone()
@@ -128,14 +143,17 @@ impl journal::Host for HostState {
         event: journal::AgentEvent,
     ) -> wasmtime::Result<Result<u64, journal::EmitError>> {
         let event = match event {
-            journal::AgentEvent::TextDelta(text) => AgentEvent::TextDelta { text },
-            journal::AgentEvent::ReasoningDelta(text) => AgentEvent::ReasoningDelta { text },
+            journal::AgentEvent::TextDelta(text) => AgentEvent::TextDelta { text, by: None },
+            journal::AgentEvent::ReasoningDelta(text) => {
+                AgentEvent::ReasoningDelta { text, by: None }
+            }
             journal::AgentEvent::ToolCall(call) => {
                 match json_field("tool-call arguments", &call.arguments) {
                     Ok(arguments) => AgentEvent::ToolCall {
                         id: call.id,
                         name: call.name,
                         arguments,
+                        by: None,
                     },
                     Err(e) => return Ok(Err(e)),
                 }

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 mod bindings;
+pub mod capability;
 mod clock;
 pub mod complexity;
 pub mod cpu;
@@ -11,9 +12,11 @@ pub mod fs;
 mod host;
 mod limiter;
 mod metered;
+mod model;
 mod stable_fs;
 pub mod worktree;
 
+pub use capability::{CallCtx, CallReply, CallSink, Capability, Grants};
 pub use clock::JournalClock;
 pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
 
@@ -309,6 +312,7 @@ impl Components {
             |s| s,
         )
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        model::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let engine = engine.weak();

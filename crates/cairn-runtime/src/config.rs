@@ -54,6 +54,15 @@ pub struct HostConfig {
     /// Where durable facts live: the home (default) or a shared database.
     #[serde(default)]
     pub store: SharedStoreConfig,
+    /// The model table (`[models.NAME]`): what `cairn:model` calls reach.
+    /// Granted to the host's own workspace (`local`), and to a workspace
+    /// that names them (`[workspaces.W] models = [...]`).
+    #[serde(default)]
+    pub models: BTreeMap<String, cairn_types::model::ModelEntry>,
+    /// Secrets by name (`[secrets] NAME = { env = "VAR" } | { file = "…" }`),
+    /// read host-side when a call needs one; only names are ever written.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, cairn_types::model::SecretSource>,
 }
 
 /// `[store]`: the shared store several `cairn serve` instances run on. With
@@ -280,6 +289,13 @@ pub struct WorkspaceConfig {
     /// Its quota (default: the host's `[quota]`).
     #[serde(default)]
     pub quota: Option<Quota>,
+    /// The model entries it may call (none unless named).
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// The secrets it may have used on its behalf (HTTP header templates;
+    /// a granted model's key needs no grant of its own).
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 /// The config file is unreadable or wrong.
@@ -320,7 +336,50 @@ impl HostConfig {
                 }
             }
         }
+        for (name, model) in &config.models {
+            if let Some(secret) = &model.api_key
+                && !config.secrets.contains_key(secret)
+            {
+                return Err(err(format!(
+                    "model {name:?} names the secret {secret:?}, which [secrets] does not define"
+                )));
+            }
+            if !(model.base_url.starts_with("http://") || model.base_url.starts_with("https://")) {
+                return Err(err(format!(
+                    "model {name:?}: base_url must start with http:// or https://"
+                )));
+            }
+        }
+        for (name, ws) in &config.workspaces {
+            if let Some(model) = ws.models.iter().find(|m| !config.models.contains_key(*m)) {
+                return Err(err(format!(
+                    "workspace {name:?} is granted the model {model:?}, which [models] does not define"
+                )));
+            }
+            if let Some(secret) = ws.secrets.iter().find(|s| !config.secrets.contains_key(*s)) {
+                return Err(err(format!(
+                    "workspace {name:?} is granted the secret {secret:?}, which [secrets] does not define"
+                )));
+            }
+        }
         Ok(config)
+    }
+
+    /// What `workspace` may use through capabilities: everything defined at
+    /// the top level for the host's own workspace (local mode and `cairn
+    /// run`), only what it names for any other.
+    pub fn grants(&self, workspace: &str) -> crate::component::Grants {
+        match self.workspaces.get(workspace) {
+            Some(ws) => crate::component::Grants {
+                models: ws.models.clone(),
+                secrets: ws.secrets.clone(),
+            },
+            None if workspace == crate::runtime::HOST_WORKSPACE => crate::component::Grants {
+                models: self.models.keys().cloned().collect(),
+                secrets: self.secrets.keys().cloned().collect(),
+            },
+            None => crate::component::Grants::default(),
+        }
     }
 
     /// The workspace a bearer token acts for.

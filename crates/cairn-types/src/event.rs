@@ -126,11 +126,18 @@ pub enum AgentEvent {
     TextDelta {
         /// The text.
         text: String,
+        /// Who wrote it, when not the controller: `model` for the tokens of
+        /// a streamed model call, journaled by the host while it lasts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<By>,
     },
     /// A piece of reasoning.
     ReasoningDelta {
         /// The text.
         text: String,
+        /// Who wrote it, when not the controller (see `text_delta`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<By>,
     },
     /// A tool call.
     ToolCall {
@@ -140,6 +147,10 @@ pub enum AgentEvent {
         name: String,
         /// Its arguments.
         arguments: serde_json::Value,
+        /// Who made it, when not the controller: `model` for a tool call a
+        /// streamed model call asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<By>,
     },
     /// Progress through a longer piece of work.
     Progress {
@@ -167,6 +178,15 @@ pub enum AgentEvent {
         /// Its data.
         data: serde_json::Value,
     },
+}
+
+/// Who wrote an agent event the controller did not emit itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum By {
+    /// A model call's stream, journaled by the host while the call lasted
+    /// (the controller gets the whole response once the call is journaled).
+    Model,
 }
 
 /// Why an observer went away.
@@ -288,6 +308,72 @@ pub struct Usage {
     pub event_bytes: u64,
     /// Wall time from start to end.
     pub wall_ms: u64,
+    /// Host calls the run made through capabilities (`host_call_*`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_calls: u64,
+    /// Model input (prompt) tokens, summed over the run's model calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub input_tokens: u64,
+    /// Model output (completion) tokens, summed likewise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub output_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What a host call used, as its capability reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallUsage {
+    /// Input (prompt) tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+/// Why a host call gave no response: the error value the guest got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallError {
+    /// What kind of failure.
+    pub code: CallErrorCode,
+    /// A sentence for people (never a secret).
+    pub message: String,
+}
+
+/// The kinds of host-call failure a guest sees (values, never traps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallErrorCode {
+    /// The workspace is not granted what the call names, or the request
+    /// is not one the capability takes.
+    Refused,
+    /// A limit of the run (`model_calls`, `model_tokens`, …) stops it.
+    LimitExceeded,
+    /// The provider (or the far side) failed, retries spent.
+    Provider,
+    /// The run was cancelled while the call was under way.
+    Cancelled,
+    /// The host died while the call was under way and the operation is not
+    /// safe to repeat.
+    Interrupted,
+}
+
+impl CallErrorCode {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallErrorCode::Refused => "refused",
+            CallErrorCode::LimitExceeded => "limit_exceeded",
+            CallErrorCode::Provider => "provider",
+            CallErrorCode::Cancelled => "cancelled",
+            CallErrorCode::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// A failure, with a stable code.
@@ -517,6 +603,34 @@ pub enum LifecycleEvent {
     Parked {
         /// The store key of the checkpoint (never a path).
         checkpoint: String,
+    },
+    /// A capability call (`cairn:model` `chat`, …) is under way. Journaled
+    /// before the call goes out; `host_call_finished` with the same
+    /// `call_id` carries what the guest got. A replay answers from the pair
+    /// and never calls out.
+    HostCallStarted {
+        /// Dense per run, from 1.
+        call_id: u64,
+        /// The capability: `model`.
+        capability: String,
+        /// Its operation: `chat`.
+        op: String,
+        /// The request as the guest made it (names, never secrets).
+        request: serde_json::Value,
+    },
+    /// A capability call ended; the guest sees this answer after this line.
+    HostCallFinished {
+        /// The call's id.
+        call_id: u64,
+        /// What the call returned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response: Option<serde_json::Value>,
+        /// Or why it returned nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<CallError>,
+        /// What it used, when the capability counts (model tokens).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<CallUsage>,
     },
     /// A `workers` call (delegation) and the answer the controller got,
     /// journaled before it saw it: a replay answers the call from here and

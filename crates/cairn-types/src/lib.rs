@@ -10,6 +10,7 @@ pub mod failure;
 pub mod ids;
 pub mod json;
 pub mod limits;
+pub mod model;
 pub mod schema;
 
 pub use code::ErrorCode;

@@ -75,6 +75,12 @@ pub struct Limits {
     /// reader reads the store instead. In memory an entry takes about
     /// twice its line.
     pub live_total_bytes: u64,
+    /// Model calls one run may make (`cairn:model` `chat`).
+    pub model_calls: u64,
+    /// Model tokens (input and output together) one run may use.
+    pub model_tokens: u64,
+    /// Wall time one run may spend waiting on model calls, all together.
+    pub model_wall_ms: u64,
 }
 
 impl Default for Limits {
@@ -101,6 +107,9 @@ impl Default for Limits {
             tree_workers: 256,
             live_window_bytes: DEFAULT_LIVE_WINDOW_BYTES,
             live_total_bytes: DEFAULT_LIVE_TOTAL_BYTES,
+            model_calls: 1_000,
+            model_tokens: 10_000_000,
+            model_wall_ms: 3_600_000,
         }
     }
 }
@@ -133,6 +142,15 @@ pub struct LimitsOverride {
     pub log_bytes: Option<u64>,
     /// See [`Limits::checkpoint_bytes`].
     pub checkpoint_bytes: Option<u64>,
+    /// See [`Limits::model_calls`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_calls: Option<u64>,
+    /// See [`Limits::model_tokens`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_tokens: Option<u64>,
+    /// See [`Limits::model_wall_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_wall_ms: Option<u64>,
 }
 
 /// An override above its ceiling.
@@ -151,7 +169,7 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 12] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 15] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
             ("cpu_ms", o.cpu_ms, &mut out.cpu_ms),
@@ -168,6 +186,9 @@ impl Limits {
                 o.checkpoint_bytes,
                 &mut out.checkpoint_bytes,
             ),
+            ("model_calls", o.model_calls, &mut out.model_calls),
+            ("model_tokens", o.model_tokens, &mut out.model_tokens),
+            ("model_wall_ms", o.model_wall_ms, &mut out.model_wall_ms),
         ];
         for (limit, asked, slot) in pairs {
             if let Some(value) = asked {
@@ -208,6 +229,9 @@ impl Limits {
             tree_workers: self.tree_workers.min(other.tree_workers),
             live_window_bytes: self.live_window_bytes.min(other.live_window_bytes),
             live_total_bytes: self.live_total_bytes.min(other.live_total_bytes),
+            model_calls: self.model_calls.min(other.model_calls),
+            model_tokens: self.model_tokens.min(other.model_tokens),
+            model_wall_ms: self.model_wall_ms.min(other.model_wall_ms),
         }
     }
 }

@@ -197,11 +197,11 @@ impl TaskView {
         let at = e.at_ms;
         let text_part = |t: &str| json!({ "text": t });
         match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text }) => {
+            Payload::Agent(AgentEvent::TextDelta { text, .. }) => {
                 self.text.push_str(text);
                 vec![self.artifact_update(text, false)]
             }
-            Payload::Agent(AgentEvent::ReasoningDelta { text }) => {
+            Payload::Agent(AgentEvent::ReasoningDelta { text, .. }) => {
                 let m = self.message(seq, vec![text_part(text)], "reasoning");
                 vec![self.set(TaskState::Working, Some(m), at)]
             }
@@ -225,6 +225,7 @@ impl TaskView {
                 id,
                 name,
                 arguments,
+                ..
             }) => {
                 let parts =
                     vec![json!({ "data": { "id": id, "name": name, "arguments": arguments } })];

@@ -28,12 +28,14 @@ pub struct Shape {
 }
 
 /// A controller's tool call as OpenAI's, when it calls a tool the client
-/// offered.
+/// offered (a tool call its model asked of the controller, `by: model`,
+/// is the controller's own business).
 fn client_tool_call(shape: &Shape, payload: &Payload) -> Option<Value> {
     let Payload::Agent(AgentEvent::ToolCall {
         id,
         name,
         arguments,
+        by: None,
     }) = payload
     else {
         return None;
@@ -175,12 +177,12 @@ pub fn streamed(
             };
             let run = f.shape.run;
             match &e.payload {
-                Payload::Agent(AgentEvent::TextDelta { text }) => {
+                Payload::Agent(AgentEvent::TextDelta { text, .. }) => {
                     f.streamed_text = true;
                     let c = f.shape.chunk(json!({ "content": text }), None);
                     return Some((vec![data(c)], f));
                 }
-                Payload::Agent(AgentEvent::ReasoningDelta { text }) => {
+                Payload::Agent(AgentEvent::ReasoningDelta { text, .. }) => {
                     let c = f.shape.chunk(json!({ "reasoning_content": text }), None);
                     return Some((vec![data(c)], f));
                 }
@@ -251,7 +253,7 @@ pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, Api
             None => return Err(internal("the journal closed".into())),
         };
         let (finish, outcome, decision) = match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text: t }) => {
+            Payload::Agent(AgentEvent::TextDelta { text: t, .. }) => {
                 text.push_str(t);
                 continue;
             }

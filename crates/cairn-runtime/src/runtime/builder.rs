@@ -1,6 +1,6 @@
 //! [`RuntimeBuilder`]: a runtime is opened with what its embedder
-//! registers — today the shared stores it may open (`[store] url`); the
-//! runtime itself names only traits.
+//! registers — the shared stores it may open (`[store] url`) and the
+//! capabilities controllers may call; the runtime itself names only traits.
 
 use super::{Runtime, RuntimeConfig, RuntimeError};
 use crate::store::SharedStoreConnector;
@@ -18,6 +18,7 @@ use std::sync::Arc;
 pub struct RuntimeBuilder {
     config: RuntimeConfig,
     shared: Vec<Arc<dyn SharedStoreConnector>>,
+    capabilities: Vec<Arc<dyn crate::component::Capability>>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -25,6 +26,14 @@ impl std::fmt::Debug for RuntimeBuilder {
         f.debug_struct("RuntimeBuilder")
             .field("home", &self.config.home)
             .field("shared_stores", &self.shared.len())
+            .field(
+                "capabilities",
+                &self
+                    .capabilities
+                    .iter()
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -35,6 +44,7 @@ impl RuntimeBuilder {
         RuntimeBuilder {
             config,
             shared: Vec::new(),
+            capabilities: Vec::new(),
         }
     }
 
@@ -46,9 +56,25 @@ impl RuntimeBuilder {
         self
     }
 
+    /// A capability controllers may call (`cairn:model` through
+    /// cairn-capabilities' model capability, …): its calls are journaled and
+    /// replayed by the runtime; the capability only does them live. A later
+    /// registration of the same name replaces an earlier one.
+    pub fn capability(mut self, capability: Arc<dyn crate::component::Capability>) -> Self {
+        self.capabilities.retain(|c| c.name() != capability.name());
+        self.capabilities.push(capability);
+        self
+    }
+
+    /// The config the runtime will open with (what a capability is
+    /// configured from).
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
     /// Open the runtime on its home (see [`Runtime::open`]).
     pub async fn open(self) -> Result<Runtime, RuntimeError> {
-        Runtime::open_with(self.config, &self.shared).await
+        Runtime::open_with(self.config, &self.shared, self.capabilities).await
     }
 }
 

@@ -139,6 +139,8 @@ pub(crate) struct Inner {
     journals: Journals,
     components: Arc<Components>,
     broker: Arc<decisions::Broker>,
+    /// What controllers may call beyond the journal (model, …).
+    capabilities: Arc<run::Capabilities>,
     /// Live sessions, hosted runs, drafts, restored runs: one lock.
     registry: registry::Registry,
     draining: AtomicBool,
@@ -193,6 +195,7 @@ impl Runtime {
     pub(crate) async fn open_with(
         config: RuntimeConfig,
         connectors: &[Arc<dyn crate::store::SharedStoreConnector>],
+        capabilities: Vec<Arc<dyn crate::component::Capability>>,
     ) -> Result<Runtime, RuntimeError> {
         let read_only = config.read_only;
         // One writer per home: the lock first, before anything is read
@@ -295,6 +298,7 @@ impl Runtime {
                 journals,
                 components,
                 broker: Arc::new(decisions::Broker::default()),
+                capabilities: Arc::new(run::Capabilities::new(capabilities, config.host.clone())),
                 registry: Default::default(),
                 draining: AtomicBool::new(false),
                 may_mark_clean: AtomicBool::new(may_mark_clean),

@@ -18,6 +18,7 @@ impl Runtime {
             workers: self.inner.workers.clone(),
             components: self.inner.components.clone(),
             broker: self.inner.broker.clone(),
+            capabilities: self.inner.capabilities.clone(),
             keep_generations: self.inner.config.host.retention.keep_generations,
             supervisor: Arc::new(self.clone()),
         }

@@ -21,6 +21,8 @@ const VARIANTS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 struct Text {
     text: String,
+    #[serde(default)]
+    by: Option<super::By>,
 }
 
 #[derive(Deserialize)]
@@ -29,6 +31,8 @@ struct ToolCall {
     id: String,
     name: String,
     arguments: serde_json::Value,
+    #[serde(default)]
+    by: Option<super::By>,
 }
 
 #[derive(Deserialize)]
@@ -58,22 +62,26 @@ struct Custom {
 /// The variant `tag` names, its fields read by `fields`.
 fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<AgentEvent, D::Error> {
     Ok(match tag {
-        "text_delta" => AgentEvent::TextDelta {
-            text: Text::deserialize(fields)?.text,
-        },
-        "reasoning_delta" => AgentEvent::ReasoningDelta {
-            text: Text::deserialize(fields)?.text,
-        },
+        "text_delta" => {
+            let Text { text, by } = Text::deserialize(fields)?;
+            AgentEvent::TextDelta { text, by }
+        }
+        "reasoning_delta" => {
+            let Text { text, by } = Text::deserialize(fields)?;
+            AgentEvent::ReasoningDelta { text, by }
+        }
         "tool_call" => {
             let ToolCall {
                 id,
                 name,
                 arguments,
+                by,
             } = ToolCall::deserialize(fields)?;
             AgentEvent::ToolCall {
                 id,
                 name,
                 arguments,
+                by,
             }
         }
         "progress" => {
@@ -160,12 +168,21 @@ mod tests {
         vec![
             AgentEvent::TextDelta {
                 text: "a \"quoted\" \\ line\n".into(),
+                by: None,
             },
-            AgentEvent::ReasoningDelta { text: "why".into() },
+            AgentEvent::TextDelta {
+                text: "tok".into(),
+                by: Some(super::super::By::Model),
+            },
+            AgentEvent::ReasoningDelta {
+                text: "why".into(),
+                by: None,
+            },
             AgentEvent::ToolCall {
                 id: "c1".into(),
                 name: "search".into(),
                 arguments: json!({"q": [1, {"type": "x"}]}),
+                by: None,
             },
             AgentEvent::Progress {
                 message: "m".into(),
@@ -203,7 +220,13 @@ mod tests {
     #[test]
     fn a_tag_that_comes_last_reads_the_same() {
         let e: AgentEvent = serde_json::from_str(r#"{"text":"hi","type":"text_delta"}"#).unwrap();
-        assert_eq!(e, AgentEvent::TextDelta { text: "hi".into() });
+        assert_eq!(
+            e,
+            AgentEvent::TextDelta {
+                text: "hi".into(),
+                by: None
+            }
+        );
         let e: AgentEvent =
             serde_json::from_str(r#"{"done":1,"message":"m","type":"progress"}"#).unwrap();
         assert_eq!(

@@ -25,6 +25,8 @@ pub(crate) struct RunEnv {
     pub components: Arc<Components>,
     /// Pending decisions, withdrawn at the run's end.
     pub broker: Arc<Broker>,
+    /// What controllers may call beyond the journal.
+    pub capabilities: Arc<super::Capabilities>,
     /// How many generations' worktrees a worker keeps (0: all).
     pub keep_generations: u64,
     /// The runtime's side of what a run cannot do alone.

@@ -24,9 +24,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 mod env;
+mod host_call;
 mod script;
 mod task;
 pub(crate) use env::{RunEnv, Supervisor};
+pub(crate) use host_call::Capabilities;
 pub(crate) use script::Script;
 pub(crate) use task::*;
 
@@ -91,6 +93,20 @@ pub struct RunCtx {
     pub(crate) place: std::sync::OnceLock<Place>,
     /// `workers.spawn` calls so far (live or replayed).
     pub(crate) spawned: AtomicU64,
+    /// The host's capabilities (set by the run task; an offline replay has
+    /// none and never goes live).
+    pub(crate) capabilities: std::sync::OnceLock<Arc<Capabilities>>,
+    /// Host calls begun (live or replayed): the next `call_id`.
+    host_call_ids: AtomicU64,
+    /// Host calls ended, for `usage.host_calls`.
+    host_call_count: AtomicU64,
+    /// Model calls charged against `model_calls`.
+    model_calls: AtomicU64,
+    /// Model tokens used, for `model_tokens` and `usage`.
+    input_tokens: AtomicU64,
+    output_tokens: AtomicU64,
+    /// Wall time spent in live model calls, for `model_wall_ms`.
+    model_wall_ms: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +181,13 @@ impl RunCtx {
             supervisor: std::sync::OnceLock::new(),
             place: std::sync::OnceLock::new(),
             spawned: AtomicU64::new(0),
+            capabilities: std::sync::OnceLock::new(),
+            host_call_ids: AtomicU64::new(0),
+            host_call_count: AtomicU64::new(0),
+            model_calls: AtomicU64::new(0),
+            input_tokens: AtomicU64::new(0),
+            output_tokens: AtomicU64::new(0),
+            model_wall_ms: AtomicU64::new(0),
         }
     }
 
@@ -207,7 +230,7 @@ impl RunCtx {
         });
     }
 
-    fn cancelled(&self) -> Option<Cancel> {
+    pub(crate) fn cancelled(&self) -> Option<Cancel> {
         self.cancel.borrow().clone()
     }
 
@@ -230,7 +253,7 @@ impl RunCtx {
         what
     }
 
-    fn diverge(
+    pub(crate) fn diverge(
         &self,
         seq: Seq,
         expected: serde_json::Value,
@@ -251,7 +274,7 @@ impl RunCtx {
     /// holds the session (this run has lost authority and writes nothing
     /// more); any other store failure is the disk's (`storage`). Either
     /// ends the run.
-    fn refused(&self, what: &str, e: crate::store::StoreError) -> HostFailure {
+    pub(crate) fn refused(&self, what: &str, e: crate::store::StoreError) -> HostFailure {
         let code = match e.is_lost_authority() {
             true => FailureCode::LostAuthority,
             false => FailureCode::Storage,
@@ -278,23 +301,29 @@ impl RunCtx {
             events: self.events.load(Ordering::Relaxed),
             event_bytes: self.event_bytes.load(Ordering::Relaxed),
             wall_ms: started.elapsed().as_millis() as u64,
+            host_calls: self.host_call_count.load(Ordering::Relaxed),
+            input_tokens: self.input_tokens.load(Ordering::Relaxed),
+            output_tokens: self.output_tokens.load(Ordering::Relaxed),
         }
     }
 
-    async fn lifecycle(&self, event: LifecycleEvent) -> Result<SessionEvent, HostFailure> {
+    pub(crate) async fn lifecycle(
+        &self,
+        event: LifecycleEvent,
+    ) -> Result<SessionEvent, HostFailure> {
         self.journal
             .append(Some(self.run_id), Payload::Lifecycle(event))
             .await
             .map_err(|e| self.refused("an entry", e))
     }
 
-    fn advance_clock(&self, at_ms: u64) {
+    pub(crate) fn advance_clock(&self, at_ms: u64) {
         if let Some(clock) = &*self.clock.lock().unwrap_or_else(|p| p.into_inner()) {
             clock.advance_to(at_ms);
         }
     }
 
-    fn count(&self, size: u64) {
+    pub(crate) fn count(&self, size: u64) {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.event_bytes.fetch_add(size, Ordering::Relaxed);
         self.journal_bytes.fetch_add(size, Ordering::Relaxed);
@@ -579,6 +608,25 @@ impl RunHost for RunCtx {
             .await
             .map_err(|e| self.refused("a workers answer", e))?;
         Ok(result)
+    }
+
+    async fn host_call(
+        &self,
+        capability: &str,
+        op: &str,
+        request: serde_json::Value,
+    ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
+        let call_id = self.host_call_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.host_call_replayed(capability, op, &request).await? {
+            script::ReplayedCall::Answer(answer) => Ok(answer),
+            script::ReplayedCall::Live => {
+                self.host_call_live(call_id, capability, op, request, false)
+                    .await
+            }
+            script::ReplayedCall::Reissue(id) => {
+                self.host_call_live(id, capability, op, request, true).await
+            }
+        }
     }
 
     async fn history(&self, limit: u32) -> Result<Vec<Turn>, HostFailure> {

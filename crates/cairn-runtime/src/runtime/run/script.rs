@@ -6,7 +6,7 @@ use super::RunCtx;
 use crate::SessionEvent;
 use crate::component::{Answer, DecisionRequest, HostFailure};
 use crate::ids::{RunId, Seq};
-use crate::journal::event::{ApprovalRoute, LifecycleEvent, Payload};
+use crate::journal::event::{ApprovalRoute, CallError, LifecycleEvent, Payload};
 use std::collections::VecDeque;
 
 /// The journaled entries a replay feeds back and checks, in order.
@@ -31,6 +31,8 @@ impl Script {
                         | LifecycleEvent::DecisionRecorded { .. }
                         | LifecycleEvent::DecisionTimedOut { .. }
                         | LifecycleEvent::WorkerCall { .. }
+                        | LifecycleEvent::HostCallStarted { .. }
+                        | LifecycleEvent::HostCallFinished { .. }
                 ),
             })
             .cloned()
@@ -182,6 +184,116 @@ impl RunCtx {
             self.journal.clone(),
         );
         Ok(Some(self.wait_live(id, rx, request).await?))
+    }
+}
+
+/// What the journal says of one host call.
+pub(crate) enum ReplayedCall {
+    /// The journaled answer.
+    Answer(Result<serde_json::Value, CallError>),
+    /// Not in the journal: do it live.
+    Live,
+    /// Its start is journaled, its end is not (the host died during it),
+    /// and it is safe to send again: send it with this id, journal its end.
+    Reissue(u64),
+}
+
+impl RunCtx {
+    /// Replay a host call from the script: its `host_call_started` must
+    /// match what the controller asks now; its progress (streamed tokens,
+    /// retries) is passed over; its `host_call_finished` is the answer.
+    pub(super) async fn host_call_replayed(
+        &self,
+        capability: &str,
+        op: &str,
+        request: &serde_json::Value,
+    ) -> Result<ReplayedCall, HostFailure> {
+        let started = self.durable(
+            || {
+                serde_json::json!({
+                    "type": "host_call_started",
+                    "capability": capability,
+                    "op": op,
+                    "request": request,
+                })
+            },
+            |entry| match &entry.payload {
+                Payload::Lifecycle(LifecycleEvent::HostCallStarted {
+                    call_id,
+                    capability: c,
+                    op: o,
+                    request: r,
+                }) if c == capability && o == op && r == request => Some((*call_id, entry.seq)),
+                _ => None,
+            },
+        )?;
+        let (id, started_at) = match started {
+            Recorded::Live => return Ok(ReplayedCall::Live),
+            Recorded::Replayed(found) => found,
+        };
+        if capability == "model" {
+            self.model_calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        while let Some(next) = self.script_peek() {
+            match &next.payload {
+                Payload::Lifecycle(LifecycleEvent::HostCallFinished {
+                    call_id,
+                    response,
+                    error,
+                    usage,
+                }) if *call_id == id => {
+                    self.script_next();
+                    self.advance_clock(next.at_ms);
+                    self.count_call(*usage);
+                    return Ok(ReplayedCall::Answer(match (response, error) {
+                        (_, Some(e)) => Err(e.clone()),
+                        (Some(r), None) => Ok(r.clone()),
+                        (None, None) => Ok(serde_json::Value::Null),
+                    }));
+                }
+                // What the call journaled while it lasted.
+                Payload::Agent(_) => {
+                    self.script_next();
+                    self.count(next.line().len() as u64);
+                }
+                _ => break,
+            }
+        }
+        if self.script_done_offline() || self.script_peek().is_some() {
+            return Err(self.diverge(
+                started_at,
+                serde_json::json!("the end of host call {id}"),
+                serde_json::json!("none in the journal"),
+            ));
+        }
+        // The journal ends inside the call: the host died while it was
+        // under way. Sent again when that is safe, else answered so.
+        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let idempotent = self
+            .capabilities
+            .get()
+            .is_some_and(|c| c.idempotent(capability, op, request));
+        if idempotent {
+            return Ok(ReplayedCall::Reissue(id));
+        }
+        let error = crate::component::capability::call_error(
+            crate::journal::event::CallErrorCode::Interrupted,
+            format!(
+                "the host stopped while this {capability} {op} call was under way, and it is not safe to send again"
+            ),
+        );
+        let entry = self
+            .lifecycle(LifecycleEvent::HostCallFinished {
+                call_id: id,
+                response: None,
+                error: Some(error.clone()),
+                usage: None,
+            })
+            .await?;
+        self.advance_clock(entry.at_ms);
+        self.count_call(None);
+        Ok(ReplayedCall::Answer(Err(error)))
     }
 }
 

@@ -180,6 +180,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             crate::worktree::ArtifactMeter::new(ctx.limits.artifact_bytes, gen_dir.carried_bytes);
         watch_limits(ctx.clone(), gen_dir.artifacts_path.clone(), meter.clone());
         let _ = ctx.supervisor.set(Arc::downgrade(&env.supervisor));
+        let _ = ctx.capabilities.set(env.capabilities.clone());
         tracing::Span::current().record("generation", generation.0);
         let _ = ctx.place.set(super::Place {
             worker_id: plan.worker_id,

@@ -1,0 +1,14 @@
+//! The capabilities a cairn host provides to controllers, each a
+//! [`cairn_component::Capability`] registered with
+//! `Runtime::builder(config).capability(...)`. The runtime journals and
+//! replays every call; a capability only does it live.
+//!
+//! - [`model::ModelCapability`]: `cairn:model/chat@0.1.0` over
+//!   OpenAI-compatible chat completions and the Anthropic Messages API.
+//! - [`secrets::Secrets`]: `[secrets]` resolved host-side when a call needs
+//!   one; a value never reaches a guest, a journal or a message.
+
+#![deny(missing_docs)]
+
+pub mod model;
+pub mod secrets;

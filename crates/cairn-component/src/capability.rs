@@ -1,0 +1,88 @@
+//! The seam every capability plugs into (Spin's factors, Golem's durable
+//! host calls): a [`Capability`] answers a guest's host call live; the
+//! run's side ([`crate::RunHost::host_call`]) decides live-or-replay once
+//! per call and journals `host_call_started` / `host_call_finished` around
+//! it, so a capability never sees the journal.
+
+use async_trait::async_trait;
+use cairn_types::event::{AgentEvent, CallError, CallErrorCode, CallUsage};
+
+/// What one workspace is granted, resolved from the host config by the
+/// runtime for each call (a capability enforces it; the guest cannot see
+/// or change it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Model entries (`[models.NAME]`) the workspace may call.
+    pub models: Vec<String>,
+    /// Secrets (`[secrets]`) the workspace may have used on its behalf.
+    pub secrets: Vec<String>,
+}
+
+/// What a capability's call reports while it lasts.
+#[async_trait]
+pub trait CallSink: Send + Sync {
+    /// Journal an agent event of the run on the call's behalf (a streamed
+    /// token marked `by: model`, a `retrying`). `Err` when the run may write
+    /// no more (cancelled, over a limit): the call should stop.
+    async fn event(&self, event: AgentEvent) -> Result<(), CallError>;
+    /// Resolves once the run is cancelled (or a limit broke): the call
+    /// should abort what it has under way and return `cancelled`.
+    async fn cancelled(&self);
+}
+
+/// The context of one live call.
+pub struct CallCtx<'a> {
+    /// The workspace the run counts against.
+    pub workspace: &'a str,
+    /// What that workspace may use.
+    pub grants: &'a Grants,
+    /// Where the call's progress goes.
+    pub sink: &'a dyn CallSink,
+    /// The time the call may take at most (the run's remaining budget).
+    pub timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for CallCtx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallCtx")
+            .field("workspace", &self.workspace)
+            .field("grants", &self.grants)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// What a live call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReply {
+    /// The response the guest gets (journaled as it is).
+    pub response: serde_json::Value,
+    /// What it used, if the capability counts.
+    pub usage: Option<CallUsage>,
+}
+
+/// A way out of the sandbox the host provides: a model, tools, the web.
+#[async_trait]
+pub trait Capability: Send + Sync + 'static {
+    /// Its name in the journal (`host_call_started.capability`): `model`.
+    fn name(&self) -> &'static str;
+    /// Whether `op` with `request` may be sent again when the host died
+    /// while it was under way (a model call may; a tool with side effects
+    /// may not, and is answered `interrupted` instead).
+    fn idempotent(&self, op: &str, request: &serde_json::Value) -> bool;
+    /// Do the call. Errors are values the guest sees.
+    async fn call(
+        &self,
+        ctx: &CallCtx<'_>,
+        op: &str,
+        request: serde_json::Value,
+    ) -> Result<CallReply, CallError>;
+}
+
+/// A call error of `code` saying `message`.
+pub fn call_error(code: CallErrorCode, message: impl Into<String>) -> CallError {
+    CallError {
+        code,
+        message: message.into(),
+    }
+}

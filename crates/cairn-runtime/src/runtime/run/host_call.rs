@@ -1,0 +1,262 @@
+//! The capabilities an embedder registered ([`crate::RuntimeBuilder::capability`])
+//! and the one durable host call every guest call goes through: live, it
+//! journals `host_call_started`, lets the capability stream its progress
+//! into the run's journal, and journals `host_call_finished` before the
+//! guest sees the answer; replayed, it answers from those entries and calls
+//! nobody (see `run/script.rs`).
+
+use super::RunCtx;
+use crate::component::{CallCtx, CallSink, Capability, Grants};
+use crate::config::HostConfig;
+use crate::journal::event::{
+    AgentEvent, CallError, CallErrorCode, CallUsage, LifecycleEvent, Payload,
+};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The registered capabilities and the config their grants come from.
+pub(crate) struct Capabilities {
+    list: Vec<Arc<dyn Capability>>,
+    config: HostConfig,
+}
+
+impl Capabilities {
+    pub(crate) fn new(list: Vec<Arc<dyn Capability>>, config: HostConfig) -> Self {
+        Capabilities { list, config }
+    }
+
+    fn find(&self, name: &str) -> Option<&Arc<dyn Capability>> {
+        self.list.iter().find(|c| c.name() == name)
+    }
+
+    /// What `workspace` is granted.
+    pub(crate) fn grants(&self, workspace: &str) -> Grants {
+        self.config.grants(workspace)
+    }
+
+    /// Whether `op` of `capability` may be sent again after the host died
+    /// while it was under way (an unknown capability: no).
+    pub(crate) fn idempotent(
+        &self,
+        capability: &str,
+        op: &str,
+        request: &serde_json::Value,
+    ) -> bool {
+        self.find(capability)
+            .is_some_and(|c| c.idempotent(op, request))
+    }
+}
+
+fn refused(message: impl Into<String>) -> CallError {
+    crate::component::capability::call_error(CallErrorCode::Refused, message)
+}
+
+/// A live call's progress, journaled as the run's agent events.
+struct Progress<'a> {
+    ctx: &'a RunCtx,
+}
+
+#[async_trait]
+impl CallSink for Progress<'_> {
+    async fn event(&self, event: AgentEvent) -> Result<(), CallError> {
+        let ctx = self.ctx;
+        if ctx.cancel.borrow().is_some() || ctx.failure().is_some() {
+            return Err(crate::component::capability::call_error(
+                CallErrorCode::Cancelled,
+                "the run is cancelled",
+            ));
+        }
+        let retrying = matches!(event, AgentEvent::Retrying { .. });
+        let payload = Payload::Agent(event);
+        let json =
+            crate::journal::json_within(&payload, ctx.limits.event_bytes).map_err(|size| {
+                let what = ctx.break_limit("event_bytes", size, ctx.limits.event_bytes);
+                crate::component::capability::call_error(CallErrorCode::LimitExceeded, what)
+            })?;
+        ctx.admit(&[json.len() as u64]).map_err(|what| {
+            crate::component::capability::call_error(CallErrorCode::LimitExceeded, what)
+        })?;
+        ctx.retrying.store(retrying, Ordering::Relaxed);
+        ctx.journal
+            .append_emit(Some(ctx.run_id), payload, &json)
+            .await
+            .map_err(|e| {
+                let failure = ctx.refused("a host call's progress", e);
+                crate::component::capability::call_error(CallErrorCode::Cancelled, failure.0)
+            })?;
+        Ok(())
+    }
+
+    async fn cancelled(&self) {
+        let mut rx = self.ctx.cancel.subscribe();
+        let _ = rx.wait_for(|c| c.is_some()).await;
+    }
+}
+
+impl RunCtx {
+    /// Charge a call against the run's per-capability limits before it
+    /// goes out; the limit it would break, as the guest's error value.
+    fn charge_call(&self, capability: &str) -> Result<(), CallError> {
+        if capability != "model" {
+            return Ok(());
+        }
+        let calls = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let limit_error = |what: String| {
+            crate::component::capability::call_error(CallErrorCode::LimitExceeded, what)
+        };
+        if calls > self.limits.model_calls {
+            return Err(limit_error(self.break_limit(
+                "model_calls",
+                calls,
+                self.limits.model_calls,
+            )));
+        }
+        let tokens = self.tokens();
+        if tokens >= self.limits.model_tokens {
+            return Err(limit_error(self.break_limit(
+                "model_tokens",
+                tokens,
+                self.limits.model_tokens,
+            )));
+        }
+        let spent = self.model_wall_ms.load(Ordering::Relaxed);
+        if spent >= self.limits.model_wall_ms {
+            return Err(limit_error(self.break_limit(
+                "model_wall_ms",
+                spent,
+                self.limits.model_wall_ms,
+            )));
+        }
+        Ok(())
+    }
+
+    fn tokens(&self) -> u64 {
+        self.input_tokens.load(Ordering::Relaxed) + self.output_tokens.load(Ordering::Relaxed)
+    }
+
+    /// Count what a call used (live or replayed); past `model_tokens` the
+    /// run ends `limit_exceeded` (the guest still gets this answer).
+    pub(crate) fn count_call(&self, usage: Option<CallUsage>) {
+        self.host_call_count.fetch_add(1, Ordering::Relaxed);
+        if let Some(u) = usage {
+            self.input_tokens
+                .fetch_add(u.input_tokens, Ordering::Relaxed);
+            self.output_tokens
+                .fetch_add(u.output_tokens, Ordering::Relaxed);
+            let tokens = self.tokens();
+            if tokens > self.limits.model_tokens {
+                self.break_limit("model_tokens", tokens, self.limits.model_tokens);
+            }
+        }
+    }
+
+    /// Do a call live, journaling its start unless `restarted` (a call
+    /// whose start the journal holds, sent again on restore), and its end.
+    pub(crate) async fn host_call_live(
+        &self,
+        call_id: u64,
+        capability: &str,
+        op: &str,
+        request: serde_json::Value,
+        restarted: bool,
+    ) -> Result<Result<serde_json::Value, CallError>, crate::component::HostFailure> {
+        if !restarted {
+            let size = crate::journal::json_len(&request) + 160;
+            self.admit(&[size]).map_err(|what| {
+                crate::component::HostFailure(format!("a host call broke a limit: {what}"))
+            })?;
+            self.lifecycle(LifecycleEvent::HostCallStarted {
+                call_id,
+                capability: capability.to_string(),
+                op: op.to_string(),
+                request: request.clone(),
+            })
+            .await?;
+        }
+        let _suspended = self.suspended();
+        let started = Instant::now();
+        let result = self.call_capability(capability, op, request).await;
+        if capability == "model" {
+            self.model_wall_ms
+                .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+        self.retrying.store(false, Ordering::Relaxed);
+        let (response, error, usage) = match result {
+            Ok(reply) => (Some(reply.response), None, reply.usage),
+            Err(e) => (None, Some(e), None),
+        };
+        let size = response.as_ref().map_or(0, crate::journal::json_len)
+            + error.as_ref().map_or(0, |e| e.message.len() as u64)
+            + 160;
+        self.admit(&[size]).map_err(|what| {
+            crate::component::HostFailure(format!("a host call's answer broke a limit: {what}"))
+        })?;
+        let entry = self
+            .lifecycle(LifecycleEvent::HostCallFinished {
+                call_id,
+                response: response.clone(),
+                error: error.clone(),
+                usage,
+            })
+            .await?;
+        // The guest's clock reads the journaled time of its latest input.
+        self.advance_clock(entry.at_ms);
+        self.count_call(usage);
+        Ok(match (response, error) {
+            (Some(r), None) => Ok(r),
+            (_, Some(e)) => Err(e),
+            (None, None) => Err(refused("the call returned nothing")),
+        })
+    }
+
+    async fn call_capability(
+        &self,
+        capability: &str,
+        op: &str,
+        request: serde_json::Value,
+    ) -> Result<crate::component::CallReply, CallError> {
+        let Some(caps) = self.capabilities.get().cloned() else {
+            return Err(refused(format!(
+                "this host provides no {capability} capability (an offline replay calls nobody)"
+            )));
+        };
+        let Some(cap) = caps.find(capability).cloned() else {
+            return Err(refused(format!(
+                "this host provides no {capability} capability"
+            )));
+        };
+        if self.cancel.borrow().is_some() {
+            return Err(crate::component::capability::call_error(
+                CallErrorCode::Cancelled,
+                "the run is cancelled",
+            ));
+        }
+        self.charge_call(capability)?;
+        let workspace = self.workspace.get().cloned().unwrap_or_default();
+        let grants = caps.grants(&workspace);
+        let remaining = self
+            .limits
+            .model_wall_ms
+            .saturating_sub(self.model_wall_ms.load(Ordering::Relaxed));
+        let sink = Progress { ctx: self };
+        let call = CallCtx {
+            workspace: &workspace,
+            grants: &grants,
+            sink: &sink,
+            timeout: Duration::from_millis(remaining.max(1)),
+        };
+        let mut cancel = self.cancel.subscribe();
+        tokio::select! {
+            reply = cap.call(&call, op, request) => reply,
+            _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => {
+                Err(crate::component::capability::call_error(CallErrorCode::Cancelled, "the run was cancelled during the call"))
+            }
+            _ = tokio::time::sleep(call.timeout), if capability == "model" => {
+                let what = self.break_limit("model_wall_ms", self.limits.model_wall_ms, self.limits.model_wall_ms);
+                Err(crate::component::capability::call_error(CallErrorCode::LimitExceeded, what))
+            }
+        }
+    }
+}
