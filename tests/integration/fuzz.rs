@@ -17,6 +17,7 @@ fn line(seq: u64, text: &str) -> Vec<u8> {
         at_ms: 1,
         payload: Payload::Agent(AgentEvent::TextDelta {
             text: text.to_string(),
+            by: None,
         }),
         facts: None,
         line: Default::default(),

@@ -22,6 +22,9 @@ pub fn tight() -> LimitsOverride {
         open_files: Some(256),
         log_bytes: Some(1 << 20),
         checkpoint_bytes: Some(1 << 20),
+        model_calls: None,
+        model_tokens: None,
+        model_wall_ms: None,
     }
 }
 

@@ -26,6 +26,8 @@ mod memory;
 mod metrics;
 mod migrate;
 mod migrate_streamed;
+mod model;
+mod model_standin;
 mod peers;
 mod postgres;
 mod queue;

@@ -468,6 +468,7 @@ async fn a_follower_on_another_instance_sees_every_committed_entry_once() {
                         cairn_runtime::Payload::Agent(
                             cairn_runtime::journal::event::AgentEvent::TextDelta {
                                 text: "e".into(),
+                                by: None,
                             },
                         ),
                     )

@@ -60,6 +60,7 @@ impl Fixture {
 fn text(n: u64) -> Payload {
     Payload::Agent(AgentEvent::TextDelta {
         text: format!("t{n}"),
+        by: None,
     })
 }
 

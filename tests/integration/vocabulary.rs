@@ -31,6 +31,17 @@ fn samples() -> Vec<Payload> {
             id: "c1".into(),
             name: "search".into(),
             arguments: serde_json::json!({"type": "x", "kind": "y"}),
+            by: None,
+        },
+        AgentEvent::TextDelta {
+            text: "tok".into(),
+            by: Some(By::Model),
+        },
+        AgentEvent::ToolCall {
+            id: "c2".into(),
+            name: "read_file".into(),
+            arguments: serde_json::json!({"path": "a"}),
+            by: Some(By::Model),
         },
         AgentEvent::Progress {
             message: "m".into(),
@@ -121,6 +132,9 @@ fn samples() -> Vec<Payload> {
                 events: 3,
                 event_bytes: 90,
                 wall_ms: 12,
+                host_calls: 2,
+                input_tokens: 40,
+                output_tokens: 9,
             },
             outcome: FinishOutcome::Question,
             text: "why?".into(),
@@ -155,6 +169,32 @@ fn samples() -> Vec<Payload> {
                 },
             ],
             because: Some("resumed_by_replay".into()),
+        },
+        LifecycleEvent::HostCallStarted {
+            call_id: 1,
+            capability: "model".into(),
+            op: "chat".into(),
+            request: serde_json::json!({"model": "default", "messages": [{"role": "user", "content": "hi"}], "stream": true}),
+        },
+        LifecycleEvent::HostCallFinished {
+            call_id: 1,
+            response: Some(
+                serde_json::json!({"text": "hello", "finish_reason": "stop", "input_tokens": 3, "output_tokens": 1, "model": "m"}),
+            ),
+            error: None,
+            usage: Some(CallUsage {
+                input_tokens: 3,
+                output_tokens: 1,
+            }),
+        },
+        LifecycleEvent::HostCallFinished {
+            call_id: 2,
+            response: None,
+            error: Some(CallError {
+                code: CallErrorCode::Interrupted,
+                message: "the host stopped".into(),
+            }),
+            usage: None,
         },
         LifecycleEvent::WorkerCall {
             call: serde_json::json!({"call": "spawn", "component": "echo", "prompt": "p", "scope": "a", "liveness": "continue"}),

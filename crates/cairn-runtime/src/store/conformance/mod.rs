@@ -52,6 +52,7 @@ fn entry(session: &SessionId, segment: SegmentId, seq: u64, payload: Payload) ->
 fn text(n: u64) -> Payload {
     Payload::Agent(AgentEvent::TextDelta {
         text: format!("t{n} ✓ \"quoted\" \\ \n"),
+        by: None,
     })
 }
 
