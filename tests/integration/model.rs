@@ -408,3 +408,136 @@ async fn a_cancel_during_a_stream_closes_the_provider_connection() {
     assert!(closed, "the provider's stream was not closed by the cancel");
     assert_eq!(provider.requests(), 1);
 }
+
+#[test]
+fn a_killed_server_sends_an_unfinished_model_call_again_once() {
+    // Call 1 ends before the kill; call 2 is streaming when `serve` is
+    // killed; after the restart call 2 is sent again (once) and call 1 is
+    // answered from the journal.
+    let provider = model_standin::start(vec![
+        Reply::tool(
+            "call_1",
+            "write_file",
+            json!({"path": "notes.txt", "content": "before the crash"}),
+        ),
+        Reply::slow("this answer is cut short by a crash of the host", 150),
+        Reply::text("answered after the restart"),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        config(&provider.base, "openai", &key_file(tmp.path()), ""),
+    )
+    .unwrap();
+    let http = reqwest::blocking::Client::new();
+    let served = crate::common::serve(&home);
+    let r: Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({"component": "agent", "prompt": "note it, then answer", "session": "crashy"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let run = r["run_id"].as_str().expect("accepted").to_string();
+    // Kill -9 while call 2 streams (its start is durable before it is sent).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while provider.requests() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "call 2 never went out"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    drop(served);
+    assert_eq!(provider.requests(), 2);
+
+    let served = crate::common::serve(&home);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let end = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restored run never ended"
+        );
+        let v: Value = http
+            .get(format!("{}/v1/runs/{run}", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if ["finished", "failed", "cancelled", "parked"]
+            .iter()
+            .any(|s| v["state"] == *s)
+        {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(end["state"], "finished", "{end}");
+    drop(served);
+    // Call 1 was never sent again; call 2 was, once, as it was.
+    let bodies = provider.bodies();
+    assert_eq!(bodies.len(), 3, "requests: {bodies:?}");
+    assert_eq!(bodies[2], bodies[1], "the re-sent call is the same request");
+    let entries = journal_of(&home, "crashy");
+    let started = of_type(&entries, "host_call_started");
+    let finished = of_type(&entries, "host_call_finished");
+    assert_eq!(started.len(), 2, "each call started once in the journal");
+    assert_eq!(finished.len(), 2);
+    assert_eq!(finished[1]["payload"]["event"]["call_id"], 2);
+    assert_eq!(
+        finished[1]["payload"]["event"]["response"]["text"],
+        "answered after the restart"
+    );
+    assert_eq!(of_type(&entries, "resumed_by_replay").len(), 1);
+    assert_eq!(
+        of_type(&entries, "finished")[0]["payload"]["event"]["text"],
+        "answered after the restart"
+    );
+    // And the session replays offline without the provider.
+    let out = cairn_in(&home, &["replay", "crashy"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(provider.requests(), 3);
+}
+
+#[test]
+fn the_demo_runs_the_agent_when_openai_base_url_names_a_model_server() {
+    let provider = model_standin::start(vec![
+        Reply::tool(
+            "call_1",
+            "write_file",
+            json!({"path": "haiku.txt", "content": "journals never forget"}),
+        ),
+        Reply::tool("call_2", "read_file", json!({"path": "haiku.txt"})),
+        Reply::text("journals never forget"),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::common::cairn_bin()
+        .arg("demo")
+        .env("CAIRN_HOME", tmp.path())
+        .env("OPENAI_BASE_URL", format!("{}/v1", provider.base))
+        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_MODEL", "standin-1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("== agent finished"), "{text}");
+    assert!(!text.contains("agent: skipped"), "{text}");
+    assert_no_key("the demo's output", text.as_bytes());
+    assert_eq!(provider.requests(), 3);
+    assert_eq!(provider.bodies()[0]["model"], "standin-1");
+    for (path, bytes) in every_file(tmp.path()) {
+        assert_no_key(&path.display().to_string(), &bytes);
+    }
+}

@@ -459,12 +459,19 @@ fn cli_demo_runs_both_examples() {
     let out = cairn_bin()
         .arg("demo")
         .env("CAIRN_HOME", tmp.path())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(text.contains("== echo finished"), "{text}");
     assert!(text.contains("== approval finished: approved"), "{text}");
+    // Without a model, one line says how to turn the agent on.
+    assert!(
+        text.contains("agent: skipped, no model configured: set OPENAI_API_KEY"),
+        "{text}"
+    );
     assert_eq!(text.matches("journal: ").count(), 2);
     assert_eq!(names(&tmp.path().join("workers")).len(), 2);
 }
