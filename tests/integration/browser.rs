@@ -186,7 +186,54 @@ async fn the_viewer_in_a_real_browser() {
     let bin = node_bin();
     let ws = workspace(&bin);
     let browser = chromium();
-    let (_tmp, _rt, base) = super::common::served_here(None).await;
+    // A model on a stand-in provider, and an agent run over it to replay.
+    let provider = super::model_standin::start(vec![
+        super::model_standin::Reply::tool(
+            "call_1",
+            "write_file",
+            serde_json::json!({"path": "notes.txt", "content": "replayed in a browser"}),
+        ),
+        super::model_standin::Reply::tool(
+            "call_2",
+            "read_file",
+            serde_json::json!({"path": "notes.txt"}),
+        ),
+        super::model_standin::Reply::text("notes.txt says: replayed in a browser"),
+    ]);
+    let model = format!(
+        "[models.default]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"standin-1\"\n",
+        provider.base
+    );
+    let (_tmp, _rt, base) = super::common::served_here(Some(&model)).await;
+    let http = reqwest::Client::new();
+    let agent: serde_json::Value = http
+        .post(format!("{base}/v1/runs"))
+        .json(&serde_json::json!({"component": "agent", "prompt": "note it, then read it"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let agent_run = agent["run_id"].as_str().expect("accepted").to_string();
+    let mut state = serde_json::Value::Null;
+    for _ in 0..600 {
+        state = http
+            .get(format!("{base}/v1/runs/{agent_run}"))
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()["state"]
+            .clone();
+        if state == "finished" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "finished", "the agent run ended");
+    assert_eq!(provider.requests(), 3);
     let token = "token-for-the-viewer-0123456789";
     let (_tmp2, _rt2, token_base) =
         super::common::served_here(Some(&format!("[workspaces.a]\ntokens = [\"{token}\"]\n")))
@@ -200,6 +247,7 @@ async fn the_viewer_in_a_real_browser() {
         "shots": shots,
         "chromium": browser,
         "cairn": env!("CARGO_BIN_EXE_cairn"),
+        "agent": agent,
     });
     let script = ws.path().join("tests/browser.mjs");
     let node = bin.join("node");
@@ -231,6 +279,7 @@ async fn the_viewer_in_a_real_browser() {
         "approval-parked",
         "approval-resumed",
         "counter-offline",
+        "agent",
     ] {
         let text = replays[key].as_str().unwrap_or_default();
         assert!(text.starts_with("matches"), "{key}: {text}");
@@ -241,5 +290,7 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 9, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 10, "{report}");
+    // The browser's replay answered every model call from the journal.
+    assert_eq!(provider.requests(), 3, "a replay called the provider");
 }

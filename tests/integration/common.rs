@@ -238,13 +238,14 @@ pub fn session_of_output(stdout: &[u8]) -> String {
     first["session_id"].as_str().unwrap().to_string()
 }
 
-/// A runtime on `home` (made, with `cairn.toml` = `toml` when given).
+/// A runtime on `home` (made, with `cairn.toml` = `toml` when given),
+/// opened as the `cairn` binary opens it (its capabilities registered).
 pub async fn runtime_with(home: &Path, toml: Option<&str>) -> Runtime {
     std::fs::create_dir_all(home).unwrap();
     if let Some(t) = toml {
         std::fs::write(home.join("cairn.toml"), t).unwrap();
     }
-    Runtime::open(RuntimeConfig::load(home, None).unwrap())
+    cairn_cli::open_runtime(RuntimeConfig::load(home, None).unwrap())
         .await
         .unwrap()
 }

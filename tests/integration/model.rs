@@ -258,6 +258,16 @@ async fn a_workspace_without_the_model_grant_is_refused() {
     let (_, facts, _) = run_to_end(&rt, req, None).await;
     assert_eq!(facts.status, cairn_runtime::RunStatus::Finished);
     assert_eq!(provider.requests(), 1);
+    // /metrics counts calls and tokens per workspace and model entry.
+    let metrics = rt.render_metrics();
+    for line in [
+        "cairn_model_calls_total{workspace=\"b\",model=\"default\",outcome=\"refused\"} 1",
+        "cairn_model_calls_total{workspace=\"a\",model=\"default\",outcome=\"ok\"} 1",
+        "cairn_model_tokens_total{workspace=\"a\",model=\"default\",direction=\"input\"} 11",
+        "cairn_model_tokens_total{workspace=\"a\",model=\"default\",direction=\"output\"} 7",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
 }
 
 #[tokio::test]

@@ -258,6 +258,7 @@ fn no_variant_field_collides_with_a_tag_name() {
         assert_eq!(keys, ["event", "kind"], "{v}");
         let inner = v["event"].as_object().unwrap();
         assert!(inner["type"].is_string(), "{v}");
+        assert_eq!(payload.kind(), inner["type"], "kind() names the tag");
         // Only the tag is called `type`; nothing inside an event is `kind`.
         assert!(!inner.contains_key("kind"), "{v}");
     }
@@ -335,4 +336,28 @@ fn the_seed_is_written_as_text_and_a_number_still_reads() {
         .to_string()
         .replace("\"18446744073709551614\"", "\"twelve\"");
     assert!(serde_json::from_str::<Payload>(&bad).is_err());
+}
+
+#[test]
+fn the_browser_replays_the_kinds_the_host_replays() {
+    // One list (cairn-types `event::REPLAYED`): the viewer imports its copy.
+    let committed = include_str!("../../viewer/src/replayed.json");
+    assert_eq!(
+        committed,
+        cairn_types::schema::replayed(),
+        "viewer/src/replayed.json drifted: run `cargo run -- schema replayed > viewer/src/replayed.json`"
+    );
+    let out = crate::common::cairn_bin()
+        .args(["schema", "replayed"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);
+    for kind in [
+        "host_call_started",
+        "host_call_finished",
+        "worker_call",
+        "decision_recorded",
+    ] {
+        assert!(cairn_types::event::REPLAYED.contains(&kind), "{kind}");
+    }
 }

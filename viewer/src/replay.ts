@@ -18,10 +18,12 @@ export interface ReplayResult {
   note?: string;
 }
 
-const SCRIPT = new Set([
-  'text_delta', 'reasoning_delta', 'tool_call', 'progress', 'retrying', 'custom',
-  'decision_requested', 'approval_routed', 'decision_recorded', 'decision_timed_out', 'worker_call',
-]);
+// The host's one list of replayed kinds (cairn-types `event::REPLAYED`),
+// written by `cairn schema replayed`; a test keeps the copy current.
+import replayed from './replayed.json';
+
+const SCRIPT = new Set<string>(replayed.kinds);
+const AGENT = new Set<string>(replayed.agent);
 const TERMINAL = new Set(['finished', 'failed', 'cancelled', 'parked']);
 
 const ev = (e: any) => e?.payload?.event ?? {};
@@ -96,6 +98,66 @@ function requestCanon(r: { kind: string; prompt: string; details: string; timeou
   });
 }
 
+/** The shortest decimal that reads back as the same f32 (serde_json writes an f32 so). */
+function f32(v: number | undefined): number | undefined {
+  if (v === undefined || !Number.isFinite(v)) return undefined;
+  for (let p = 1; p <= 9; p++) {
+    const t = Number(v.toPrecision(p));
+    if (Math.fround(t) === Math.fround(v)) return t;
+  }
+  return v;
+}
+
+/** A `cairn:model` request (jco's JS shape) as the host journals it. */
+function modelRequest(r: any): string {
+  const call = (c: any) => ({ id: c.id, name: c.name, arguments: c.arguments });
+  const choice = r.toolChoice === undefined ? undefined
+    : r.toolChoice.tag === 'named' ? { named: r.toolChoice.val } : r.toolChoice.tag;
+  return canon({
+    model: r.model === '' ? 'default' : r.model,
+    messages: (r.messages ?? []).map((m: any) => ({
+      role: m.role,
+      content: m.content,
+      tool_calls: m.toolCalls?.length ? m.toolCalls.map(call) : undefined,
+      tool_call_id: m.toolCallId,
+    })),
+    tools: r.tools?.length
+      ? r.tools.map((t: any) => ({
+        name: t.name,
+        description: t.description,
+        parameters: t.parameters.trim() ? parseExact(t.parameters) : { type: 'object', properties: {} },
+      }))
+      : undefined,
+    tool_choice: choice,
+    max_tokens: r.maxTokens,
+    temperature: f32(r.temperature),
+    stream: r.stream,
+  });
+}
+
+/** A journaled `cairn:model` response as jco's JS shape. */
+function modelResponse(x: any): any {
+  return {
+    text: x.text ?? '',
+    toolCalls: (x.tool_calls ?? []).map((c: any) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+    finishReason: String(x.finish_reason ?? 'stop').replace('_', '-'),
+    usage: { inputTokens: big(x.input_tokens), outputTokens: big(x.output_tokens) },
+    model: x.model ?? '',
+  };
+}
+
+/** A journaled `workers` child as jco's JS shape. */
+const child = (c: any) => ({ workerId: c?.worker_id ?? '', sessionId: c?.session_id ?? '' });
+/** A journaled child status as jco's JS shape (as the host reads it). */
+function childStatus(v: any): any {
+  const known = ['running', 'finished', 'failed', 'cancelled', 'pruned'];
+  return {
+    state: known.includes(v?.state) ? v.state : 'stopped',
+    text: typeof v?.text === 'string' ? v.text : undefined,
+    error: typeof v?.error === 'string' ? v.error : undefined,
+  };
+}
+
 /** The turns `history.turns` answers: the session's turns before the run. */
 function historyTurns(entries: any[], startedSeq: number, limit: number) {
   const turns: any[] = [];
@@ -148,6 +210,29 @@ export async function replayRun(
   const pastEnd = (got: string) => {
     if (!terminal) note ??= 'the journal ends here: the run is still live';
     else if (!endedCancelled()) diverge(null, 'the run to end (the journal has no more inputs)', got);
+  };
+
+  /** A `workers` call answered from its `worker_call` entry. */
+  const workersCall = (call: any, ok: (v: any) => any): any => {
+    const got = canon(call);
+    const refused = { tag: 'err', val: 'not answered by the journal' };
+    if (divergence || note) return refused;
+    const entry = script[cursor];
+    if (!entry) {
+      pastEnd(`workers ${got}`);
+      return refused;
+    }
+    const x = ev(entry);
+    const expected = x.type === 'worker_call' ? canon(x.call) : canon(x);
+    if (expected !== got) {
+      diverge(seqOf(entry), expected, got);
+      return refused;
+    }
+    cursor++;
+    checked++;
+    const result = x.result ?? {};
+    if (typeof result.error === 'string') return { tag: 'err', val: result.error };
+    return ok(result.ok);
   };
 
   const imports: any = {
@@ -215,12 +300,62 @@ export async function replayRun(
     'cairn:controller/history': {
       turns: (limit: number) => historyTurns(entries, seqOf(started), limit),
     },
-    'cairn:controller/workers': new Proxy({}, {
-      get: (_t, name) => () => {
-        diverge(script[cursor] ? seqOf(script[cursor]) : null, 'a run without workers calls', `workers.${String(name)}: the browser replayer does not answer workers calls`);
-        return { tag: 'err', val: 'not replayed in the browser' };
+    'cairn:controller/workers': {
+      spawn: (req: any) => workersCall(
+        { call: 'spawn', component: req.component, prompt: req.prompt, scope: req.scope ?? null, liveness: req.liveness },
+        (ok) => ({ tag: 'ok', val: child(ok) })),
+      status: (id: string) => workersCall({ call: 'status', worker_id: id }, (ok) => ({ tag: 'ok', val: childStatus(ok) })),
+      wait: (id: string, timeoutMs: bigint) => workersCall(
+        { call: 'wait', worker_id: id, timeout_ms: big(timeoutMs) }, (ok) => ({ tag: 'ok', val: childStatus(ok) })),
+      cancel: (id: string) => workersCall({ call: 'cancel', worker_id: id }, () => ({ tag: 'ok', val: undefined })),
+      registerPeer: (id: string) => workersCall({ call: 'register_peer', worker_id: id }, () => ({ tag: 'ok', val: undefined })),
+      peers: () => {
+        const r = workersCall({ call: 'peers' }, (ok) => ({ tag: 'ok', val: (Array.isArray(ok) ? ok : []).map(child) }));
+        return r.tag === 'ok' ? r.val : [];
       },
-    }),
+    },
+    'cairn:model/chat': {
+      chat(req: any) {
+        const got = modelRequest(req);
+        const cancelled = { tag: 'err', val: { tag: 'cancelled' } };
+        if (divergence || note) return cancelled;
+        const entry = script[cursor];
+        if (!entry) {
+          pastEnd(`a model call ${got}`);
+          return cancelled;
+        }
+        const x = ev(entry);
+        const expected = x.type === 'host_call_started' && x.capability === 'model' && x.op === 'chat'
+          ? canon(x.request) : canon(x);
+        if (expected !== got) {
+          diverge(seqOf(entry), expected, got);
+          return cancelled;
+        }
+        cursor++;
+        checked++;
+        // What the call journaled while it lasted (the model's tokens,
+        // retries), then its end.
+        while (cursor < script.length) {
+          const a = script[cursor];
+          const y = ev(a);
+          cursor++;
+          if (AGENT.has(y.type)) continue;
+          if (y.type !== 'host_call_finished' || String(y.call_id) !== String(x.call_id)) {
+            diverge(seqOf(a), `the end of host call ${x.call_id}`, canon(y));
+            return cancelled;
+          }
+          checked++;
+          clock.advanceTo(big(a.at_ms));
+          if (y.error) {
+            const tag = String(y.error.code).replace('_', '-');
+            return { tag: 'err', val: tag === 'cancelled' ? { tag } : { tag, val: y.error.message } };
+          }
+          return { tag: 'ok', val: modelResponse(y.response ?? {}) };
+        }
+        pastEnd(`the end of host call ${x.call_id}`);
+        return cancelled;
+      },
+    },
   };
 
   const instantiate = await transpile(component);

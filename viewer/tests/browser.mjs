@@ -226,6 +226,14 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
   await page.unrouteAll();
 });
 
+await step('in-browser replay: an agent, its model calls answered from the journal', async () => {
+  await page.goto(`${base}/ui/#/s/${cfg.agent.session_id}`);
+  await page.locator(`article[data-run="${cfg.agent.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  const r = await replayIn(cfg.agent.run_id, 'agent');
+  assert.equal(r.state, 'matches', r.text);
+  await shot('agent-replayed');
+});
+
 await step('a bearer-token prompt when workspaces are configured', async () => {
   const page2 = await context.newPage();
   await page2.goto(`${cfg.tokenBase}/ui/`);

@@ -82,8 +82,10 @@ enum Command {
     Debug(debug::Debug),
     /// Print a published JSON Schema.
     Schema {
-        /// Which schema: `journal` (one journal line).
-        #[arg(value_parser = ["journal"])]
+        /// Which schema: `journal` (one journal line), or `replayed` (the
+        /// entry kinds a replay feeds back, as the browser's replayer reads
+        /// them).
+        #[arg(value_parser = ["journal", "replayed"])]
         which: String,
     },
 }
@@ -258,8 +260,11 @@ pub fn main() -> ExitCode {
             Command::Status(target) => queue::status(target).await,
             #[cfg(feature = "bench")]
             Command::Bench(args) => cairn_bench::run(args).await.map(|_| ExitCode::SUCCESS),
-            Command::Schema { .. } => {
-                print!("{}", cairn_runtime::journal::schema::journal_line());
+            Command::Schema { which } => {
+                match which.as_str() {
+                    "replayed" => print!("{}", cairn_types::schema::replayed()),
+                    _ => print!("{}", cairn_runtime::journal::schema::journal_line()),
+                }
                 Ok(ExitCode::SUCCESS)
             }
         }

@@ -21,7 +21,7 @@ pub enum DecideArg {
 /// `cairn run` arguments.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// A built-in example (echo, approval, sandbox-probe, bench-emit, delegate) or the path of a component.
+    /// A built-in example (echo, approval, sandbox-probe, bench-emit, delegate, agent) or the path of a component.
     component: String,
     /// The user's turn.
     #[arg(long, default_value = "")]

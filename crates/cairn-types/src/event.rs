@@ -657,7 +657,89 @@ pub enum LifecycleEvent {
     },
 }
 
+/// Every agent event's `type`.
+pub const AGENT_KINDS: &[&str] = &[
+    "text_delta",
+    "reasoning_delta",
+    "tool_call",
+    "progress",
+    "retrying",
+    "custom",
+];
+
+/// The entry kinds a replay feeds back to its controller, in the run's
+/// order (its script): every agent event, and the lifecycle entries that
+/// answer an import. The one list: restore and `cairn replay` use it
+/// ([`Payload::replayed`]), and so does the browser's replayer (through
+/// `cairn schema replayed`).
+pub const REPLAYED: &[&str] = &[
+    "text_delta",
+    "reasoning_delta",
+    "tool_call",
+    "progress",
+    "retrying",
+    "custom",
+    "decision_requested",
+    "approval_routed",
+    "decision_recorded",
+    "decision_timed_out",
+    "worker_call",
+    "host_call_started",
+    "host_call_finished",
+];
+
+impl Payload {
+    /// This entry's `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Payload::Agent(a) => match a {
+                AgentEvent::TextDelta { .. } => "text_delta",
+                AgentEvent::ReasoningDelta { .. } => "reasoning_delta",
+                AgentEvent::ToolCall { .. } => "tool_call",
+                AgentEvent::Progress { .. } => "progress",
+                AgentEvent::Retrying { .. } => "retrying",
+                AgentEvent::Custom { .. } => "custom",
+            },
+            Payload::Lifecycle(l) => l.kind(),
+        }
+    }
+
+    /// Whether a replay feeds this entry back ([`REPLAYED`]).
+    pub fn replayed(&self) -> bool {
+        REPLAYED.contains(&self.kind())
+    }
+}
+
 impl LifecycleEvent {
+    /// This entry's `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LifecycleEvent::SegmentCreated { .. } => "segment_created",
+            LifecycleEvent::CompactionSummary { .. } => "compaction_summary",
+            LifecycleEvent::HistoryImported { .. } => "history_imported",
+            LifecycleEvent::ForkedFrom { .. } => "forked_from",
+            LifecycleEvent::GenerationReserved { .. } => "generation_reserved",
+            LifecycleEvent::Started { .. } => "started",
+            LifecycleEvent::ObserverAttached { .. } => "observer_attached",
+            LifecycleEvent::ObserverDetached { .. } => "observer_detached",
+            LifecycleEvent::ClaimsExhausted => "claims_exhausted",
+            LifecycleEvent::LivenessDecided { .. } => "liveness_decided",
+            LifecycleEvent::DecisionRequested { .. } => "decision_requested",
+            LifecycleEvent::ApprovalRouted { .. } => "approval_routed",
+            LifecycleEvent::DecisionRecorded { .. } => "decision_recorded",
+            LifecycleEvent::DecisionTimedOut { .. } => "decision_timed_out",
+            LifecycleEvent::ResumedByReplay { .. } => "resumed_by_replay",
+            LifecycleEvent::Finished { .. } => "finished",
+            LifecycleEvent::Cancelled { .. } => "cancelled",
+            LifecycleEvent::Failed { .. } => "failed",
+            LifecycleEvent::Parked { .. } => "parked",
+            LifecycleEvent::HostCallStarted { .. } => "host_call_started",
+            LifecycleEvent::HostCallFinished { .. } => "host_call_finished",
+            LifecycleEvent::WorkerCall { .. } => "worker_call",
+            LifecycleEvent::ChildNotification { .. } => "child_notification",
+        }
+    }
+
     /// Whether this event ends a run.
     pub fn is_terminal(&self) -> bool {
         matches!(

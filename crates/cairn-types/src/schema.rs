@@ -10,3 +10,16 @@ pub fn journal_line() -> String {
     text.push('\n');
     text
 }
+
+/// `cairn schema replayed`: the entry kinds a replay feeds back to the
+/// controller (its script), and which of them are agent events, as the
+/// browser replayer imports them (`viewer/src/replayed.json`).
+pub fn replayed() -> String {
+    let value = serde_json::json!({
+        "kinds": crate::event::REPLAYED,
+        "agent": crate::event::AGENT_KINDS,
+    });
+    let mut text = serde_json::to_string_pretty(&value).expect("lists serialize");
+    text.push('\n');
+    text
+}

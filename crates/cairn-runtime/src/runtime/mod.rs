@@ -262,6 +262,7 @@ impl Runtime {
             )
             .with_total_bytes(config.host.limits.live_total_bytes);
         let telemetry = Arc::new(telemetry::Telemetry::default());
+        let model_telemetry = telemetry.clone();
         let observing = telemetry.clone();
         let journals = journals.with_commit_observer(Arc::new(move |took, entries| {
             observing.committed(took, entries)
@@ -298,7 +299,11 @@ impl Runtime {
                 journals,
                 components,
                 broker: Arc::new(decisions::Broker::default()),
-                capabilities: Arc::new(run::Capabilities::new(capabilities, config.host.clone())),
+                capabilities: Arc::new(run::Capabilities::new(
+                    capabilities,
+                    config.host.clone(),
+                    model_telemetry,
+                )),
                 registry: Default::default(),
                 draining: AtomicBool::new(false),
                 may_mark_clean: AtomicBool::new(may_mark_clean),

@@ -36,6 +36,28 @@ pub struct RequestLabels {
     pub status: u16,
 }
 
+/// A model call, as labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelCallLabels {
+    /// The workspace that called.
+    pub workspace: String,
+    /// The model entry (`[models.NAME]`), never a provider URL.
+    pub model: String,
+    /// `ok`, or the error's code (`refused`, `provider`, …).
+    pub outcome: String,
+}
+
+/// Model tokens, as labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelTokenLabels {
+    /// The workspace that called.
+    pub workspace: String,
+    /// The model entry.
+    pub model: String,
+    /// `input` or `output`.
+    pub direction: String,
+}
+
 /// A route, as a label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabel {
@@ -65,6 +87,8 @@ pub struct Telemetry {
     pub(crate) live: Family<StateLabel, Gauge>,
     pub(crate) waiting: Gauge,
     pub(crate) legacy_runs: Family<StateLabel, Gauge>,
+    pub(crate) model_calls: Family<ModelCallLabels, Counter>,
+    pub(crate) model_tokens: Family<ModelTokenLabels, Counter>,
     /// What the runtime knows elsewhere, copied in at each scrape.
     pub(crate) scraped: Scraped,
 }
@@ -235,6 +259,18 @@ impl Default for Telemetry {
         );
         let legacy_runs = Family::<StateLabel, Gauge>::default();
         registry.register("cairn_runs", "Runs by state: live ones now, ended ones since start (kept for older dashboards; prefer cairn_runs_live and cairn_runs_ended_total).", legacy_runs.clone());
+        let model_calls = Family::<ModelCallLabels, Counter>::default();
+        registry.register(
+            "cairn_model_calls",
+            "Model calls sent live (replays send none), by workspace, model entry and outcome.",
+            model_calls.clone(),
+        );
+        let model_tokens = Family::<ModelTokenLabels, Counter>::default();
+        registry.register(
+            "cairn_model_tokens",
+            "Model tokens used by live calls, by workspace, model entry and direction.",
+            model_tokens.clone(),
+        );
         let scraped = Scraped::default();
         scraped.register(&mut registry);
         Telemetry {
@@ -250,12 +286,42 @@ impl Default for Telemetry {
             live,
             waiting,
             legacy_runs,
+            model_calls,
+            model_tokens,
             scraped,
         }
     }
 }
 
 impl Telemetry {
+    /// A live model call ended.
+    pub(crate) fn model_call(
+        &self,
+        workspace: &str,
+        model: &str,
+        outcome: &str,
+        usage: Option<crate::journal::event::CallUsage>,
+    ) {
+        self.model_calls
+            .get_or_create(&ModelCallLabels {
+                workspace: workspace.to_string(),
+                model: model.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(u) = usage {
+            for (direction, n) in [("input", u.input_tokens), ("output", u.output_tokens)] {
+                self.model_tokens
+                    .get_or_create(&ModelTokenLabels {
+                        workspace: workspace.to_string(),
+                        model: model.to_string(),
+                        direction: direction.to_string(),
+                    })
+                    .inc_by(n);
+            }
+        }
+    }
+
     /// One journal batch of `entries` made durable in `took`.
     pub(crate) fn committed(&self, took: Duration, entries: usize) {
         self.commits.inc();

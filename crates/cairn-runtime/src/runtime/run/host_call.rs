@@ -20,11 +20,20 @@ use std::time::{Duration, Instant};
 pub(crate) struct Capabilities {
     list: Vec<Arc<dyn Capability>>,
     config: HostConfig,
+    telemetry: Arc<crate::runtime::telemetry::Telemetry>,
 }
 
 impl Capabilities {
-    pub(crate) fn new(list: Vec<Arc<dyn Capability>>, config: HostConfig) -> Self {
-        Capabilities { list, config }
+    pub(crate) fn new(
+        list: Vec<Arc<dyn Capability>>,
+        config: HostConfig,
+        telemetry: Arc<crate::runtime::telemetry::Telemetry>,
+    ) -> Self {
+        Capabilities {
+            list,
+            config,
+            telemetry,
+        }
     }
 
     fn find(&self, name: &str) -> Option<&Arc<dyn Capability>> {
@@ -167,17 +176,45 @@ impl RunCtx {
             self.admit(&[size]).map_err(|what| {
                 crate::component::HostFailure(format!("a host call broke a limit: {what}"))
             })?;
-            self.lifecycle(LifecycleEvent::HostCallStarted {
+            let entry = Payload::Lifecycle(LifecycleEvent::HostCallStarted {
                 call_id,
                 capability: capability.to_string(),
                 op: op.to_string(),
                 request: request.clone(),
-            })
-            .await?;
+            });
+            let safe_to_repeat = self
+                .capabilities
+                .get()
+                .is_some_and(|c| c.idempotent(capability, op, &request));
+            if safe_to_repeat {
+                // Committed with the call's end (or sooner): a crash before
+                // that commit loses a call the restore makes again anyway.
+                self.journal
+                    .append_seq(Some(self.run_id), entry)
+                    .await
+                    .map_err(|e| self.refused("a host call", e))?;
+            } else {
+                // Durable before the call goes out: a restore must know it
+                // may have happened, and answer it `interrupted`.
+                self.journal
+                    .append(Some(self.run_id), entry)
+                    .await
+                    .map_err(|e| self.refused("a host call", e))?;
+            }
         }
         let _suspended = self.suspended();
         let started = Instant::now();
+        let model = (capability == "model")
+            .then(|| request["model"].as_str().unwrap_or_default().to_string());
         let result = self.call_capability(capability, op, request).await;
+        if let (Some(model), Some(caps)) = (&model, self.capabilities.get()) {
+            let workspace = self.workspace.get().map(String::as_str).unwrap_or_default();
+            let (outcome, usage) = match &result {
+                Ok(reply) => ("ok", reply.usage),
+                Err(e) => (e.code.as_str(), None),
+            };
+            caps.telemetry.model_call(workspace, model, outcome, usage);
+        }
         if capability == "model" {
             self.model_wall_ms
                 .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);

@@ -22,19 +22,7 @@ impl Script {
         let entries = events
             .iter()
             .filter(|e| e.run_id == Some(run))
-            .filter(|e| match &e.payload {
-                Payload::Agent(_) => true,
-                Payload::Lifecycle(l) => matches!(
-                    l,
-                    LifecycleEvent::DecisionRequested { .. }
-                        | LifecycleEvent::ApprovalRouted { .. }
-                        | LifecycleEvent::DecisionRecorded { .. }
-                        | LifecycleEvent::DecisionTimedOut { .. }
-                        | LifecycleEvent::WorkerCall { .. }
-                        | LifecycleEvent::HostCallStarted { .. }
-                        | LifecycleEvent::HostCallFinished { .. }
-                ),
-            })
+            .filter(|e| e.payload.replayed())
             .cloned()
             .collect();
         Script { entries, offline }
