@@ -551,3 +551,81 @@ fn the_demo_runs_the_agent_when_openai_base_url_names_a_model_server() {
         assert_no_key(&path.display().to_string(), &bytes);
     }
 }
+
+#[tokio::test]
+async fn a_provider_that_echoes_the_key_has_it_redacted_from_every_message() {
+    let provider = model_standin::start(vec![Reply::EchoKey]);
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        &tmp.path().join("home"),
+        &config(&provider.base, "openai", &key_file(tmp.path()), ""),
+    )
+    .await;
+    let (started, facts, _) = run_to_end(&rt, start_req("agent", "hello"), None).await;
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Failed);
+    assert_eq!(provider.requests(), 1, "a 401 is not retried");
+    let events = crate::common::entries_json(&rt, &started.session_id).await;
+    let message = failure_of(&events);
+    assert!(message.contains("401"), "{message}");
+    assert!(message.contains("[secret model-key]"), "{message}");
+    for e in &events {
+        assert_no_key("the journal", e.to_string().as_bytes());
+    }
+    drop(rt);
+    for (path, bytes) in every_file(tmp.path()) {
+        assert_no_key(&path.display().to_string(), &bytes);
+    }
+}
+
+#[tokio::test]
+async fn model_limits_end_the_run_by_name() {
+    // Two calls where one is allowed: the second is refused as a value and
+    // the run ends limit_exceeded naming model_calls.
+    let provider = model_standin::start(agent_script());
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        &tmp.path().join("home"),
+        &config(
+            &provider.base,
+            "openai",
+            &key_file(tmp.path()),
+            "\n[limits]\nmodel_calls = 1\n",
+        ),
+    )
+    .await;
+    let (started, facts, _) = run_to_end(&rt, start_req("agent", "note hello"), None).await;
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Failed);
+    assert_eq!(provider.requests(), 1);
+    let events = crate::common::entries_json(&rt, &started.session_id).await;
+    let failed = of_type(&events, "failed");
+    let error = &failed[0]["payload"]["event"]["error"];
+    assert_eq!(error["code"], "limit_exceeded", "{error}");
+    assert_eq!(error["details"]["limit"], "model_calls", "{error}");
+    let finished = of_type(&events, "host_call_finished");
+    assert_eq!(finished.len(), 2);
+    assert_eq!(
+        finished[1]["payload"]["event"]["error"]["code"],
+        "limit_exceeded"
+    );
+
+    // Tokens: the first call's 18 tokens pass a budget of 10.
+    let provider = model_standin::start(agent_script());
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        &tmp.path().join("home"),
+        &config(
+            &provider.base,
+            "openai",
+            &key_file(tmp.path()),
+            "\n[limits]\nmodel_tokens = 10\n",
+        ),
+    )
+    .await;
+    let (started, facts, _) = run_to_end(&rt, start_req("agent", "note hello"), None).await;
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Failed);
+    let events = crate::common::entries_json(&rt, &started.session_id).await;
+    let error = &of_type(&events, "failed")[0]["payload"]["event"]["error"];
+    assert_eq!(error["details"]["limit"], "model_tokens", "{error}");
+    assert_eq!(error["details"]["value"], 18, "{error}");
+    assert_eq!(provider.requests(), 1);
+}

@@ -29,6 +29,9 @@ pub enum Reply {
     /// An error status with this `Retry-After` (seconds), forever when
     /// it is the last reply.
     Status(u16, Option<u32>),
+    /// A 401 whose body repeats the credentials it got (as some providers'
+    /// error messages do).
+    EchoKey,
 }
 
 impl Reply {
@@ -75,7 +78,6 @@ struct Standin {
 pub struct Provider {
     pub base: String,
     pub seen: Arc<Seen>,
-    state: Arc<Standin>,
 }
 
 impl Provider {
@@ -87,11 +89,6 @@ impl Provider {
     /// The request bodies so far.
     pub fn bodies(&self) -> Vec<Value> {
         self.seen.bodies.lock().unwrap().clone()
-    }
-
-    /// Append replies to the script.
-    pub fn push(&self, replies: Vec<Reply>) {
-        self.state.script.lock().unwrap().extend(replies);
     }
 }
 
@@ -123,8 +120,21 @@ pub fn start(script: Vec<Reply>) -> Provider {
     Provider {
         base: format!("http://{addr}"),
         seen,
-        state,
     }
+}
+
+fn echo_key(headers: &HeaderMap) -> Response {
+    let sent = headers
+        .get("authorization")
+        .or(headers.get("x-api-key"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(json!({"error": {"message": format!("Incorrect API key provided: {sent}"), "type": "invalid_request_error"}})),
+    )
+        .into_response()
 }
 
 fn next(state: &Standin, headers: &HeaderMap, body: &Value) -> Reply {
@@ -214,6 +224,7 @@ async fn openai(
     let usage = json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18});
     match reply {
         Reply::Status(code, after) => status(code, after),
+        Reply::EchoKey => echo_key(&headers),
         Reply::Text { text, piece, gap } if stream => {
             let mut events: Vec<(Option<&str>, String)> = pieces(&text, piece)
                 .into_iter()
@@ -264,6 +275,7 @@ async fn anthropic(
     let start = json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [], "usage": {"input_tokens": 13, "output_tokens": 1}}});
     match reply {
         Reply::Status(code, after) => status(code, after),
+        Reply::EchoKey => echo_key(&headers),
         Reply::Text { text, piece, gap } if stream => {
             let mut events = vec![
                 (Some("message_start"), start.to_string()),
