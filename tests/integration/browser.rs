@@ -248,6 +248,7 @@ async fn the_viewer_in_a_real_browser() {
         "chromium": browser,
         "cairn": env!("CARGO_BIN_EXE_cairn"),
         "agent": agent,
+        "parent": super::common::fixture("parent"),
     });
     let script = ws.path().join("tests/browser.mjs");
     let node = bin.join("node");
@@ -280,6 +281,7 @@ async fn the_viewer_in_a_real_browser() {
         "approval-resumed",
         "counter-offline",
         "agent",
+        "parent",
     ] {
         let text = replays[key].as_str().unwrap_or_default();
         assert!(text.starts_with("matches"), "{key}: {text}");
@@ -290,7 +292,7 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 10, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 11, "{report}");
     // The browser's replay answered every model call from the journal.
     assert_eq!(provider.requests(), 3, "a replay called the provider");
 }

@@ -302,9 +302,23 @@ async fn fan_out_and_depth_limits_end_the_offending_run() {
         "{failed}"
     );
     assert!(failed.to_string().contains("children_per_run"), "{failed}");
+    // Spawns answered with a child: the third was refused.
+    let spawns: Vec<&Value> = e
+        .iter()
+        .filter(|e| {
+            e["payload"]["event"]["type"] == "host_call_started"
+                && e["payload"]["event"]["capability"] == "workers"
+                && e["payload"]["event"]["op"] == "spawn"
+        })
+        .map(|e| &e["payload"]["event"]["call_id"])
+        .collect();
     let spawned = e
         .iter()
-        .filter(|e| e["payload"]["event"]["type"] == "worker_call")
+        .filter(|e| {
+            e["payload"]["event"]["type"] == "host_call_finished"
+                && spawns.contains(&&e["payload"]["event"]["call_id"])
+                && e["payload"]["event"]["response"]["worker_id"].is_string()
+        })
         .count();
     assert_eq!(spawned, 2, "the third spawn made no child");
     // Depth: the child (depth 1) may not spawn a grandchild (depth 2).
@@ -459,16 +473,29 @@ async fn a_killed_host_restores_the_parent_without_a_second_child() {
             1,
             "{crash:?}: {meta}"
         );
-        let spawns = entries(&rt, &sid)
-            .await
+        let journal = entries(&rt, &sid).await;
+        let spawns: Vec<&Value> = journal
             .iter()
             .filter(|e| {
-                e["payload"]["event"]["type"] == "worker_call"
-                    && e["payload"]["event"]["call"]["call"] == "spawn"
+                e["payload"]["event"]["type"] == "host_call_started"
+                    && e["payload"]["event"]["op"] == "spawn"
+            })
+            .map(|e| &e["payload"]["event"]["call_id"])
+            .collect();
+        assert_eq!(
+            spawns.len(),
+            1,
+            "{crash:?}: one spawn in the parent's journal"
+        );
+        let answers = journal
+            .iter()
+            .filter(|e| {
+                e["payload"]["event"]["type"] == "host_call_finished"
+                    && e["payload"]["event"]["call_id"] == *spawns[0]
             })
             .count();
         assert_eq!(
-            spawns, 1,
+            answers, 1,
             "{crash:?}: one spawn answer in the parent's journal"
         );
         rt.shutdown(Duration::from_secs(5)).await;

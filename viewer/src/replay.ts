@@ -212,28 +212,56 @@ export async function replayRun(
     else if (!endedCancelled()) diverge(null, 'the run to end (the journal has no more inputs)', got);
   };
 
-  /** A `workers` call answered from its `worker_call` entry. */
-  const workersCall = (call: any, ok: (v: any) => any): any => {
-    const got = canon(call);
-    const refused = { tag: 'err', val: 'not answered by the journal' };
+  /**
+   * A host call answered from the journal: its `host_call_started` must
+   * carry `request`; the entries it journaled while it lasted are passed
+   * over; `answer` reads its `host_call_finished`. A `workers` call of an
+   * older journal is one `worker_call` entry instead.
+   */
+  const hostCall = (capability: string, request: string, answer: (end: any) => any, refused: any): any => {
     if (divergence || note) return refused;
     const entry = script[cursor];
     if (!entry) {
-      pastEnd(`workers ${got}`);
+      pastEnd(`a ${capability} call ${request}`);
       return refused;
     }
     const x = ev(entry);
-    const expected = x.type === 'worker_call' ? canon(x.call) : canon(x);
-    if (expected !== got) {
-      diverge(seqOf(entry), expected, got);
+    if (x.type === 'worker_call' && capability === 'workers') {
+      if (canon(x.call) !== request) {
+        diverge(seqOf(entry), canon(x.call), request);
+        return refused;
+      }
+      cursor++;
+      checked++;
+      const r = x.result ?? {};
+      return answer(typeof r.error === 'string' ? { error: { code: 'refused', message: r.error } } : { response: r.ok ?? null });
+    }
+    const expected = x.type === 'host_call_started' && x.capability === capability ? canon(x.request) : canon(x);
+    if (expected !== request) {
+      diverge(seqOf(entry), expected, request);
       return refused;
     }
     cursor++;
     checked++;
-    const result = x.result ?? {};
-    if (typeof result.error === 'string') return { tag: 'err', val: result.error };
-    return ok(result.ok);
+    while (cursor < script.length) {
+      const a = script[cursor];
+      const y = ev(a);
+      cursor++;
+      if (AGENT.has(y.type)) continue;
+      if (y.type !== 'host_call_finished' || String(y.call_id) !== String(x.call_id)) {
+        diverge(seqOf(a), `the end of host call ${x.call_id}`, canon(y));
+        return refused;
+      }
+      checked++;
+      clock.advanceTo(big(a.at_ms));
+      return answer(y);
+    }
+    pastEnd(`the end of host call ${x.call_id}`);
+    return refused;
   };
+  const workersCall = (call: any, ok: (v: any) => any): any =>
+    hostCall('workers', canon(call), (y) => (y.error ? { tag: 'err', val: y.error.message } : ok(y.response)),
+      { tag: 'err', val: 'not answered by the journal' });
 
   const imports: any = {
     ...wasiImports(seed, clock),
@@ -315,46 +343,13 @@ export async function replayRun(
       },
     },
     'cairn:model/chat': {
-      chat(req: any) {
-        const got = modelRequest(req);
-        const cancelled = { tag: 'err', val: { tag: 'cancelled' } };
-        if (divergence || note) return cancelled;
-        const entry = script[cursor];
-        if (!entry) {
-          pastEnd(`a model call ${got}`);
-          return cancelled;
+      chat: (req: any) => hostCall('model', modelRequest(req), (y) => {
+        if (y.error) {
+          const tag = String(y.error.code).replace('_', '-');
+          return { tag: 'err', val: tag === 'cancelled' ? { tag } : { tag, val: y.error.message } };
         }
-        const x = ev(entry);
-        const expected = x.type === 'host_call_started' && x.capability === 'model' && x.op === 'chat'
-          ? canon(x.request) : canon(x);
-        if (expected !== got) {
-          diverge(seqOf(entry), expected, got);
-          return cancelled;
-        }
-        cursor++;
-        checked++;
-        // What the call journaled while it lasted (the model's tokens,
-        // retries), then its end.
-        while (cursor < script.length) {
-          const a = script[cursor];
-          const y = ev(a);
-          cursor++;
-          if (AGENT.has(y.type)) continue;
-          if (y.type !== 'host_call_finished' || String(y.call_id) !== String(x.call_id)) {
-            diverge(seqOf(a), `the end of host call ${x.call_id}`, canon(y));
-            return cancelled;
-          }
-          checked++;
-          clock.advanceTo(big(a.at_ms));
-          if (y.error) {
-            const tag = String(y.error.code).replace('_', '-');
-            return { tag: 'err', val: tag === 'cancelled' ? { tag } : { tag, val: y.error.message } };
-          }
-          return { tag: 'ok', val: modelResponse(y.response ?? {}) };
-        }
-        pastEnd(`the end of host call ${x.call_id}`);
-        return cancelled;
-      },
+        return { tag: 'ok', val: modelResponse(y.response ?? {}) };
+      }, { tag: 'err', val: { tag: 'cancelled' } }),
     },
   };
 

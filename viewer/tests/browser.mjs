@@ -226,6 +226,17 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
   await page.unrouteAll();
 });
 
+await step('in-browser replay: a delegating parent, its workers calls answered from the journal', async () => {
+  const parent = await api('POST', '/v1/components', fs.readFileSync(cfg.parent), { 'content-type': 'application/wasm' });
+  const steps = [{ spawn: { component: 'echo', prompt: 'from a child' } }, { wait: 0, timeout_ms: 30000 }, { status: 0 }, 'peers'];
+  const run = await api('POST', '/v1/runs', { component: parent.digest, prompt: JSON.stringify(steps) });
+  await ended(run.run_id, 'finished');
+  await page.goto(`${base}/ui/#/s/${run.session_id}`);
+  await page.locator(`article[data-run="${run.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  const r = await replayIn(run.run_id, 'parent');
+  assert.equal(r.state, 'matches', r.text);
+});
+
 await step('in-browser replay: an agent, its model calls answered from the journal', async () => {
   await page.goto(`${base}/ui/#/s/${cfg.agent.session_id}`);
   await page.locator(`article[data-run="${cfg.agent.run_id}"]`).waitFor({ timeout: TIMEOUT });

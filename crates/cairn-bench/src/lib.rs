@@ -9,6 +9,7 @@
 
 pub mod journal;
 pub mod migrate;
+pub mod model;
 pub mod postgres;
 pub mod runtime;
 
@@ -68,7 +69,7 @@ impl Row {
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Which group to run (default: all).
-    #[arg(value_parser = ["journal", "runtime", "migrate"])]
+    #[arg(value_parser = ["journal", "runtime", "migrate", "model"])]
     group: Option<String>,
     /// Fewer iterations: a smoke run, not figures to quote.
     #[arg(long)]
@@ -85,16 +86,16 @@ pub struct BenchArgs {
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Only these figures, comma-separated: append, emit, start, density,
-    /// parked, restore, reopen, fanout, replay, migrate (for profiling one
-    /// of them).
+    /// parked, restore, reopen, fanout, replay, migrate, model (for
+    /// profiling one of them).
     #[arg(long, value_name = "FIGURES", value_delimiter = ',', value_parser = FIGURES)]
     only: Vec<String>,
 }
 
 /// The figure families `--only` selects.
-pub const FIGURES: [&str; 10] = [
+pub const FIGURES: [&str; 11] = [
     "append", "emit", "start", "density", "parked", "restore", "reopen", "fanout", "replay",
-    "migrate",
+    "migrate", "model",
 ];
 
 /// Which figure families to measure.
@@ -151,6 +152,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
                 migrate::run(&dir, quick, &mut |line| eprintln!("{line}"))
             })
             .await??,
+        );
+    }
+    if args.group.as_deref().is_none_or(|g| g == "model") && only.wants("model") {
+        rows.extend(
+            model::run_bench(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
         );
     }
     print_table(&rows);

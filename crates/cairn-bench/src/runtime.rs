@@ -31,10 +31,6 @@ impl RunHost for NullHost {
     async fn wait(&self, _request: DecisionRequest) -> Result<Answer, HostFailure> {
         Ok(Answer::TimedOut)
     }
-    async fn workers(&self, _call: serde_json::Value) -> Result<serde_json::Value, HostFailure> {
-        Ok(serde_json::json!({ "error": "the bench host does not delegate" }))
-    }
-
     async fn history(&self, _limit: u32) -> Result<Vec<Turn>, HostFailure> {
         Ok(vec![])
     }

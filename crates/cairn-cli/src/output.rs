@@ -120,11 +120,12 @@ pub fn line(event: &SessionEvent) -> String {
                 op,
                 request,
             } => {
-                let what = request["model"]
-                    .as_str()
-                    .map(|m| format!(" {m}"))
+                let on = ["model", "component", "worker_id"]
+                    .iter()
+                    .find_map(|k| request[*k].as_str())
+                    .map(|w| format!(" {w}"))
                     .unwrap_or_default();
-                format!("call {call_id:<5} {capability} {op}{what}")
+                format!("call {call_id:<5} {capability} {op}{on}")
             }
             LifecycleEvent::HostCallFinished {
                 call_id,
@@ -133,7 +134,7 @@ pub fn line(event: &SessionEvent) -> String {
                 usage,
             } => match (error, response) {
                 (Some(e), _) => format!("call {call_id:<5} → {}: {}", e.code.as_str(), e.message),
-                (None, Some(r)) => {
+                (None, Some(r)) if r.get("finish_reason").is_some() => {
                     let calls = r["tool_calls"].as_array().map_or(0, Vec::len);
                     let tokens = usage
                         .map(|u| {
@@ -148,6 +149,7 @@ pub fn line(event: &SessionEvent) -> String {
                         n => format!("call {call_id:<5} → {n} tool call(s){tokens}"),
                     }
                 }
+                (None, Some(r)) => format!("call {call_id:<5} → {r}"),
                 (None, None) => format!("call {call_id:<5} → (nothing)"),
             },
             LifecycleEvent::ChildNotification {

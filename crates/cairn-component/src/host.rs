@@ -82,11 +82,7 @@ pub trait RunHost: Send + Sync {
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure>;
     /// The session's recent turns.
     async fn history(&self, limit: u32) -> Result<Vec<Turn>, HostFailure>;
-    /// A `workers` call (delegation), as JSON (`{"call": "spawn", …}`);
-    /// the answer is `{"ok": …}` or `{"error": "…"}`, journaled in the
-    /// caller's session before the guest sees it.
-    async fn workers(&self, call: serde_json::Value) -> Result<serde_json::Value, HostFailure>;
-    /// A capability call (`model` `chat`, …) with its request as journaled
+    /// A host call (`model` `chat`, `workers` `spawn`, …) with its request as journaled
     /// JSON: live or replayed, journaled before the guest sees the answer.
     /// The inner `Err` is a value the guest gets; the outer one ends the run.
     async fn host_call(
@@ -343,13 +339,22 @@ mod current {
         }
     }
 
+    use cairn_types::workers::{ChildLiveness, WorkersCall};
     use v2::workers as w2;
 
-    fn answer(v: serde_json::Value) -> Result<serde_json::Value, String> {
-        match v.get("error").and_then(|e| e.as_str()) {
-            Some(e) => Err(e.to_string()),
-            None => Ok(v.get("ok").cloned().unwrap_or_default()),
-        }
+    /// A `workers` call through the run's one durable host call: its
+    /// answer, or the reason it was refused (what the guest sees).
+    async fn workers_call(
+        host: std::sync::Arc<dyn RunHost>,
+        call: WorkersCall,
+    ) -> wasmtime::Result<Result<serde_json::Value, String>> {
+        let op = call.op();
+        let request = serde_json::to_value(&call)
+            .map_err(|e| wasmtime::Error::msg(format!("cannot encode a workers call: {e}")))?;
+        Ok(host
+            .host_call("workers", op, request)
+            .await?
+            .map_err(|e| e.message))
     }
 
     fn status_of(v: serde_json::Value) -> w2::ChildStatus {
@@ -381,26 +386,25 @@ mod current {
             req: w2::SpawnRequest,
         ) -> wasmtime::Result<Result<w2::Child, String>> {
             let liveness = match req.liveness {
-                w2::Liveness::Continue => "continue",
-                w2::Liveness::Cancel => "cancel",
-                w2::Liveness::Park => "park",
+                w2::Liveness::Continue => ChildLiveness::Continue,
+                w2::Liveness::Cancel => ChildLiveness::Cancel,
+                w2::Liveness::Park => ChildLiveness::Park,
             };
-            let call = serde_json::json!({
-                "call": "spawn",
-                "component": req.component,
-                "prompt": req.prompt,
-                "scope": req.scope,
-                "liveness": liveness,
-            });
-            Ok(answer(host(self)?.workers(call).await?).map(|v| child_of(&v)))
+            let call = WorkersCall::Spawn {
+                component: req.component,
+                prompt: req.prompt,
+                scope: req.scope,
+                liveness,
+            };
+            Ok(workers_call(host(self)?, call).await?.map(|v| child_of(&v)))
         }
 
         async fn status(
             &mut self,
             worker_id: String,
         ) -> wasmtime::Result<Result<w2::ChildStatus, String>> {
-            let call = serde_json::json!({ "call": "status", "worker_id": worker_id });
-            Ok(answer(host(self)?.workers(call).await?).map(status_of))
+            let call = WorkersCall::Status { worker_id };
+            Ok(workers_call(host(self)?, call).await?.map(status_of))
         }
 
         async fn wait(
@@ -408,26 +412,30 @@ mod current {
             worker_id: String,
             timeout_ms: u64,
         ) -> wasmtime::Result<Result<w2::ChildStatus, String>> {
-            let call = serde_json::json!({ "call": "wait", "worker_id": worker_id, "timeout_ms": timeout_ms });
-            Ok(answer(host(self)?.workers(call).await?).map(status_of))
+            let call = WorkersCall::Wait {
+                worker_id,
+                timeout_ms,
+            };
+            Ok(workers_call(host(self)?, call).await?.map(status_of))
         }
 
         async fn cancel(&mut self, worker_id: String) -> wasmtime::Result<Result<(), String>> {
-            let call = serde_json::json!({ "call": "cancel", "worker_id": worker_id });
-            Ok(answer(host(self)?.workers(call).await?).map(|_| ()))
+            let call = WorkersCall::Cancel { worker_id };
+            Ok(workers_call(host(self)?, call).await?.map(|_| ()))
         }
 
         async fn register_peer(
             &mut self,
             worker_id: String,
         ) -> wasmtime::Result<Result<(), String>> {
-            let call = serde_json::json!({ "call": "register_peer", "worker_id": worker_id });
-            Ok(answer(host(self)?.workers(call).await?).map(|_| ()))
+            let call = WorkersCall::RegisterPeer { worker_id };
+            Ok(workers_call(host(self)?, call).await?.map(|_| ()))
         }
 
         async fn peers(&mut self) -> wasmtime::Result<Vec<w2::Child>> {
-            let call = serde_json::json!({ "call": "peers" });
-            let peers = answer(host(self)?.workers(call).await?).unwrap_or_default();
+            let peers = workers_call(host(self)?, WorkersCall::Peers)
+                .await?
+                .unwrap_or_default();
             Ok(peers
                 .as_array()
                 .map(|a| a.iter().map(child_of).collect())

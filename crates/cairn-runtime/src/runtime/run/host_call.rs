@@ -53,10 +53,18 @@ impl Capabilities {
         op: &str,
         request: &serde_json::Value,
     ) -> bool {
-        self.find(capability)
-            .is_some_and(|c| c.idempotent(op, request))
+        // Delegation is the runtime's own: a spawn is adopted when asked
+        // again (the child's id derives from the run and the spawn's
+        // ordinal); the other calls read, or change nothing twice.
+        capability == WORKERS
+            || self
+                .find(capability)
+                .is_some_and(|c| c.idempotent(op, request))
     }
 }
+
+/// The runtime's own capability: delegation (`cairn:controller/workers`).
+pub(crate) const WORKERS: &str = "workers";
 
 fn refused(message: impl Into<String>) -> CallError {
     crate::component::capability::call_error(CallErrorCode::Refused, message)
@@ -248,12 +256,36 @@ impl RunCtx {
         })
     }
 
+    /// A `workers` call, done by the runtime that hosts the run.
+    async fn call_workers(
+        &self,
+        request: serde_json::Value,
+    ) -> Result<crate::component::CallReply, CallError> {
+        if self.cancel.borrow().is_some() {
+            return Err(refused("the run is cancelled"));
+        }
+        let Some(supervisor) = self.supervisor.get().and_then(|s| s.upgrade()) else {
+            return Err(refused("this host cannot delegate (an offline replay)"));
+        };
+        let answer = supervisor.workers_call(self, &request).await;
+        match answer.get("error").and_then(|e| e.as_str()) {
+            Some(e) => Err(refused(e)),
+            None => Ok(crate::component::CallReply {
+                response: answer.get("ok").cloned().unwrap_or_default(),
+                usage: None,
+            }),
+        }
+    }
+
     async fn call_capability(
         &self,
         capability: &str,
         op: &str,
         request: serde_json::Value,
     ) -> Result<crate::component::CallReply, CallError> {
+        if capability == WORKERS {
+            return self.call_workers(request).await;
+        }
         let Some(caps) = self.capabilities.get().cloned() else {
             return Err(refused(format!(
                 "this host provides no {capability} capability (an offline replay calls nobody)"

@@ -563,53 +563,6 @@ impl RunHost for RunCtx {
         }
     }
 
-    async fn workers(&self, call: serde_json::Value) -> Result<serde_json::Value, HostFailure> {
-        if call["call"] == "spawn" {
-            self.spawned.fetch_add(1, Ordering::Relaxed);
-        }
-        let replayed = self.durable(
-            || serde_json::json!({ "type": "worker_call", "call": call }),
-            |entry| match &entry.payload {
-                Payload::Lifecycle(LifecycleEvent::WorkerCall { call: c, result })
-                    if *c == call =>
-                {
-                    Some(result.clone())
-                }
-                _ => None,
-            },
-        )?;
-        if let script::Recorded::Replayed(answer) = replayed {
-            return Ok(answer);
-        }
-        if self.cancelled().is_some() {
-            return Ok(serde_json::json!({ "error": "the run is cancelled" }));
-        }
-        let result = match self.supervisor.get().and_then(|s| s.upgrade()) {
-            Some(supervisor) => supervisor.workers_call(self, &call).await,
-            None => serde_json::json!({ "error": "this host cannot delegate (an offline replay)" }),
-        };
-        if self.failure().is_some() {
-            // A limit broke (fan-out, depth): the run ends; nothing to record.
-            return Ok(result);
-        }
-        if let Err(what) =
-            self.admit(&[crate::journal::json_len(&call) + crate::journal::json_len(&result) + 128])
-        {
-            return Err(HostFailure(format!(
-                "a workers answer broke a limit: {what}"
-            )));
-        }
-        let entry = Payload::Lifecycle(LifecycleEvent::WorkerCall {
-            call,
-            result: result.clone(),
-        });
-        self.journal
-            .append(Some(self.run_id), entry)
-            .await
-            .map_err(|e| self.refused("a workers answer", e))?;
-        Ok(result)
-    }
-
     async fn host_call(
         &self,
         capability: &str,
@@ -617,6 +570,9 @@ impl RunHost for RunCtx {
         request: serde_json::Value,
     ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
         let call_id = self.host_call_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        if capability == "workers" && op == "spawn" {
+            self.spawned.fetch_add(1, Ordering::Relaxed);
+        }
         match self.host_call_replayed(capability, op, &request).await? {
             script::ReplayedCall::Answer(answer) => Ok(answer),
             script::ReplayedCall::Live => {

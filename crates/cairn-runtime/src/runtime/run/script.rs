@@ -175,6 +175,14 @@ impl RunCtx {
     }
 }
 
+/// A host call's first journaled entry.
+enum Journaled {
+    /// Its `host_call_started`: (call id, seq).
+    Started(u64, crate::ids::Seq),
+    /// An older journal's one-entry answer (`worker_call`).
+    Answered(Result<serde_json::Value, CallError>),
+}
+
 /// What the journal says of one host call.
 pub(crate) enum ReplayedCall {
     /// The journaled answer.
@@ -211,13 +219,31 @@ impl RunCtx {
                     capability: c,
                     op: o,
                     request: r,
-                }) if c == capability && o == op && r == request => Some((*call_id, entry.seq)),
+                }) if c == capability && o == op && r == request => {
+                    Some(Journaled::Started(*call_id, entry.seq))
+                }
+                // A delegation call journaled before it took this seam.
+                Payload::Lifecycle(LifecycleEvent::WorkerCall { call, result })
+                    if capability == super::host_call::WORKERS && call == request =>
+                {
+                    Some(Journaled::Answered(match result.get("error") {
+                        Some(e) => Err(crate::component::capability::call_error(
+                            crate::journal::event::CallErrorCode::Refused,
+                            e.as_str().unwrap_or_default(),
+                        )),
+                        None => Ok(result.get("ok").cloned().unwrap_or_default()),
+                    }))
+                }
                 _ => None,
             },
         )?;
         let (id, started_at) = match started {
             Recorded::Live => return Ok(ReplayedCall::Live),
-            Recorded::Replayed(found) => found,
+            Recorded::Replayed(Journaled::Answered(answer)) => {
+                self.count_call(None);
+                return Ok(ReplayedCall::Answer(answer));
+            }
+            Recorded::Replayed(Journaled::Started(id, seq)) => (id, seq),
         };
         if capability == "model" {
             self.model_calls
