@@ -824,7 +824,10 @@ async fn a_journal_of_worker_call_entries_still_replays() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".jsonl") && !p.to_string_lossy().ends_with(".trace.jsonl"))
+        .find(|p| {
+            p.to_string_lossy().ends_with(".jsonl")
+                && !p.to_string_lossy().ends_with(".trace.jsonl")
+        })
         .unwrap();
     rt.shutdown(Duration::from_secs(5)).await;
     drop(rt);
@@ -870,6 +873,10 @@ async fn a_journal_of_worker_call_entries_still_replays() {
     std::fs::write(&segment, lines.join("\n") + "\n").unwrap();
     let out = super::common::cairn_in(&home, &["replay", &session.to_string()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("1 of 1"), "{stdout}");
 }

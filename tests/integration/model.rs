@@ -629,3 +629,36 @@ async fn model_limits_end_the_run_by_name() {
     assert_eq!(error["details"]["value"], 18, "{error}");
     assert_eq!(provider.requests(), 1);
 }
+
+#[tokio::test]
+async fn a_chat_client_sees_the_models_tokens_live_and_never_the_key() {
+    let provider = model_standin::start(vec![Reply::slow("streamed through the chat seam", 20)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = config(&provider.base, "openai", &key_file(tmp.path()), "");
+    let (_home, _rt, base) = crate::common::served_here(Some(&toml)).await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"model": "agent", "stream": true, "messages": [{"role": "user", "content": "say something"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert_no_key("the chat stream", body.as_bytes());
+    let content: String = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(content, "streamed through the chat seam");
+    // The tokens came as many chunks, as the model streamed them.
+    let chunks = body.lines().filter(|l| l.contains("\"content\"")).count();
+    assert!(chunks >= 10, "{chunks} chunks:\n{body}");
+    assert_eq!(provider.requests(), 1);
+}
