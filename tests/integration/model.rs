@@ -662,3 +662,50 @@ async fn a_chat_client_sees_the_models_tokens_live_and_never_the_key() {
     assert!(chunks >= 10, "{chunks} chunks:\n{body}");
     assert_eq!(provider.requests(), 1);
 }
+
+#[tokio::test]
+async fn every_run_of_a_multi_turn_agent_session_replays_with_the_history_it_saw() {
+    // The agent puts the session's history into its model request: an
+    // offline replay of run 1 must give it the turns before run 1 only,
+    // not run 2's (its journaled request would differ otherwise).
+    let provider = model_standin::start(vec![
+        Reply::text("the first answer"),
+        Reply::text("the second answer"),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = runtime(
+        &home,
+        &config(&provider.base, "openai", &key_file(tmp.path()), ""),
+    )
+    .await;
+    let (first, facts, _) = run_to_end(&rt, start_req("agent", "first question"), None).await;
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Finished);
+    let mut second = start_req("agent", "second question");
+    second.session = Some(first.session_id.clone());
+    second.component = None;
+    let (_, facts, _) = run_to_end(&rt, second, None).await;
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Finished);
+    let bodies = provider.bodies();
+    let contents: Vec<&str> = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents[1..],
+        ["first question", "the first answer", "second question"]
+    );
+    rt.shutdown(Duration::from_secs(5)).await;
+    drop(rt);
+    let out = cairn_in(&home, &["replay", &first.session_id.to_string()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("2 of 2"), "{stdout}");
+    assert_eq!(provider.requests(), 2);
+}

@@ -8,7 +8,8 @@ use crate::ids::{RunId, Seq};
 use crate::journal::event::{LifecycleEvent, Payload};
 use crate::store::{JournalItem, Store, StoreError};
 
-/// The most recent `limit` turns before `current`, oldest first.
+/// The most recent `limit` turns before `current`'s `Started`, in the
+/// lineage as it stood then, oldest first.
 pub async fn turns(
     store: &dyn Store,
     session: &SessionId,
@@ -33,6 +34,19 @@ pub async fn turns(
             JournalItem::Event(e) if shapes_history(&e) => Some(*e),
             _ => None,
         }));
+        // What the run saw is what came before its `Started`, in the
+        // lineage as it stood then: a replay after later runs (offline,
+        // in a restore, in a shadow replay) reads no more.
+        if let Some(at) = kept.iter().position(|e| {
+            e.run_id == Some(current)
+                && matches!(
+                    e.payload,
+                    Payload::Lifecycle(LifecycleEvent::Started { .. })
+                )
+        }) {
+            kept.truncate(at);
+            break;
+        }
     }
     Ok(turns_of(&kept, Some(current), limit))
 }
