@@ -150,7 +150,7 @@ impl ModelCapability {
     }
 
     async fn chat(&self, ctx: &CallCtx<'_>, request: ChatRequest) -> Result<CallReply, CallError> {
-        if !ctx.grants.models.iter().any(|m| *m == request.model) {
+        if !ctx.grants.models.contains(&request.model) {
             return Err(call_error(
                 CallErrorCode::Refused,
                 format!(
