@@ -340,7 +340,7 @@ fn the_seed_is_written_as_text_and_a_number_still_reads() {
 
 #[test]
 fn the_browser_replays_the_kinds_the_host_replays() {
-    // One list (cairn-types `event::REPLAYED`): the viewer imports its copy.
+    // One list (cairn-types `event::replayed_kinds`): the viewer imports its copy.
     let committed = include_str!("../../viewer/src/replayed.json");
     assert_eq!(
         committed,
@@ -352,12 +352,15 @@ fn the_browser_replays_the_kinds_the_host_replays() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);
+    let kinds = cairn_types::event::replayed_kinds();
     for kind in [
+        "text_delta",
         "host_call_started",
         "host_call_finished",
         "worker_call",
         "decision_recorded",
     ] {
-        assert!(cairn_types::event::REPLAYED.contains(&kind), "{kind}");
+        assert!(kinds.contains(&kind), "{kind}");
     }
+    assert!(!kinds.contains(&"child_notification"));
 }

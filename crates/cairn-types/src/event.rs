@@ -667,18 +667,12 @@ pub const AGENT_KINDS: &[&str] = &[
     "custom",
 ];
 
-/// The entry kinds a replay feeds back to its controller, in the run's
-/// order (its script): every agent event, and the lifecycle entries that
-/// answer an import. The one list: restore and `cairn replay` use it
-/// ([`Payload::replayed`]), and so does the browser's replayer (through
-/// `cairn schema replayed`).
-pub const REPLAYED: &[&str] = &[
-    "text_delta",
-    "reasoning_delta",
-    "tool_call",
-    "progress",
-    "retrying",
-    "custom",
+/// The lifecycle entries a replay feeds back to its controller beside
+/// every agent event: those that answer an import. With [`AGENT_KINDS`],
+/// the one list of a run's script ([`replayed_kinds`]): restore and `cairn
+/// replay` use it ([`Payload::replayed`]), and so does the browser's
+/// replayer (through `cairn schema replayed`).
+pub const REPLAYED_LIFECYCLE: &[&str] = &[
     "decision_requested",
     "approval_routed",
     "decision_recorded",
@@ -687,6 +681,16 @@ pub const REPLAYED: &[&str] = &[
     "host_call_started",
     "host_call_finished",
 ];
+
+/// Every kind a replay feeds back: the agent events, then
+/// [`REPLAYED_LIFECYCLE`].
+pub fn replayed_kinds() -> Vec<&'static str> {
+    AGENT_KINDS
+        .iter()
+        .chain(REPLAYED_LIFECYCLE)
+        .copied()
+        .collect()
+}
 
 impl Payload {
     /// This entry's `type`.
@@ -704,9 +708,12 @@ impl Payload {
         }
     }
 
-    /// Whether a replay feeds this entry back ([`REPLAYED`]).
+    /// Whether a replay feeds this entry back ([`replayed_kinds`]).
     pub fn replayed(&self) -> bool {
-        REPLAYED.contains(&self.kind())
+        match self {
+            Payload::Agent(_) => true,
+            Payload::Lifecycle(l) => REPLAYED_LIFECYCLE.contains(&l.kind()),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ pub fn journal_line() -> String {
 /// browser replayer imports them (`viewer/src/replayed.json`).
 pub fn replayed() -> String {
     let value = serde_json::json!({
-        "kinds": crate::event::REPLAYED,
+        "kinds": crate::event::replayed_kinds(),
         "agent": crate::event::AGENT_KINDS,
     });
     let mut text = serde_json::to_string_pretty(&value).expect("lists serialize");

@@ -97,14 +97,7 @@ fn finish_reason(s: Option<&str>) -> FinishReason {
 
 /// One attempt.
 pub(crate) async fn send(a: Attempt<'_>) -> Result<ChatResponse, AttemptError> {
-    let timeout = a.timeout;
-    match tokio::time::timeout(timeout, attempt(&a)).await {
-        Ok(r) => r,
-        Err(_) => Err(AttemptError::retry(format!(
-            "the provider did not finish within {} ms",
-            timeout.as_millis()
-        ))),
-    }
+    wire::within(a.timeout, attempt(&a)).await
 }
 
 fn url(base: &str) -> String {

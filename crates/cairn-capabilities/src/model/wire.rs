@@ -6,6 +6,20 @@ use super::{Attempt, AttemptError};
 use futures_util::{Stream, StreamExt};
 use std::time::Duration;
 
+/// One attempt within `timeout`: past it, a retryable error.
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    attempt: impl std::future::Future<Output = Result<T, AttemptError>>,
+) -> Result<T, AttemptError> {
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(AttemptError::retry(format!(
+            "the provider did not finish within {} ms",
+            timeout.as_millis()
+        ))),
+    }
+}
+
 /// POST `body` to `url` with `headers`; the response when its status is a
 /// success.
 pub(crate) async fn post(

@@ -8,14 +8,7 @@ use super::AgentEvent;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IntoDeserializer, MapAccess, Visitor};
 
-const VARIANTS: &[&str] = &[
-    "text_delta",
-    "reasoning_delta",
-    "tool_call",
-    "progress",
-    "retrying",
-    "custom",
-];
+const VARIANTS: &[&str] = super::AGENT_KINDS;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
