@@ -258,3 +258,73 @@ fn the_guest_sdk_packages_on_its_own() {
         );
     }
 }
+
+/// A component importing what the host does not provide (here wasi:http,
+/// as a default `componentize-js` build does, and an unknown package) is
+/// refused before any compile, naming each import and what to do: at
+/// `cairn run` and at upload.
+#[tokio::test]
+async fn an_import_the_host_does_not_provide_is_refused_before_compiling() {
+    let bytes = wat::parse_str(
+        r#"(component
+            (import "wasi:http/outgoing-handler@0.2.10" (instance))
+            (import "acme:thing/other@1.0.0" (instance))
+            (import "wasi:clocks/monotonic-clock@0.2.6" (instance))
+        )"#,
+    )
+    .unwrap();
+    assert_eq!(
+        cairn_runtime::component::imports::imports(&bytes).unwrap(),
+        [
+            "wasi:http/outgoing-handler@0.2.10",
+            "acme:thing/other@1.0.0",
+            "wasi:clocks/monotonic-clock@0.2.6"
+        ]
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("fetcher.wasm");
+    std::fs::write(&file, &bytes).unwrap();
+    let t = std::time::Instant::now();
+    let out = crate::common::cairn_bin()
+        .args(["run", file.to_str().unwrap(), "--prompt", "x", "--home"])
+        .arg(tmp.path().join("home"))
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("imports what this host does not provide"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("wasi:http/outgoing-handler@0.2.10 (outgoing HTTP"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--disable http"), "{stderr}");
+    assert!(stderr.contains("acme:thing/other@1.0.0"), "{stderr}");
+    assert!(
+        !stderr.contains("monotonic-clock"),
+        "a provided import is not named: {stderr}"
+    );
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+
+    let (_home, _rt, base) = crate::common::served_here(None).await;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/components"))
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_component", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wasi:http/outgoing-handler@0.2.10"),
+        "{body}"
+    );
+}

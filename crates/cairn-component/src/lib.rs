@@ -10,6 +10,7 @@ pub mod complexity;
 pub mod cpu;
 pub mod fs;
 mod host;
+pub mod imports;
 mod limiter;
 mod metered;
 mod model;
@@ -75,6 +76,10 @@ pub enum ComponentError {
     /// Past the compile budget (see `complexity`).
     #[error("the component is too complex to compile: {0}")]
     TooComplex(String),
+    /// It imports what this host does not provide (each import named, with
+    /// what to do).
+    #[error("the component imports what this host does not provide: {0}")]
+    Unprovided(String),
     /// Every instance slot of the host is taken (the pooling allocator).
     #[error("the host has no instance free now (capacity: {0}); try again later")]
     Capacity(String),
@@ -371,7 +376,9 @@ impl Components {
                 },
             ));
         }
-        // The compile budget, before any compile: linear, and cheap beside it.
+        // What it imports and the compile budget, before any compile:
+        // linear, and cheap beside it.
+        imports::check(bytes)?;
         complexity::check(bytes)?;
         // Identical bytes compile once: wait for one in flight, then look
         // in the cache again.
