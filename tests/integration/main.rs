@@ -44,5 +44,6 @@ mod store;
 mod stress;
 mod viewer;
 mod vocabulary;
+mod webhook;
 mod wit_versions;
 mod workspaces;

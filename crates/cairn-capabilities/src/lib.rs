@@ -5,6 +5,8 @@
 //!
 //! - [`model::ModelCapability`]: `cairn:model/chat@0.1.0` over
 //!   OpenAI-compatible chat completions and the Anthropic Messages API.
+//! - [`webhook::WebhookCapability`]: decisions nobody present can answer,
+//!   POSTed signed to a workspace's webhook.
 //! - [`secrets::Secrets`]: `[secrets]` resolved host-side when a call needs
 //!   one; a value never reaches a guest, a journal or a message.
 
@@ -12,3 +14,4 @@
 
 pub mod model;
 pub mod secrets;
+pub mod webhook;

@@ -192,9 +192,11 @@ pub async fn open_runtime(
         config.host.models.clone(),
         config.host.secrets.clone(),
     );
+    let webhook = cairn_capabilities::webhook::WebhookCapability::new(config.host.secrets.clone());
     cairn_runtime::Runtime::builder(config)
         .shared_store(cairn_store_postgres::Postgres)
         .capability(std::sync::Arc::new(model))
+        .capability(std::sync::Arc::new(webhook))
         .open()
         .await
 }

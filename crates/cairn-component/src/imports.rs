@@ -58,8 +58,11 @@ pub fn imports(bytes: &[u8]) -> Result<Vec<String>, ComponentError> {
 
 /// Refuse a component that imports anything the host does not provide.
 pub fn check(bytes: &[u8]) -> Result<(), ComponentError> {
+    // Interfaces are named `namespace:package/…`; a plain name is one of
+    // the world's own types (`info`, `start`, `outcome`).
     let missing: Vec<String> = imports(bytes)?
         .into_iter()
+        .filter(|name| name.contains(':'))
         .filter(|name| !PROVIDED.iter().any(|p| name.starts_with(p)))
         .collect();
     if missing.is_empty() {

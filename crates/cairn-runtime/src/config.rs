@@ -296,6 +296,23 @@ pub struct WorkspaceConfig {
     /// a granted model's key needs no grant of its own).
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Where its decisions go when nobody present can answer them.
+    #[serde(default)]
+    pub decisions: Option<DecisionsConfig>,
+}
+
+/// `[workspaces.W.decisions]`: a decision nobody present can answer is
+/// POSTed to `webhook` (route `webhook`), signed with the secret when one
+/// is named; the answer comes back through `POST /v1/decisions/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionsConfig {
+    /// The receiver's URL (`https://…`, or `http://` on loopback).
+    pub webhook: String,
+    /// The secret (`[secrets] NAME`) the body's HMAC-SHA256 is keyed with
+    /// (`x-cairn-signature: sha256=<hex>`).
+    #[serde(default)]
+    pub secret: Option<String>,
 }
 
 /// The config file is unreadable or wrong.
@@ -356,6 +373,22 @@ impl HostConfig {
                     "workspace {name:?} is granted the model {model:?}, which [models] does not define"
                 )));
             }
+            if let Some(d) = &ws.decisions {
+                if !(d.webhook.starts_with("http://") || d.webhook.starts_with("https://")) {
+                    return Err(err(format!(
+                        "workspace {name:?}: decisions.webhook must start with http:// or https://"
+                    )));
+                }
+                if let Some(secret) = d
+                    .secret
+                    .as_ref()
+                    .filter(|s| !config.secrets.contains_key(*s))
+                {
+                    return Err(err(format!(
+                        "workspace {name:?}: decisions.secret names {secret:?}, which [secrets] does not define"
+                    )));
+                }
+            }
             if let Some(secret) = ws.secrets.iter().find(|s| !config.secrets.contains_key(*s)) {
                 return Err(err(format!(
                     "workspace {name:?} is granted the secret {secret:?}, which [secrets] does not define"
@@ -369,14 +402,16 @@ impl HostConfig {
     /// the top level for the host's own workspace (local mode and `cairn
     /// run`), only what it names for any other.
     pub fn grants(&self, workspace: &str) -> crate::component::Grants {
+        if workspace == crate::runtime::HOST_WORKSPACE {
+            return crate::component::Grants {
+                models: self.models.keys().cloned().collect(),
+                secrets: self.secrets.keys().cloned().collect(),
+            };
+        }
         match self.workspaces.get(workspace) {
             Some(ws) => crate::component::Grants {
                 models: ws.models.clone(),
                 secrets: ws.secrets.clone(),
-            },
-            None if workspace == crate::runtime::HOST_WORKSPACE => crate::component::Grants {
-                models: self.models.keys().cloned().collect(),
-                secrets: self.secrets.keys().cloned().collect(),
             },
             None => crate::component::Grants::default(),
         }

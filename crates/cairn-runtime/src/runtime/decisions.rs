@@ -19,6 +19,8 @@ struct Pending {
     run: RunId,
     journal: Arc<SessionJournal>,
     tx: oneshot::Sender<Delivered>,
+    /// Why its webhook delivery failed, when it did.
+    delivery: Option<String>,
 }
 
 /// Why a decision was not accepted.
@@ -65,6 +67,10 @@ pub struct PendingDecision {
     /// The request's details (JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
+    /// Why the workspace's decisions webhook could not be reached, its
+    /// retries spent (the decision stays pending: any seam may answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_failed: Option<String>,
 }
 
 /// Every pending decision of the process.
@@ -95,6 +101,7 @@ impl Broker {
                     run,
                     journal,
                     tx,
+                    delivery: None,
                 },
             );
         rx
@@ -110,6 +117,18 @@ impl Broker {
             .is_some()
     }
 
+    /// Note that a pending decision's webhook delivery failed.
+    pub fn note_delivery(&self, id: &DecisionId, why: String) {
+        if let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(id)
+        {
+            p.delivery = Some(why);
+        }
+    }
+
     /// The pending decisions, optionally of one session.
     pub fn pending(&self, session: Option<&SessionId>) -> Vec<PendingDecision> {
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -123,6 +142,7 @@ impl Broker {
                 request_kind: None,
                 prompt: None,
                 details: None,
+                delivery_failed: p.delivery.clone(),
             })
             .collect();
         out.sort_by(|a, b| a.decision_id.cmp(&b.decision_id));

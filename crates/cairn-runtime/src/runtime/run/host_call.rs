@@ -40,6 +40,16 @@ impl Capabilities {
         self.list.iter().find(|c| c.name() == name)
     }
 
+    /// Where `workspace`'s decisions go when nobody present can answer
+    /// (a `webhook` capability must be registered to send them).
+    pub(crate) fn webhook(&self, workspace: &str) -> Option<crate::config::DecisionsConfig> {
+        self.find(WEBHOOK)?;
+        self.config
+            .workspaces
+            .get(workspace)
+            .and_then(|w| w.decisions.clone())
+    }
+
     /// What `workspace` is granted.
     pub(crate) fn grants(&self, workspace: &str) -> Grants {
         self.config.grants(workspace)
@@ -62,6 +72,10 @@ impl Capabilities {
                 .is_some_and(|c| c.idempotent(op, request))
     }
 }
+
+/// The capability that sends decisions to a workspace's webhook (op
+/// `deliver`); the runtime calls it, never a guest.
+pub(crate) const WEBHOOK: &str = "webhook";
 
 /// The runtime's own capability: delegation (`cairn:controller/workers`).
 pub(crate) const WORKERS: &str = "workers";
@@ -327,5 +341,68 @@ impl RunCtx {
                 Err(crate::component::capability::call_error(CallErrorCode::LimitExceeded, what))
             }
         }
+    }
+}
+
+/// A sink for calls the runtime makes on its own behalf: nothing to journal.
+struct Quiet(tokio::sync::watch::Receiver<Option<super::Cancel>>);
+
+#[async_trait]
+impl CallSink for Quiet {
+    async fn event(&self, _event: AgentEvent) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    async fn cancelled(&self) {
+        let mut rx = self.0.clone();
+        let _ = rx.wait_for(|c| c.is_some()).await;
+    }
+}
+
+impl RunCtx {
+    /// Send a pending decision to the workspace's webhook, off the run's
+    /// path (the run waits for an answer from any seam meanwhile). A
+    /// delivery that fails, retries spent, is noted on the pending
+    /// decision; the decision stays pending.
+    pub(crate) fn deliver(
+        &self,
+        caps: Arc<Capabilities>,
+        hook: crate::config::DecisionsConfig,
+        id: &crate::ids::DecisionId,
+        request: &crate::component::DecisionRequest,
+    ) {
+        let Some(cap) = caps.find(WEBHOOK).cloned() else {
+            return;
+        };
+        let workspace = self.workspace.get().cloned().unwrap_or_default();
+        let body = serde_json::json!({
+            "decision_id": id,
+            "session_id": self.session,
+            "run_id": self.run_id,
+            "request_kind": request.kind,
+            "prompt": request.prompt,
+            "details": request.details,
+            "timeout_ms": request.timeout_ms,
+            "default_value": request.default_value,
+            "answer": format!("POST /v1/decisions/{id}"),
+        });
+        let call = serde_json::json!({ "url": hook.webhook, "secret": hook.secret, "body": body });
+        let broker = self.broker.clone();
+        let id = id.clone();
+        let cancel = self.cancel.subscribe();
+        tokio::spawn(async move {
+            let grants = caps.grants(&workspace);
+            let sink = Quiet(cancel);
+            let ctx = CallCtx {
+                workspace: &workspace,
+                grants: &grants,
+                sink: &sink,
+                timeout: Duration::from_secs(60),
+            };
+            if let Err(e) = cap.call(&ctx, "deliver", call).await {
+                tracing::warn!(decision_id = %id, workspace, error = e.message, "a decision's webhook delivery failed");
+                broker.note_delivery(&id, e.message);
+            }
+        });
     }
 }

@@ -509,13 +509,21 @@ impl RunHost for RunCtx {
             (!present && self.liveness.policy == LivenessPolicy::Park)
                 .then(|| "nobody is present and the liveness policy is park".to_string())
         });
-        let (route, because) = match (&park, present) {
-            (Some(why), _) => (ApprovalRoute::Parked, why.clone()),
-            (None, true) => (
+        let webhook = self.capabilities.get().and_then(|c| {
+            let workspace = self.workspace.get().map(String::as_str).unwrap_or_default();
+            c.webhook(workspace)
+        });
+        let (route, because) = match (&park, present, &webhook) {
+            (Some(why), _, _) => (ApprovalRoute::Parked, why.clone()),
+            (None, true, _) => (
                 ApprovalRoute::Conversational,
                 "a present observer is attached".to_string(),
             ),
-            (None, false) => (
+            (None, false, Some(_)) => (
+                ApprovalRoute::Webhook,
+                "nobody is present; sent to the workspace's decisions webhook (any seam may answer too)".to_string(),
+            ),
+            (None, false, None) => (
                 ApprovalRoute::Poll,
                 "nobody is present; any seam may answer".to_string(),
             ),
@@ -559,7 +567,14 @@ impl RunHost for RunCtx {
         }
         match registered {
             None => Ok(Answer::Park),
-            Some((id, rx)) => self.wait_live(id, rx, &request).await,
+            Some((id, rx)) => {
+                if route == ApprovalRoute::Webhook
+                    && let (Some(hook), Some(caps)) = (webhook, self.capabilities.get())
+                {
+                    self.deliver(caps.clone(), hook, &id, &request);
+                }
+                self.wait_live(id, rx, &request).await
+            }
         }
     }
 
