@@ -65,9 +65,10 @@ fn api(url: &str) -> Api {
 }
 
 /// The damage, each done to its own session.
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "torn line in a segment that is not the active one",
     "a flipped byte in the journal",
+    "a line naming another session",
     "metadata.json deleted",
     "the active segment deleted",
     "the index entry deleted",
@@ -93,6 +94,18 @@ fn damage(case: &str, worker: &Path, summary: &Value) {
             let second_line = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
             bytes[second_line] = b'#';
             std::fs::write(&active, bytes).unwrap();
+        }
+        "a line naming another session" => {
+            // Well-formed, dense, and another session's: copied in by hand.
+            let text = std::fs::read_to_string(&active).unwrap();
+            let mine = summary["session_id"].as_str().unwrap();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            lines[1] = lines[1].replace(
+                &format!("\"session_id\":\"{mine}\""),
+                "\"session_id\":\"another-session\"",
+            );
+            assert!(lines[1].contains("another-session"));
+            std::fs::write(&active, lines.join("\n") + "\n").unwrap();
         }
         "metadata.json deleted" => std::fs::remove_file(worker.join("metadata.json")).unwrap(),
         "the active segment deleted" => std::fs::remove_file(&active).unwrap(),
@@ -168,6 +181,13 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
         } else {
             assert_eq!(status, 409, "{case}: {v}");
             assert_eq!(v["error"]["code"], "corrupt", "{case}: {v}");
+            if case.contains("another session") {
+                let message = v["error"]["message"].as_str().unwrap();
+                assert!(
+                    message.contains("names session \"another-session\"") && message.contains(":2"),
+                    "{case}: {message}"
+                );
+            }
             let message = v["error"]["message"].as_str().unwrap();
             assert!(message.contains(session.as_str()), "{case}: {message}");
             assert!(

@@ -32,7 +32,7 @@ proptest! {
 
     #[test]
     fn the_segment_reader_never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
-        let _ = scan_segment(&bytes, Path::new("fuzz.jsonl"), Some(Seq(0)));
+        let _ = scan_segment(&bytes, Path::new("fuzz.jsonl"), Some(Seq(0)), "fuzz");
     }
 
     #[test]
@@ -48,7 +48,7 @@ proptest! {
         bytes.extend(&tail);
         let junk: Vec<u8> = junk.into_iter().filter(|b| *b != b'\n').collect();
         if tail.is_empty() { bytes.extend(&junk); }
-        let scan = scan_segment(&bytes, Path::new("fuzz.jsonl"), Some(Seq(0))).unwrap();
+        let scan = scan_segment(&bytes, Path::new("fuzz.jsonl"), Some(Seq(0)), "fuzz").unwrap();
         prop_assert_eq!(scan.items.len(), texts.len());
         prop_assert_eq!(scan.good_len as usize, good);
     }
@@ -65,7 +65,7 @@ proptest! {
                 bytes.extend(line(i as u64 + 1, t));
             }
         }
-        match scan_segment(&bytes, Path::new("fuzz.jsonl"), Some(Seq(0))) {
+        match scan_segment(&bytes, Path::new("fuzz.jsonl"), Some(Seq(0)), "fuzz") {
             Ok(scan) => {
                 // Only JSON with a numeric seq parses; it must keep density.
                 let seqs: Vec<u64> = scan.items.iter().map(|i| i.seq().0).collect();

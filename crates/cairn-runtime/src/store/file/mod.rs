@@ -205,9 +205,9 @@ impl FileStore {
             let bytes = read_whole(&segments, &name)
                 .map_err(io(format!("cannot read {}", path.display())))?;
             let (spans, good_len, truncated_line) = match &mut scanned {
-                None => index_segment(&bytes, &path, prev, &mut last_generation)?,
+                None => index_segment(&bytes, &path, prev, &mut last_generation, session.name())?,
                 Some(items) => {
-                    let scan = scan_segment(&bytes, &path, prev)?;
+                    let scan = scan_segment(&bytes, &path, prev, session.name())?;
                     for item in &scan.items {
                         if let Some(g) = item.event().and_then(super::reserved_generation) {
                             last_generation = last_generation.max(g);

@@ -25,9 +25,13 @@ pub fn scan_segment(
     bytes: &[u8],
     path: &std::path::Path,
     prev: Option<Seq>,
+    session: &str,
 ) -> Result<Scan, StoreError> {
     let (spans, items, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
         let item = parse_line(line)?;
+        if let JournalItem::Event(e) = &item {
+            ours(e.session_id.name(), session)?;
+        }
         Ok((item.seq(), item))
     })?;
     Ok(Scan {
@@ -46,12 +50,15 @@ pub fn index_segment(
     path: &std::path::Path,
     prev: Option<Seq>,
     last_generation: &mut Generation,
+    session: &str,
 ) -> Result<Walked, StoreError> {
-    /// Just enough of a line: its seq, and the generation a
+    /// Just enough of a line: its seq, its session, and the generation a
     /// `generation_reserved` entry names.
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         seq: u64,
+        #[serde(borrow, default)]
+        session_id: Option<std::borrow::Cow<'a, str>>,
         #[serde(borrow, default)]
         payload: Option<PayloadHead<'a>>,
     }
@@ -71,7 +78,14 @@ pub fn index_segment(
     }
     let (spans, generations, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
         match serde_json::from_slice::<Head>(line) {
-            Ok(Head { seq, payload }) if seq > 0 => {
+            Ok(Head {
+                seq,
+                session_id,
+                payload,
+            }) if seq > 0 => {
+                if let Some(named) = &session_id {
+                    ours(named, session)?;
+                }
                 let reserved = match payload
                     .filter(|p| p.kind == Some("lifecycle"))
                     .and_then(|p| p.event)
@@ -98,6 +112,17 @@ pub fn index_segment(
         *last_generation = (*last_generation).max(g);
     }
     Ok((spans, good_len, truncated_line))
+}
+
+/// A line naming another session than the one whose segment holds it is
+/// corrupt (a line copied in by hand, or from another home): never served.
+fn ours(named: &str, session: &str) -> Result<(), String> {
+    match named == session {
+        true => Ok(()),
+        false => Err(format!(
+            "the entry names session {named:?}, not {session:?} whose journal this is"
+        )),
+    }
 }
 
 /// A segment's line spans (offset, length), the byte length of its complete
