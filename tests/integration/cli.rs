@@ -327,3 +327,50 @@ fn serve_logs_json_lines_with_the_run_in_their_span() {
     );
     assert_eq!(v["fields"]["status"], "finished", "{v}");
 }
+
+/// `cairn replay --component`: a session re-run by another component (a
+/// shadow replay): the same code matches; other code diverges, naming the
+/// first entry it did differently, exit 1; `--json` says which component.
+#[test]
+fn replay_against_another_component_reports_where_it_diverges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = crate::common::cairn_in(
+        &home,
+        &["run", "echo", "--prompt", "shadow replay", "--json"],
+    );
+    assert!(out.status.success());
+    let session = crate::common::session_of_output(&out.stdout);
+    let same = crate::common::cairn_in(&home, &["replay", &session, "--component", "echo"]);
+    let text = String::from_utf8_lossy(&same.stdout);
+    assert!(same.status.success(), "{text}");
+    assert!(
+        text.contains("1 of 1 runs matched the journal when re-run by echo"),
+        "{text}"
+    );
+    let other = crate::common::cairn_in(
+        &home,
+        &["replay", &session, "--component", "bench-emit", "--json"],
+    );
+    assert_eq!(other.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&other.stdout).unwrap();
+    assert_eq!(report["component"], "bench-emit");
+    let run = &report["runs"][0];
+    assert_eq!(run["result"], "diverged", "{report}");
+    assert_eq!(run["error"]["code"], "replay_diverged", "{report}");
+    assert!(
+        run["error"]["details"]["seq"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    // A component that cannot be had is an error, not a divergence.
+    let missing = crate::common::cairn_in(
+        &home,
+        &["replay", &session, "--component", "/nope/missing.wasm"],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("/nope/missing.wasm"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}

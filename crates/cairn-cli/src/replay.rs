@@ -12,9 +12,14 @@ pub struct ReplayArgs {
     session: String,
     #[command(flatten)]
     home: HomeArg,
-    /// Print the report as JSON: `{"session_id", "runs": [{"result": "matched" | "diverged" | "skipped", "run_id", …}]}`.
+    /// Print the report as JSON: `{"session_id", "component"?, "runs": [{"result": "matched" | "diverged" | "skipped", "run_id", …}]}`.
     #[arg(long)]
     json: bool,
+    /// Re-run every run with this component instead of the one it started
+    /// with (a file, a built-in example or `sha256:…` of an uploaded one):
+    /// does another version do exactly what the journal says?
+    #[arg(long, value_name = "COMPONENT")]
+    component: Option<String>,
 }
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -25,14 +30,20 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     config.restore = false;
     config.sockets = false;
     let rt = crate::open_runtime(config).await?;
-    let report = rt.replay_offline(&session).await?;
+    let against = args
+        .component
+        .as_deref()
+        .map(cairn_runtime::runtime::ComponentRef::parse);
+    let report = rt
+        .replay_offline_against(&session, against.as_ref())
+        .await?;
     let diverged = report
         .iter()
         .any(|r| matches!(r, RunReplay::Diverged { .. }));
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "session_id": session, "runs": report })
+            serde_json::json!({ "session_id": session, "component": args.component, "runs": report })
         );
     } else {
         for r in &report {
@@ -50,7 +61,13 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .filter(|r| matches!(r, RunReplay::Matched { .. }))
             .count();
-        println!("{matched} of {} runs matched the journal", report.len());
+        match &args.component {
+            Some(c) => println!(
+                "{matched} of {} runs matched the journal when re-run by {c}",
+                report.len()
+            ),
+            None => println!("{matched} of {} runs matched the journal", report.len()),
+        }
     }
     Ok(if diverged {
         ExitCode::from(1)

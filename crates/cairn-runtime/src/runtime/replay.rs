@@ -489,6 +489,22 @@ impl Runtime {
         &self,
         session: &SessionId,
     ) -> Result<Vec<RunReplay>, RuntimeError> {
+        self.replay_offline_against(session, None).await
+    }
+
+    /// [`Runtime::replay_offline`] with every run re-run by `against`
+    /// instead of the component it started with: a shadow replay, whether
+    /// another version of the controller does exactly what the journal
+    /// says.
+    pub async fn replay_offline_against(
+        &self,
+        session: &SessionId,
+        against: Option<&ComponentRef>,
+    ) -> Result<Vec<RunReplay>, RuntimeError> {
+        let against = match against {
+            Some(c) => Some(self.resolve(c).await?.0),
+            None => None,
+        };
         let worker = self.open_worker_of(session)?;
         let events = self.events_of(session).await?;
         let journal = self.inner.journals.open(session).await?;
@@ -534,10 +550,14 @@ impl Runtime {
                 }
                 _ => {}
             }
-            let prepared = self
-                .resolve(&ComponentRef::Digest(component.clone()))
-                .await?
-                .0;
+            let prepared = match &against {
+                Some(p) => p.clone(),
+                None => {
+                    self.resolve(&ComponentRef::Digest(component.clone()))
+                        .await?
+                        .0
+                }
+            };
             let checkpoint = self.parked_checkpoint(session, *resumes).await;
             let continue_ = Liveness {
                 policy: LivenessPolicy::Continue,
