@@ -42,6 +42,7 @@ mod shared_store;
 mod skeleton;
 mod store;
 mod stress;
+mod update;
 mod viewer;
 mod vocabulary;
 mod webhook;

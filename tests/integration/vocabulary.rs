@@ -170,6 +170,13 @@ fn samples() -> Vec<Payload> {
             ],
             because: Some("resumed_by_replay".into()),
         },
+        LifecycleEvent::ComponentUpdated {
+            from: "sha256:aa".into(),
+            to: "sha256:bb".into(),
+            mode: UpdateMode::Replay,
+            checked_runs: 3,
+            at_seq: Seq(40),
+        },
         LifecycleEvent::HostCallStarted {
             call_id: 1,
             capability: "model".into(),
@@ -271,7 +278,7 @@ fn no_variant_field_collides_with_a_tag_name() {
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 6 + 23, "every variant sampled once: {kinds:?}");
+    assert_eq!(kinds.len(), 6 + 24, "every variant sampled once: {kinds:?}");
 }
 
 #[test]

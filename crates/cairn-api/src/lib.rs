@@ -85,6 +85,7 @@ fn router_of(state: AppState) -> Router {
         .route("/v1/sessions/{id}/branch", post(sessions::branch))
         .route("/v1/sessions/{id}/prune", post(sessions::prune))
         .route("/v1/sessions/{id}/fork", post(sessions::fork))
+        .route("/v1/sessions/{id}/update", post(sessions::update))
         .route("/v1/runs", post(runs::start).get(runs::list))
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))

@@ -279,6 +279,17 @@ pub fn document() -> Value {
         ok: (201, Reply::Json(r)),
         errors: &[400, 404, 409],
     });
+    let b = d.schema::<crate::wire::UpdateRequest>();
+    let r = d.schema::<cairn_runtime::runtime::update::UpdateReport>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/sessions/{id}/update",
+        summary: "move the session to another component: every ended run shadow-replayed against it first (mode replay), or unchecked (next_run); 409 names the first divergence",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (200, Reply::Json(r)),
+        errors: &[400, 404, 409],
+    });
     let b = d.schema::<StartRunRequest>();
     let r = d.schema::<StartedRun>();
     d.add(Op {

@@ -128,6 +128,25 @@ pub async fn branch(
     ))
 }
 
+/// `POST /v1/sessions/{id}/update`: move the session's worker to another
+/// component (see `cairn_runtime::runtime::update`); `409 conflict` naming
+/// the first divergence when a run does not replay against it.
+pub async fn update(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    Path(id): Path<String>,
+    JsonBody(req): JsonBody<crate::wire::UpdateRequest>,
+) -> Result<Json<cairn_runtime::runtime::update::UpdateReport>, ApiError> {
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
+    let component = crate::runs::component_ref(&s, &ws, &req.component).await?;
+    let mode = req
+        .mode
+        .unwrap_or(cairn_runtime::journal::event::UpdateMode::Replay);
+    Ok(Json(
+        s.rt.update(&session, &component, mode, req.dry_run).await?,
+    ))
+}
+
 pub async fn fork(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,

@@ -51,6 +51,22 @@ pub struct ForkRequest {
     pub id: Option<String>,
 }
 
+/// `POST /v1/sessions/{id}/update`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRequest {
+    /// The component to move to: a built-in example or the `sha256:` digest
+    /// of an upload the workspace may use.
+    pub component: String,
+    /// `replay` (default: every ended run shadow-replayed first, switched
+    /// only if all match) or `next_run` (unchecked).
+    #[serde(default)]
+    pub mode: Option<cairn_runtime::journal::event::UpdateMode>,
+    /// Check only; switch nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
 /// A liveness policy: a name, or the policy with its grace window.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(untagged)]

@@ -402,6 +402,35 @@ impl Client {
         }
     }
 
+    /// Move a session to another component (`cairn update`); the report.
+    pub async fn update(
+        &self,
+        session: &SessionId,
+        component: &str,
+        mode: cairn_runtime::journal::event::UpdateMode,
+        dry_run: bool,
+    ) -> anyhow::Result<Value> {
+        match self {
+            Client::Local(rt) => Ok(serde_json::to_value(
+                rt.update(
+                    session,
+                    &cairn_runtime::runtime::ComponentRef::parse(component),
+                    mode,
+                    dry_run,
+                )
+                .await?,
+            )?),
+            Client::Remote { .. } => {
+                let s = enc(session.name());
+                self.post(
+                    &format!("/v1/sessions/{s}/update"),
+                    serde_json::json!({ "component": component, "mode": mode, "dry_run": dry_run }),
+                )
+                .await
+            }
+        }
+    }
+
     /// Delete a session.
     pub async fn rm(&self, session: &SessionId) -> anyhow::Result<()> {
         match self {

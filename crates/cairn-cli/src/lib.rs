@@ -59,6 +59,9 @@ enum Command {
     Branch(manage::BranchArgs),
     /// Fork a session before a user message into a new worker and session.
     Fork(manage::ForkArgs),
+    /// Move a session to another version of its controller, checked by
+    /// shadow replay of every ended run (or not: --mode next-run).
+    Update(manage::UpdateArgs),
     /// Write a session's journal as JSONL to stdout.
     Export(manage::SessionArg),
     /// Re-run a session's ended runs offline against its journal; exit 1 on divergence.
@@ -255,6 +258,7 @@ pub fn main() -> ExitCode {
             Command::Compact(args) => manage::compact(args).await,
             Command::Branch(args) => manage::branch(args).await,
             Command::Fork(args) => manage::fork(args).await,
+            Command::Update(args) => manage::update(args).await,
             Command::Attach(args) => attach::attach(args).await,
             Command::Migrate(args) => migrate::migrate(args).await,
             Command::Queue(cmd) => queue::queue(cmd).await,

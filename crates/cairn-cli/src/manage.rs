@@ -98,6 +98,71 @@ pub struct ForkArgs {
     target: TargetArgs,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct UpdateArgs {
+    /// The session.
+    session: String,
+    /// The component to move to: a built-in example, a file, or `sha256:…`.
+    #[arg(long)]
+    component: String,
+    /// `replay` (every ended run re-run against it first; switched only if
+    /// all match) or `next-run` (unchecked).
+    #[arg(long, default_value = "replay", value_parser = ["replay", "next-run"])]
+    mode: String,
+    /// Check only; switch nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// `cairn update`: move a session to another component.
+pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
+    use cairn_runtime::journal::event::UpdateMode;
+    let session = super::session_arg(&args.session)?;
+    let mode = match args.mode.as_str() {
+        "next-run" => UpdateMode::NextRun,
+        _ => UpdateMode::Replay,
+    };
+    let out = args
+        .target
+        .writer("update")
+        .await?
+        .update(&session, &args.component, mode, args.dry_run)
+        .await?;
+    if args.target.json {
+        println!("{out}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runs = out["runs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let matched = runs.iter().filter(|r| r["result"] == "matched").count();
+    if mode == UpdateMode::Replay {
+        println!(
+            "{matched} of {} runs replay against {}",
+            runs.len(),
+            out["to"].as_str().unwrap_or("")
+        );
+    }
+    match (out["switched"].as_bool(), args.dry_run) {
+        (Some(true), _) => println!(
+            "session {} moved from {} to {}",
+            out["session_id"].as_str().unwrap_or(""),
+            out["from"].as_str().unwrap_or("(none)"),
+            out["to"].as_str().unwrap_or("")
+        ),
+        (_, true) => println!("dry run: nothing switched"),
+        _ => println!(
+            "session {} is on {} already",
+            out["session_id"].as_str().unwrap_or(""),
+            out["to"].as_str().unwrap_or("")
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn segment(
     target: &TargetArgs,
     session: &str,

@@ -152,6 +152,19 @@ pub fn line(event: &SessionEvent) -> String {
                 (None, Some(r)) => format!("call {call_id:<5} → {r}"),
                 (None, None) => format!("call {call_id:<5} → (nothing)"),
             },
+            LifecycleEvent::ComponentUpdated {
+                from,
+                to,
+                mode,
+                checked_runs,
+                ..
+            } => format!(
+                "update     {from} → {to} ({}, {checked_runs} runs checked)",
+                match mode {
+                    cairn_runtime::journal::event::UpdateMode::Replay => "replay",
+                    cairn_runtime::journal::event::UpdateMode::NextRun => "next run",
+                }
+            ),
             LifecycleEvent::ChildNotification {
                 worker_id, status, ..
             } => format!("child      {worker_id} {status} (a hint)"),

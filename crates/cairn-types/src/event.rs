@@ -180,6 +180,17 @@ pub enum AgentEvent {
     },
 }
 
+/// How a component update was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateMode {
+    /// Every ended run shadow-replayed against the new component first;
+    /// switched only when all matched.
+    Replay,
+    /// Switched unchecked: runs before it replay with their own component.
+    NextRun,
+}
+
 /// Who wrote an agent event the controller did not emit itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -632,6 +643,22 @@ pub enum LifecycleEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<CallUsage>,
     },
+    /// The worker's component binding changed (`cairn update`): runs after
+    /// this entry start with `to`; each run replays with the component its
+    /// `started` names.
+    ComponentUpdated {
+        /// The digest it was bound to.
+        from: String,
+        /// The digest it is bound to now.
+        to: String,
+        /// How the switch was checked.
+        mode: UpdateMode,
+        /// Ended runs shadow-replayed against `to` and matched (0 in
+        /// `next_run` mode).
+        checked_runs: u64,
+        /// The session's last seq before the switch.
+        at_seq: Seq,
+    },
     /// A `workers` call (delegation) and the answer the controller got,
     /// journaled before it saw it: a replay answers the call from here and
     /// spawns nothing again.
@@ -743,6 +770,7 @@ impl LifecycleEvent {
             LifecycleEvent::HostCallStarted { .. } => "host_call_started",
             LifecycleEvent::HostCallFinished { .. } => "host_call_finished",
             LifecycleEvent::WorkerCall { .. } => "worker_call",
+            LifecycleEvent::ComponentUpdated { .. } => "component_updated",
             LifecycleEvent::ChildNotification { .. } => "child_notification",
         }
     }

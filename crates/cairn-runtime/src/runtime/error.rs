@@ -50,6 +50,16 @@ pub enum RuntimeError {
     /// The run names no component and the worker has none yet.
     #[error("session {0} has no component yet: name one")]
     NoComponent(SessionId),
+    /// A component update was refused: a run of the session does not
+    /// replay against the new component.
+    #[error("session {session} stays on its component: {message}")]
+    UpdateDiverged {
+        /// The session.
+        session: SessionId,
+        /// The first divergence: the run, seq, what the journal has, what
+        /// the new component did.
+        message: String,
+    },
     /// The worker is bound to another component.
     #[error(
         "worker {worker} is bound to component {bound}; this run names {given}. Replay must re-run the code that wrote the journal, so a worker keeps its component"
@@ -189,9 +199,9 @@ impl RuntimeError {
             RuntimeError::UnsupportedPolicy { .. } => ErrorCode::UnsupportedPolicy,
             RuntimeError::TooLarge { .. } => ErrorCode::TooLarge,
             RuntimeError::AboveCeiling(_) => ErrorCode::LimitExceeded,
-            RuntimeError::ClaimHeld { .. } | RuntimeError::ComponentMismatch { .. } => {
-                ErrorCode::Conflict
-            }
+            RuntimeError::ClaimHeld { .. }
+            | RuntimeError::ComponentMismatch { .. }
+            | RuntimeError::UpdateDiverged { .. } => ErrorCode::Conflict,
             RuntimeError::SessionMismatch { .. }
             | RuntimeError::NoComponent(_)
             | RuntimeError::InvalidRequest(_) => ErrorCode::InvalidRequest,

@@ -29,6 +29,7 @@ pub mod state;
 mod supervise;
 pub mod telemetry;
 mod tree;
+pub mod update;
 
 use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};

@@ -416,7 +416,7 @@ async fn close_run(
 }
 
 /// How one run replayed offline.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum RunReplay {
     /// Every emit and the outcome matched.

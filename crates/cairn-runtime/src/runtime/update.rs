@@ -1,0 +1,141 @@
+//! Component updates (`cairn update`, `POST /v1/sessions/{id}/update`): a
+//! worker's binding moves to another component, recorded in the journal as
+//! `component_updated`. In `replay` mode every ended run is first re-run
+//! offline against the new component (a shadow replay, nothing written) and
+//! the switch happens only when all match; `next_run` switches unchecked.
+//! Each run keeps replaying with the component its `started` names, so old
+//! runs replay as they ran either way. A live run is never switched: the
+//! update waits for the session to be idle (`409 live_run` meanwhile).
+
+use super::replay::RunReplay;
+use super::{ComponentRef, Runtime, RuntimeError};
+use crate::SessionId;
+use crate::journal::event::{LifecycleEvent, Payload, UpdateMode};
+use serde::Serialize;
+
+/// What an update did (or, with `dry_run`, would do).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct UpdateReport {
+    /// The session.
+    pub session_id: SessionId,
+    /// The digest it was bound to.
+    pub from: Option<String>,
+    /// The digest asked for.
+    pub to: String,
+    /// How it was checked.
+    pub mode: UpdateMode,
+    /// Whether the binding moved (false on a dry run, or when nothing was
+    /// to change).
+    pub switched: bool,
+    /// Each ended run's shadow replay (`replay` mode).
+    pub runs: Vec<RunReplay>,
+}
+
+impl Runtime {
+    /// Move `session`'s worker to `component` (see the module's notes).
+    pub async fn update(
+        &self,
+        session: &SessionId,
+        component: &ComponentRef,
+        mode: UpdateMode,
+        dry_run: bool,
+    ) -> Result<UpdateReport, RuntimeError> {
+        if self.inner.cluster.is_some() {
+            return Err(RuntimeError::InvalidRequest(
+                "component updates are not available on a shared store yet".into(),
+            ));
+        }
+        let worker = self.open_worker_of(session)?;
+        let record = worker
+            .record()
+            .map_err(|e| RuntimeError::from(e).for_session(session))?;
+        if let Some(run) = self.live_run_of(session) {
+            return Err(RuntimeError::LiveRun {
+                session: session.clone(),
+                run,
+            });
+        }
+        let (prepared, bytes) = self.resolve(component).await?;
+        let to = prepared.digest().to_string();
+        let from = record.component.clone();
+        let mut report = UpdateReport {
+            session_id: session.clone(),
+            from: from.clone(),
+            to: to.clone(),
+            mode,
+            switched: false,
+            runs: Vec::new(),
+        };
+        if from.as_deref() == Some(to.as_str()) {
+            return Ok(report);
+        }
+        if mode == UpdateMode::Replay {
+            report.runs = self
+                .replay_offline_against(session, Some(component))
+                .await?;
+            if let Some(RunReplay::Diverged { run_id, error }) = report
+                .runs
+                .iter()
+                .find(|r| matches!(r, RunReplay::Diverged { .. }))
+            {
+                return Err(RuntimeError::UpdateDiverged {
+                    session: session.clone(),
+                    message: format!(
+                        "run {run_id} does not replay against {to}: {}",
+                        error.message
+                    ),
+                });
+            }
+        }
+        if dry_run {
+            return Ok(report);
+        }
+        if let Some(bytes) = &bytes {
+            self.inner.bytes.put_component(&to, bytes)?;
+        }
+        let checked_runs = report
+            .runs
+            .iter()
+            .filter(|r| matches!(r, RunReplay::Matched { .. }))
+            .count() as u64;
+        let journal = self
+            .inner
+            .journals
+            .open(session)
+            .await
+            .map_err(|e| RuntimeError::from(e).for_session(session))?;
+        let at_seq = journal.last_seq().await;
+        // The journal first (the authority), then `worker.json`.
+        journal
+            .append(
+                None,
+                Payload::Lifecycle(LifecycleEvent::ComponentUpdated {
+                    from: from.clone().unwrap_or_default(),
+                    to: to.clone(),
+                    mode,
+                    checked_runs,
+                    at_seq,
+                }),
+            )
+            .await
+            .map_err(|e| RuntimeError::from(e).for_session(session))?;
+        let mut record = worker
+            .record()
+            .map_err(|e| RuntimeError::from(e).for_session(session))?;
+        record.component = Some(to);
+        worker
+            .write_record(&record)
+            .map_err(|e| RuntimeError::from(e).for_session(session))?;
+        report.switched = true;
+        Ok(report)
+    }
+
+    /// The live run of `session` in this process, if any.
+    fn live_run_of(&self, session: &SessionId) -> Option<crate::ids::RunId> {
+        self.inner
+            .registry
+            .sessions()
+            .get(session)
+            .and_then(|l| l.live_run().map(|r| r.run_id))
+    }
+}
