@@ -9,20 +9,24 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Forwards to `upstream`; the first connection's answer goes one byte at a
-/// time and ends just after its first SSE event. Records each request head.
+/// Forwards to `upstream`; the answer to the first `/events?` request goes
+/// one byte at a time and ends just after its first SSE event (whichever
+/// connection carries it: the client may reuse a kept-alive one or open
+/// another). Records each request head.
 async fn splitting_proxy(upstream: String) -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let heads = Arc::new(Mutex::new(Vec::new()));
     let seen = heads.clone();
+    let split_done = Arc::new(AtomicBool::new(false));
     tokio::spawn(async move {
-        let mut n = 0;
         while let Ok((client, _)) = listener.accept().await {
-            n += 1;
-            let first = n == 1;
             let upstream = upstream.clone();
             let heads = seen.clone();
+            let split_done = split_done.clone();
+            let events_here = Arc::new(AtomicBool::new(false));
+            let marking = events_here.clone();
             tokio::spawn(async move {
                 let server = TcpStream::connect(&upstream).await.unwrap();
                 let (mut cr, mut cw) = client.into_split();
@@ -36,10 +40,11 @@ async fn splitting_proxy(upstream: String) -> (String, Arc<Mutex<Vec<String>>>) 
                         }
                         head.extend_from_slice(&buf[..k]);
                         if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-                            heads
-                                .lock()
-                                .unwrap()
-                                .push(String::from_utf8_lossy(&head[..end]).to_lowercase());
+                            let text = String::from_utf8_lossy(&head[..end]).to_lowercase();
+                            if text.contains("/events?") {
+                                marking.store(true, Ordering::SeqCst);
+                            }
+                            heads.lock().unwrap().push(text);
                             head.clear();
                         }
                         if sw.write_all(&buf[..k]).await.is_err() {
@@ -48,12 +53,21 @@ async fn splitting_proxy(upstream: String) -> (String, Arc<Mutex<Vec<String>>>) 
                     }
                 });
                 let mut answer = Vec::new();
+                let mut splitting = false;
                 let mut buf = vec![0u8; 8192];
                 while let Ok(k) = sr.read(&mut buf).await {
                     if k == 0 {
                         break;
                     }
-                    if !first {
+                    if !splitting
+                        && events_here.load(Ordering::SeqCst)
+                        && split_done
+                            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                            .is_ok()
+                    {
+                        splitting = true;
+                    }
+                    if !splitting {
                         if cw.write_all(&buf[..k]).await.is_err() {
                             break;
                         }

@@ -709,3 +709,23 @@ async fn every_run_of_a_multi_turn_agent_session_replays_with_the_history_it_saw
     assert!(stdout.contains("2 of 2"), "{stdout}");
     assert_eq!(provider.requests(), 2);
 }
+
+#[test]
+fn an_agent_on_a_host_without_models_says_how_to_add_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::common::cairn_bin()
+        .args(["run", "agent", "--prompt", "hello", "--home"])
+        .arg(tmp.path().join("home"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("there is no model \"default\" in this host's [models] (add [models.default] to cairn.toml)"),
+        "{text}"
+    );
+}

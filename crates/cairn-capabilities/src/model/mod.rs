@@ -150,6 +150,15 @@ impl ModelCapability {
     }
 
     async fn chat(&self, ctx: &CallCtx<'_>, request: ChatRequest) -> Result<CallReply, CallError> {
+        let Some(entry) = self.models.get(&request.model) else {
+            return Err(call_error(
+                CallErrorCode::Refused,
+                format!(
+                    "there is no model {:?} in this host's [models] (add [models.{}] to cairn.toml)",
+                    request.model, request.model
+                ),
+            ));
+        };
         if !ctx.grants.models.contains(&request.model) {
             return Err(call_error(
                 CallErrorCode::Refused,
@@ -159,12 +168,6 @@ impl ModelCapability {
                 ),
             ));
         }
-        let Some(entry) = self.models.get(&request.model) else {
-            return Err(call_error(
-                CallErrorCode::Refused,
-                format!("there is no model {:?} in [models]", request.model),
-            ));
-        };
         let key = match &entry.api_key {
             Some(name) => Some(
                 self.secrets
