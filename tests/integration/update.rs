@@ -4,7 +4,6 @@
 //! with.
 
 use crate::common::{cairn_in, fixture, run_to_end, session_of_output};
-use cairn_runtime::journal::event::UpdateMode;
 use cairn_runtime::runtime::{ComponentRef, RuntimeConfig, StartRun};
 use cairn_runtime::{RunStatus, SessionId};
 use serde_json::{Value, json};
@@ -217,4 +216,57 @@ async fn the_update_route_is_workspace_scoped_and_refuses_a_live_session() {
     let report: Value = r.json().await.unwrap();
     assert_eq!(report["switched"], true, "{report}");
     assert_eq!(report["mode"], "replay", "{report}");
+}
+
+/// kill at the one point between the update's two writes (the journal's
+/// `component_updated`, then `worker.json`): the next owner's open binds
+/// the worker as the journal says, so the next run runs the new component.
+#[tokio::test]
+async fn an_update_cut_short_after_its_journal_entry_is_finished_by_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let session = run_echo(&home, "hello again");
+    let v2 = fixture("echo-v2");
+    let out = crate::common::cairn_bin()
+        .args([
+            "update",
+            &session,
+            "--component",
+            v2.to_str().unwrap(),
+            "--home",
+        ])
+        .arg(&home)
+        .env("CAIRN_CRASH_AT", "update-journaled")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the crash point aborts the update");
+    let entries = export(&home, &session);
+    let to = entries
+        .iter()
+        .find(|e| e["payload"]["event"]["type"] == "component_updated")
+        .expect("the entry was written before the crash")["payload"]["event"]["to"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bound = |home: &Path| -> String {
+        let w = std::fs::read_dir(home.join("workers"))
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap();
+        let doc: Value =
+            serde_json::from_slice(&std::fs::read(w.path().join("worker.json")).unwrap()).unwrap();
+        doc["component"].as_str().unwrap().to_string()
+    };
+    assert_ne!(bound(&home), to, "worker.json missed it");
+    let rt = cairn_cli::open_runtime(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(bound(&home), to, "the open bound it as the journal says");
+    let mut next = StartRun::new(ComponentRef::BuiltIn("echo".into()), "v2 after the crash");
+    next.component = None;
+    next.session = Some(SessionId::parse(&session).unwrap());
+    let (started, facts, _) = run_to_end(&rt, next, None).await;
+    assert_eq!(facts.status, RunStatus::Finished);
+    assert_eq!(started.component, to);
 }

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 const SECRET: &str = "whsec-0123456789abcdef";
 
+/// What a receiver got: each delivery's headers and body.
+type Deliveries = Arc<Mutex<Vec<(axum::http::HeaderMap, Vec<u8>)>>>;
+
 /// A receiver: records (headers, body); answers `status`; when `answer`
 /// is set, approves the decision through the API it names.
-async fn receiver(
-    status: u16,
-    answer: Option<String>,
-) -> (String, Arc<Mutex<Vec<(axum::http::HeaderMap, Vec<u8>)>>>) {
-    let seen: Arc<Mutex<Vec<(axum::http::HeaderMap, Vec<u8>)>>> = Arc::default();
+async fn receiver(status: u16, answer: Option<String>) -> (String, Deliveries) {
+    let seen: Deliveries = Arc::default();
     let log = seen.clone();
     let handler = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
         let log = log.clone();
@@ -99,7 +99,10 @@ async fn a_decision_nobody_present_can_answer_goes_to_the_webhook_signed() {
         .json()
         .await
         .unwrap();
-    let run = r["run_id"].as_str().expect(&r.to_string()).to_string();
+    let run = r["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
     let end = until_ended(&base, &run).await;
     assert_eq!(end["state"], "finished", "{end}");
     let seen = seen.lock().unwrap().clone();

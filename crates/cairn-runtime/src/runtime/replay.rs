@@ -72,6 +72,20 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             JournalItem::Unknown { .. } => None,
         })
         .collect();
+    // A component update the journal holds and `worker.json` missed (the
+    // host died between the two writes): the binding follows the journal.
+    let bound = match super::update::journaled_binding(&events) {
+        Some(to) if bound.as_deref() != Some(to.as_str()) => {
+            match super::update::rebind(&worker, &to) {
+                Ok(()) => Some(to),
+                Err(e) => {
+                    tracing::warn!("session {session}: cannot follow its component update: {e}");
+                    bound
+                }
+            }
+        }
+        _ => bound,
+    };
     let runs = runs_of(&events);
     // A last run that parked asking to be resumed at the next start is.
     if let Some((run, Some(started), Some(end))) = runs.last()

@@ -119,13 +119,8 @@ impl Runtime {
             )
             .await
             .map_err(|e| RuntimeError::from(e).for_session(session))?;
-        let mut record = worker
-            .record()
-            .map_err(|e| RuntimeError::from(e).for_session(session))?;
-        record.component = Some(to);
-        worker
-            .write_record(&record)
-            .map_err(|e| RuntimeError::from(e).for_session(session))?;
+        crate::fsutil::crash_point("update-journaled");
+        rebind(&worker, &to).map_err(|e| RuntimeError::from(e).for_session(session))?;
         report.switched = true;
         Ok(report)
     }
@@ -138,4 +133,22 @@ impl Runtime {
             .get(session)
             .and_then(|l| l.live_run().map(|r| r.run_id))
     }
+}
+
+/// The component the journal's last `component_updated` binds to, if any.
+pub(crate) fn journaled_binding(events: &[crate::SessionEvent]) -> Option<String> {
+    events.iter().rev().find_map(|e| match &e.payload {
+        Payload::Lifecycle(LifecycleEvent::ComponentUpdated { to, .. }) => Some(to.clone()),
+        _ => None,
+    })
+}
+
+/// Bind `worker` to `to` in `worker.json`.
+pub(crate) fn rebind(
+    worker: &crate::worker::WorkerDir,
+    to: &str,
+) -> Result<(), crate::worker::WorkerError> {
+    let mut record = worker.record()?;
+    record.component = Some(to.to_string());
+    worker.write_record(&record)
 }
