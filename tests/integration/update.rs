@@ -270,3 +270,74 @@ async fn an_update_cut_short_after_its_journal_entry_is_finished_by_the_next_ope
     assert_eq!(facts.status, RunStatus::Finished);
     assert_eq!(started.component, to);
 }
+
+/// `POST /v1/runs` naming another component on an existing session is an
+/// update in `replay` mode: switched when every run replays (the run goes
+/// on with it), refused naming the divergence when not (no run starts).
+#[tokio::test]
+async fn a_run_naming_another_component_updates_its_session_by_shadow_replay() {
+    let (_tmp, rt, base) = crate::common::served_here(None).await;
+    let http = reqwest::Client::new();
+    let uploaded: Value = http
+        .post(format!("{base}/v1/components"))
+        .header("content-type", "application/wasm")
+        .body(std::fs::read(fixture("echo-v2")).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = uploaded["digest"].as_str().unwrap().to_string();
+    let (calm, _, _) = run_to_end(&rt, crate::common::start_req("echo", "calm words"), None).await;
+    let (loud, _, _) = run_to_end(&rt, crate::common::start_req("echo", "shout words"), None).await;
+    let r = http
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"session": calm.session_id.to_string(), "component": digest, "prompt": "v2 now"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let body: Value = r.json().await.unwrap();
+    let run: cairn_runtime::RunId = body["run_id"].as_str().unwrap().parse().unwrap();
+    let facts = rt.wait(run).await.unwrap();
+    assert_eq!(facts.status, RunStatus::Finished);
+    assert_eq!(facts.component, digest);
+    let entries = crate::common::entries_json(&rt, &calm.session_id).await;
+    let kinds: Vec<&str> = entries
+        .iter()
+        .map(|e| e["payload"]["event"]["type"].as_str().unwrap())
+        .collect();
+    let updated = kinds
+        .iter()
+        .position(|k| *k == "component_updated")
+        .unwrap();
+    let started = kinds.iter().rposition(|k| *k == "started").unwrap();
+    assert!(
+        updated < started,
+        "the update comes before the run: {kinds:?}"
+    );
+    let r = http
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"session": loud.session_id.to_string(), "component": digest, "prompt": "v2 now"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "conflict", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stays on its component"),
+        "{body}"
+    );
+    let entries = crate::common::entries_json(&rt, &loud.session_id).await;
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e["payload"]["event"]["type"] == "component_updated"),
+        "no update of the loud session"
+    );
+}

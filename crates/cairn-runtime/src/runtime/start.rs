@@ -408,11 +408,23 @@ impl Runtime {
         };
         match &record.component {
             Some(bound) if bound != prepared.digest() => {
-                return Err(RuntimeError::ComponentMismatch {
-                    worker: worker.id(),
-                    bound: bound.clone(),
-                    given: prepared.digest().to_string(),
-                });
+                // Another component on an existing worker is an update,
+                // checked by shadow replay of every ended run: switched
+                // when all match, refused naming the first divergence.
+                let Some(named) = &req.component else {
+                    return Err(RuntimeError::ComponentMismatch {
+                        worker: worker.id(),
+                        bound: bound.clone(),
+                        given: prepared.digest().to_string(),
+                    });
+                };
+                self.update(
+                    &session,
+                    named,
+                    crate::journal::event::UpdateMode::Replay,
+                    false,
+                )
+                .await?;
             }
             Some(_) => {}
             None => {
