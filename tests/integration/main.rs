@@ -14,6 +14,7 @@ mod clients;
 mod common;
 mod corruption;
 mod delegation;
+mod delegation_compat;
 mod deletes;
 mod doctor;
 mod fuzz;

@@ -8,6 +8,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod agent_wire;
+mod call;
+mod kinds;
+pub use call::{CallError, CallErrorCode, CallUsage};
+pub use kinds::{AGENT_KINDS, REPLAYED_LIFECYCLE, replayed_kinds};
 
 /// One entry in a session's stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -334,59 +338,6 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// What a host call used, as its capability reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CallUsage {
-    /// Input (prompt) tokens.
-    #[serde(default)]
-    pub input_tokens: u64,
-    /// Output (completion) tokens.
-    #[serde(default)]
-    pub output_tokens: u64,
-}
-
-/// Why a host call gave no response: the error value the guest got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CallError {
-    /// What kind of failure.
-    pub code: CallErrorCode,
-    /// A sentence for people (never a secret).
-    pub message: String,
-}
-
-/// The kinds of host-call failure a guest sees (values, never traps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CallErrorCode {
-    /// The workspace is not granted what the call names, or the request
-    /// is not one the capability takes.
-    Refused,
-    /// A limit of the run (`model_calls`, `model_tokens`, …) stops it.
-    LimitExceeded,
-    /// The provider (or the far side) failed, retries spent.
-    Provider,
-    /// The run was cancelled while the call was under way.
-    Cancelled,
-    /// The host died while the call was under way and the operation is not
-    /// safe to repeat.
-    Interrupted,
-}
-
-impl CallErrorCode {
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallErrorCode::Refused => "refused",
-            CallErrorCode::LimitExceeded => "limit_exceeded",
-            CallErrorCode::Provider => "provider",
-            CallErrorCode::Cancelled => "cancelled",
-            CallErrorCode::Interrupted => "interrupted",
-        }
-    }
-}
-
 /// A failure, with a stable code.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -684,97 +635,7 @@ pub enum LifecycleEvent {
     },
 }
 
-/// Every agent event's `type`.
-pub const AGENT_KINDS: &[&str] = &[
-    "text_delta",
-    "reasoning_delta",
-    "tool_call",
-    "progress",
-    "retrying",
-    "custom",
-];
-
-/// The lifecycle entries a replay feeds back to its controller beside
-/// every agent event: those that answer an import. With [`AGENT_KINDS`],
-/// the one list of a run's script ([`replayed_kinds`]): restore and `cairn
-/// replay` use it ([`Payload::replayed`]), and so does the browser's
-/// replayer (through `cairn schema replayed`).
-pub const REPLAYED_LIFECYCLE: &[&str] = &[
-    "decision_requested",
-    "approval_routed",
-    "decision_recorded",
-    "decision_timed_out",
-    "worker_call",
-    "host_call_started",
-    "host_call_finished",
-];
-
-/// Every kind a replay feeds back: the agent events, then
-/// [`REPLAYED_LIFECYCLE`].
-pub fn replayed_kinds() -> Vec<&'static str> {
-    AGENT_KINDS
-        .iter()
-        .chain(REPLAYED_LIFECYCLE)
-        .copied()
-        .collect()
-}
-
-impl Payload {
-    /// This entry's `type`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Payload::Agent(a) => match a {
-                AgentEvent::TextDelta { .. } => "text_delta",
-                AgentEvent::ReasoningDelta { .. } => "reasoning_delta",
-                AgentEvent::ToolCall { .. } => "tool_call",
-                AgentEvent::Progress { .. } => "progress",
-                AgentEvent::Retrying { .. } => "retrying",
-                AgentEvent::Custom { .. } => "custom",
-            },
-            Payload::Lifecycle(l) => l.kind(),
-        }
-    }
-
-    /// Whether a replay feeds this entry back ([`replayed_kinds`]).
-    pub fn replayed(&self) -> bool {
-        match self {
-            Payload::Agent(_) => true,
-            Payload::Lifecycle(l) => REPLAYED_LIFECYCLE.contains(&l.kind()),
-        }
-    }
-}
-
 impl LifecycleEvent {
-    /// This entry's `type`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            LifecycleEvent::SegmentCreated { .. } => "segment_created",
-            LifecycleEvent::CompactionSummary { .. } => "compaction_summary",
-            LifecycleEvent::HistoryImported { .. } => "history_imported",
-            LifecycleEvent::ForkedFrom { .. } => "forked_from",
-            LifecycleEvent::GenerationReserved { .. } => "generation_reserved",
-            LifecycleEvent::Started { .. } => "started",
-            LifecycleEvent::ObserverAttached { .. } => "observer_attached",
-            LifecycleEvent::ObserverDetached { .. } => "observer_detached",
-            LifecycleEvent::ClaimsExhausted => "claims_exhausted",
-            LifecycleEvent::LivenessDecided { .. } => "liveness_decided",
-            LifecycleEvent::DecisionRequested { .. } => "decision_requested",
-            LifecycleEvent::ApprovalRouted { .. } => "approval_routed",
-            LifecycleEvent::DecisionRecorded { .. } => "decision_recorded",
-            LifecycleEvent::DecisionTimedOut { .. } => "decision_timed_out",
-            LifecycleEvent::ResumedByReplay { .. } => "resumed_by_replay",
-            LifecycleEvent::Finished { .. } => "finished",
-            LifecycleEvent::Cancelled { .. } => "cancelled",
-            LifecycleEvent::Failed { .. } => "failed",
-            LifecycleEvent::Parked { .. } => "parked",
-            LifecycleEvent::HostCallStarted { .. } => "host_call_started",
-            LifecycleEvent::HostCallFinished { .. } => "host_call_finished",
-            LifecycleEvent::WorkerCall { .. } => "worker_call",
-            LifecycleEvent::ComponentUpdated { .. } => "component_updated",
-            LifecycleEvent::ChildNotification { .. } => "child_notification",
-        }
-    }
-
     /// Whether this event ends a run.
     pub fn is_terminal(&self) -> bool {
         matches!(

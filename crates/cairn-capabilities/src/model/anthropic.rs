@@ -4,7 +4,7 @@
 //! events (`message_start`, `content_block_*`, `message_delta`, …).
 
 use super::wire;
-use super::{Attempt, AttemptError, stream_event};
+use super::{Attempt, AttemptError, stream_event, stream_tool_call};
 use cairn_types::event::{AgentEvent, By};
 use cairn_types::model::{ChatRequest, ChatResponse, FinishReason, Role, ToolCall, ToolChoice};
 use futures_util::StreamExt;
@@ -239,18 +239,7 @@ async fn attempt(a: &Attempt<'_>) -> Result<ChatResponse, AttemptError> {
                     if call.arguments.is_empty() {
                         call.arguments = "{}".into();
                     }
-                    let arguments = serde_json::from_str(&call.arguments)
-                        .unwrap_or(Value::String(call.arguments.clone()));
-                    stream_event(
-                        a.ctx,
-                        AgentEvent::ToolCall {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            arguments,
-                            by: Some(By::Model),
-                        },
-                    )
-                    .await?;
+                    stream_tool_call(a.ctx, call).await?;
                 }
             }
             "message_delta" => {

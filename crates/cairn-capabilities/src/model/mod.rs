@@ -286,6 +286,26 @@ impl Capability for ModelCapability {
     }
 }
 
+/// Emit a tool call the model asked for, once it is whole (`by: model`;
+/// arguments that are not JSON go as the text the model wrote).
+pub(crate) async fn stream_tool_call(
+    ctx: &CallCtx<'_>,
+    call: &cairn_types::model::ToolCall,
+) -> Result<(), AttemptError> {
+    let arguments = serde_json::from_str(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+    stream_event(
+        ctx,
+        AgentEvent::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments,
+            by: Some(cairn_types::event::By::Model),
+        },
+    )
+    .await
+}
+
 /// Emit a streamed piece (`by: model`); `Err` when the run may write no more.
 pub(crate) async fn stream_event(ctx: &CallCtx<'_>, event: AgentEvent) -> Result<(), AttemptError> {
     ctx.sink

@@ -3,7 +3,7 @@
 //! `data:` chunks up to `[DONE]`, with `stream_options.include_usage`.
 
 use super::wire;
-use super::{Attempt, AttemptError, stream_event};
+use super::{Attempt, AttemptError, stream_event, stream_tool_call};
 use cairn_types::event::{AgentEvent, By};
 use cairn_types::model::{ChatRequest, ChatResponse, FinishReason, Role, ToolCall, ToolChoice};
 use futures_util::StreamExt;
@@ -222,18 +222,7 @@ async fn attempt(a: &Attempt<'_>) -> Result<ChatResponse, AttemptError> {
         ));
     }
     for call in &calls {
-        let arguments =
-            serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
-        stream_event(
-            a.ctx,
-            AgentEvent::ToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments,
-                by: Some(By::Model),
-            },
-        )
-        .await?;
+        stream_tool_call(a.ctx, call).await?;
     }
     Ok(ChatResponse {
         text,
