@@ -191,3 +191,64 @@ async fn a_webhook_that_keeps_failing_leaves_the_decision_pending_and_says_so() 
     let end = until_ended(&base, &run).await;
     assert_eq!(end["state"], "finished", "{end}");
 }
+
+/// kill -9 of `cairn serve` with a decision delivered to the webhook and
+/// unanswered: the restored run's request is delivered again (the same
+/// decision id) and its answer finishes the run.
+#[tokio::test]
+async fn a_decision_delivered_before_a_crash_is_delivered_again_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (hook, seen) = receiver(202, None).await;
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), config(tmp.path(), &hook)).unwrap();
+    let served = crate::common::serve(&home);
+    let http = reqwest::Client::new();
+    let r: Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({"component": "approval", "prompt": "deploy through a crash"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = r["run_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    while seen.lock().unwrap().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(30), "no first delivery");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(served); // kill -9
+    let served = crate::common::serve(&home);
+    let t = Instant::now();
+    while seen.lock().unwrap().len() < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no delivery after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deliveries = seen.lock().unwrap().clone();
+    let ids: Vec<&str> = deliveries
+        .iter()
+        .map(|(h, _)| h["x-cairn-delivery"].to_str().unwrap())
+        .collect();
+    assert_eq!(ids[0], ids[1], "the same decision, delivered again");
+    let t = Instant::now();
+    loop {
+        let r = http
+            .post(format!("{}/v1/decisions/{}", served.url, ids[0]))
+            .json(&json!({"value": {"approved": true}}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", r.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let end = until_ended(&served.url, &run).await;
+    assert_eq!(end["state"], "finished", "{end}");
+}

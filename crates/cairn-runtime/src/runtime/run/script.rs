@@ -127,6 +127,7 @@ impl RunCtx {
             Recorded::Replayed(found) => found,
         };
         // What answered it, if the journal says.
+        let mut routed = None;
         while let Some(next) = self.script_peek() {
             match &next.payload {
                 Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
@@ -136,6 +137,7 @@ impl RunCtx {
                     if *route == ApprovalRoute::Parked {
                         return Ok(Some(Answer::Park));
                     }
+                    routed = Some(*route);
                 }
                 Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
                     decision_id, value, ..
@@ -171,6 +173,16 @@ impl RunCtx {
             self.run_id,
             self.journal.clone(),
         );
+        // A request the workspace's webhook was sent before the host died
+        // is sent again: the delivery died with it.
+        if routed == Some(ApprovalRoute::Webhook)
+            && let Some(caps) = self.capabilities.get()
+        {
+            let workspace = self.workspace.get().map(String::as_str).unwrap_or_default();
+            if let Some(hook) = caps.webhook(workspace) {
+                self.deliver(caps.clone(), hook, &id, request);
+            }
+        }
         Ok(Some(self.wait_live(id, rx, request).await?))
     }
 }
