@@ -6,6 +6,7 @@
 //! nobody (see `run/script.rs`).
 
 use super::RunCtx;
+use crate::component::capability::call_error;
 use crate::component::{CallCtx, CallSink, Capability, Grants};
 use crate::config::HostConfig;
 use crate::journal::event::{
@@ -77,11 +78,15 @@ impl Capabilities {
 /// `deliver`); the runtime calls it, never a guest.
 pub(crate) const WEBHOOK: &str = "webhook";
 
+/// The language model capability (`cairn:model`): the one whose calls
+/// count against `model_calls`, `model_tokens` and `model_wall_ms`.
+pub(crate) const MODEL: &str = "model";
+
 /// The runtime's own capability: delegation (`cairn:controller/workers`).
 pub(crate) const WORKERS: &str = "workers";
 
 fn refused(message: impl Into<String>) -> CallError {
-    crate::component::capability::call_error(CallErrorCode::Refused, message)
+    call_error(CallErrorCode::Refused, message)
 }
 
 /// A live call's progress, journaled as the run's agent events.
@@ -94,29 +99,17 @@ impl CallSink for Progress<'_> {
     async fn event(&self, event: AgentEvent) -> Result<(), CallError> {
         let ctx = self.ctx;
         if ctx.cancel.borrow().is_some() || ctx.failure().is_some() {
-            return Err(crate::component::capability::call_error(
-                CallErrorCode::Cancelled,
-                "the run is cancelled",
-            ));
+            return Err(call_error(CallErrorCode::Cancelled, "the run is cancelled"));
         }
         let retrying = matches!(event, AgentEvent::Retrying { .. });
         let payload = Payload::Agent(event);
-        let json =
-            crate::journal::json_within(&payload, ctx.limits.event_bytes).map_err(|size| {
-                let what = ctx.break_limit("event_bytes", size, ctx.limits.event_bytes);
-                crate::component::capability::call_error(CallErrorCode::LimitExceeded, what)
-            })?;
-        ctx.admit(&[json.len() as u64]).map_err(|what| {
-            crate::component::capability::call_error(CallErrorCode::LimitExceeded, what)
-        })?;
+        let json = ctx
+            .measured(&payload)
+            .map_err(|what| call_error(CallErrorCode::LimitExceeded, what))?;
         ctx.retrying.store(retrying, Ordering::Relaxed);
-        ctx.journal
-            .append_emit(Some(ctx.run_id), payload, &json)
+        ctx.append_agent(payload, &json, "a host call's progress")
             .await
-            .map_err(|e| {
-                let failure = ctx.refused("a host call's progress", e);
-                crate::component::capability::call_error(CallErrorCode::Cancelled, failure.0)
-            })?;
+            .map_err(|failure| call_error(CallErrorCode::Cancelled, failure.0))?;
         Ok(())
     }
 
@@ -130,13 +123,11 @@ impl RunCtx {
     /// Charge a call against the run's per-capability limits before it
     /// goes out; the limit it would break, as the guest's error value.
     fn charge_call(&self, capability: &str) -> Result<(), CallError> {
-        if capability != "model" {
+        if capability != MODEL {
             return Ok(());
         }
         let calls = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
-        let limit_error = |what: String| {
-            crate::component::capability::call_error(CallErrorCode::LimitExceeded, what)
-        };
+        let limit_error = |what: String| call_error(CallErrorCode::LimitExceeded, what);
         if calls > self.limits.model_calls {
             return Err(limit_error(self.break_limit(
                 "model_calls",
@@ -226,7 +217,7 @@ impl RunCtx {
         }
         let _suspended = self.suspended();
         let started = Instant::now();
-        let model = (capability == "model")
+        let model = (capability == MODEL)
             .then(|| request["model"].as_str().unwrap_or_default().to_string());
         let result = self.call_capability(capability, op, request).await;
         if let (Some(model), Some(caps)) = (&model, self.capabilities.get()) {
@@ -237,7 +228,7 @@ impl RunCtx {
             };
             caps.telemetry.model_call(workspace, model, outcome, usage);
         }
-        if capability == "model" {
+        if capability == MODEL {
             self.model_wall_ms
                 .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
@@ -311,10 +302,7 @@ impl RunCtx {
             )));
         };
         if self.cancel.borrow().is_some() {
-            return Err(crate::component::capability::call_error(
-                CallErrorCode::Cancelled,
-                "the run is cancelled",
-            ));
+            return Err(call_error(CallErrorCode::Cancelled, "the run is cancelled"));
         }
         self.charge_call(capability)?;
         let workspace = self.workspace.get().cloned().unwrap_or_default();
@@ -334,11 +322,11 @@ impl RunCtx {
         tokio::select! {
             reply = cap.call(&call, op, request) => reply,
             _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => {
-                Err(crate::component::capability::call_error(CallErrorCode::Cancelled, "the run was cancelled during the call"))
+                Err(call_error(CallErrorCode::Cancelled, "the run was cancelled during the call"))
             }
-            _ = tokio::time::sleep(call.timeout), if capability == "model" => {
+            _ = tokio::time::sleep(call.timeout), if capability == MODEL => {
                 let what = self.break_limit("model_wall_ms", self.limits.model_wall_ms, self.limits.model_wall_ms);
-                Err(crate::component::capability::call_error(CallErrorCode::LimitExceeded, what))
+                Err(call_error(CallErrorCode::LimitExceeded, what))
             }
         }
     }

@@ -351,6 +351,40 @@ impl RunCtx {
         Ok(())
     }
 
+    /// An agent entry's journal line (serialized once: measured here,
+    /// written as it is), within the run's `event_bytes`, `events_per_run`
+    /// and `journal_bytes`; else the limit it breaks (the run then ends).
+    pub(crate) fn measured(&self, payload: &Payload) -> Result<String, String> {
+        let json = crate::journal::json_within(payload, self.limits.event_bytes)
+            .map_err(|size| self.break_limit("event_bytes", size, self.limits.event_bytes))?;
+        let count = self.events.load(Ordering::Relaxed) + 1;
+        if count > self.limits.events_per_run {
+            return Err(self.break_limit("events_per_run", count, self.limits.events_per_run));
+        }
+        let journal = self.journal_bytes.load(Ordering::Relaxed) + json.len() as u64;
+        if journal > self.limits.journal_bytes {
+            return Err(self.break_limit("journal_bytes", journal, self.limits.journal_bytes));
+        }
+        Ok(json)
+    }
+
+    /// Journal a [`Self::measured`] agent entry (group-committed) and
+    /// count it; `what` names it if the journal refuses.
+    pub(crate) async fn append_agent(
+        &self,
+        payload: Payload,
+        json: &str,
+        what: &str,
+    ) -> Result<Seq, HostFailure> {
+        let seq = self
+            .journal
+            .append_emit(Some(self.run_id), payload, json)
+            .await
+            .map_err(|e| self.refused(what, e))?;
+        self.count(json.len() as u64);
+        Ok(seq)
+    }
+
     async fn wait_live(
         &self,
         id: DecisionId,
@@ -440,25 +474,10 @@ impl RunHost for RunCtx {
             )));
         }
         let payload = Payload::Agent(event);
-        // Serialized once: measured here, written into its journal line.
-        let json = match crate::journal::json_within(&payload, self.limits.event_bytes) {
+        let json = match self.measured(&payload) {
             Ok(json) => json,
-            Err(size) => {
-                let what = self.break_limit("event_bytes", size, self.limits.event_bytes);
-                return Ok(Err(EmitRefusal::LimitExceeded(what)));
-            }
+            Err(what) => return Ok(Err(EmitRefusal::LimitExceeded(what))),
         };
-        let size = json.len() as u64;
-        let count = self.events.load(Ordering::Relaxed) + 1;
-        if count > self.limits.events_per_run {
-            let what = self.break_limit("events_per_run", count, self.limits.events_per_run);
-            return Ok(Err(EmitRefusal::LimitExceeded(what)));
-        }
-        let journal = self.journal_bytes.load(Ordering::Relaxed) + size;
-        if journal > self.limits.journal_bytes {
-            let what = self.break_limit("journal_bytes", journal, self.limits.journal_bytes);
-            return Ok(Err(EmitRefusal::LimitExceeded(what)));
-        }
         self.retrying.store(
             matches!(payload, Payload::Agent(AgentEvent::Retrying { .. })),
             Ordering::Relaxed,
@@ -468,16 +487,10 @@ impl RunHost for RunCtx {
             |entry| (entry.payload == payload).then_some(entry.seq),
         )?;
         if let script::Recorded::Replayed(seq) = replayed {
-            self.count(size);
+            self.count(json.len() as u64);
             return Ok(Ok(seq.0));
         }
-        let seq = self
-            .journal
-            .append_emit(Some(self.run_id), payload, &json)
-            .await
-            .map_err(|e| self.refused("an event", e))?;
-        self.count(size);
-        Ok(Ok(seq.0))
+        Ok(Ok(self.append_agent(payload, &json, "an event").await?.0))
     }
 
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {
@@ -585,7 +598,7 @@ impl RunHost for RunCtx {
         request: serde_json::Value,
     ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
         let call_id = self.host_call_ids.fetch_add(1, Ordering::Relaxed) + 1;
-        if capability == "workers" && op == "spawn" {
+        if capability == host_call::WORKERS && op == "spawn" {
             self.spawned.fetch_add(1, Ordering::Relaxed);
         }
         match self.host_call_replayed(capability, op, &request).await? {

@@ -257,7 +257,7 @@ impl RunCtx {
             }
             Recorded::Replayed(Journaled::Started(id, seq)) => (id, seq),
         };
-        if capability == "model" {
+        if capability == super::host_call::MODEL {
             self.model_calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
