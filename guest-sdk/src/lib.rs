@@ -31,6 +31,7 @@ mod decisions;
 mod history;
 mod journal;
 pub mod model;
+pub mod tools;
 mod types;
 pub mod workers;
 

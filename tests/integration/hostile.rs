@@ -25,6 +25,7 @@ pub fn tight() -> LimitsOverride {
         model_calls: None,
         model_tokens: None,
         model_wall_ms: None,
+        tool_calls: None,
     }
 }
 

@@ -23,6 +23,7 @@ mod hostile;
 mod isolation;
 mod lifecycle;
 mod lock_guard;
+mod mcp;
 mod memory;
 mod metrics;
 mod migrate;

@@ -7,6 +7,8 @@
 //!   OpenAI-compatible chat completions and the Anthropic Messages API.
 //! - [`webhook::WebhookCapability`]: decisions nobody present can answer,
 //!   POSTed signed to a workspace's webhook.
+//! - [`tools::ToolsCapability`]: `cairn:tools/mcp@0.1.0`, the tools of MCP
+//!   servers, kept warm per session.
 //! - [`secrets::Secrets`]: `[secrets]` resolved host-side when a call needs
 //!   one; a value never reaches a guest, a journal or a message.
 
@@ -14,4 +16,5 @@
 
 pub mod model;
 pub mod secrets;
+pub mod tools;
 pub mod webhook;

@@ -80,6 +80,27 @@ impl Secrets {
         })
     }
 
+    /// `template` with each `{{secret:NAME}}` replaced by that secret's
+    /// value (for a header or an environment variable the far side needs;
+    /// the template is what gets written anywhere).
+    pub fn expand(&self, template: &str) -> Result<String, SecretError> {
+        let mut out = String::with_capacity(template.len());
+        let mut rest = template;
+        while let Some(at) = rest.find("{{secret:") {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + "{{secret:".len()..];
+            let Some(end) = after.find("}}") else {
+                return Err(SecretError(format!(
+                    "{template:?} opens {{{{secret: without closing it"
+                )));
+            };
+            out.push_str(self.resolve(after[..end].trim())?.expose());
+            rest = &after[end + 2..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
     /// `text` with every secret's current value replaced by its name (for
     /// messages made of what a far side said).
     pub fn redact(&self, text: &str) -> String {

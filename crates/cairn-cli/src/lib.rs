@@ -186,8 +186,9 @@ fn init_logs(format: Option<serve::LogFormat>) {
 }
 
 /// A runtime as the `cairn` binary opens it: with the PostgreSQL shared
-/// store registered (`[store] url`, `--store`) and the model capability
-/// over `[models]` and `[secrets]`.
+/// store registered (`[store] url`, `--store`) and the capabilities: the
+/// model (`[models]`), decisions by webhook, and MCP tools (`[mcp]`), with
+/// `[secrets]`.
 pub async fn open_runtime(
     config: cairn_runtime::RuntimeConfig,
 ) -> Result<cairn_runtime::Runtime, cairn_runtime::runtime::RuntimeError> {
@@ -196,10 +197,15 @@ pub async fn open_runtime(
         config.host.secrets.clone(),
     );
     let webhook = cairn_capabilities::webhook::WebhookCapability::new(config.host.secrets.clone());
+    let tools = cairn_capabilities::tools::ToolsCapability::new(
+        config.host.mcp.clone(),
+        config.host.secrets.clone(),
+    );
     cairn_runtime::Runtime::builder(config)
         .shared_store(cairn_store_postgres::Postgres)
         .capability(std::sync::Arc::new(model))
         .capability(std::sync::Arc::new(webhook))
+        .capability(std::sync::Arc::new(tools))
         .open()
         .await
 }

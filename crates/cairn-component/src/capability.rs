@@ -16,6 +16,8 @@ pub struct Grants {
     pub models: Vec<String>,
     /// Secrets (`[secrets]`) the workspace may have used on its behalf.
     pub secrets: Vec<String>,
+    /// MCP servers (`[mcp.servers.NAME]`) the workspace's runs may use.
+    pub mcp: Vec<String>,
 }
 
 /// What a capability's call reports while it lasts.
@@ -40,6 +42,13 @@ pub struct CallCtx<'a> {
     pub sink: &'a dyn CallSink,
     /// The time the call may take at most (the run's remaining budget).
     pub timeout: std::time::Duration,
+    /// The session the call is made for (a capability may keep what it
+    /// prepared for a session warm across its runs).
+    pub session: &'a str,
+    /// The run's generation directory (`runs/<generation>/`, whose
+    /// `artifacts/` is the guest's filesystem); none for calls the runtime
+    /// makes on its own behalf.
+    pub generation: Option<&'a std::path::Path>,
 }
 
 impl std::fmt::Debug for CallCtx<'_> {
@@ -48,6 +57,8 @@ impl std::fmt::Debug for CallCtx<'_> {
             .field("workspace", &self.workspace)
             .field("grants", &self.grants)
             .field("timeout", &self.timeout)
+            .field("session", &self.session)
+            .field("generation", &self.generation)
             .finish()
     }
 }
@@ -70,6 +81,11 @@ pub trait Capability: Send + Sync + 'static {
     /// while it was under way (a model call may; a tool with side effects
     /// may not, and is answered `interrupted` instead).
     fn idempotent(&self, op: &str, request: &serde_json::Value) -> bool;
+    /// Let go of what was prepared for `session` (its connections, its
+    /// tool list): the session was deleted.
+    async fn forget(&self, session: &str) {
+        let _ = session;
+    }
     /// Do the call. Errors are values the guest sees.
     async fn call(
         &self,

@@ -19,6 +19,7 @@ pub const PROVIDED: &[&str] = &[
     "wasi:sockets/",
     "cairn:controller/",
     "cairn:model/",
+    "cairn:tools/",
 ];
 
 /// What to do about an import of `name` this host does not provide.

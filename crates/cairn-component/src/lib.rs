@@ -15,6 +15,7 @@ mod limiter;
 mod metered;
 mod model;
 mod stable_fs;
+mod tools;
 pub mod worktree;
 
 pub use capability::{CallCtx, CallReply, CallSink, Capability, Grants};
@@ -318,6 +319,7 @@ impl Components {
         )
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         model::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        tools::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let engine = engine.weak();
@@ -559,6 +561,7 @@ impl Components {
             limits: limiter::Limiter::new(sandbox.limits, Some(sandbox.host.clone())),
             host: Some(sandbox.host.clone()),
             artifacts: sandbox.meter.clone(),
+            tools: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -744,6 +747,9 @@ pub struct HostState {
     host: Option<Arc<dyn RunHost>>,
     /// The run's worktree bytes, charged at each write.
     artifacts: Option<Arc<crate::worktree::ArtifactMeter>>,
+    /// The tool list this run's latest `cairn:tools` `list` answered (a
+    /// call finds its tool there; journaled, so a replay finds the same).
+    tools: Option<Vec<cairn_types::tools::ToolInfo>>,
 }
 
 impl HostState {
@@ -761,6 +767,7 @@ impl HostState {
             ),
             host: None,
             artifacts: None,
+            tools: None,
         }
     }
 }

@@ -63,6 +63,10 @@ pub struct HostConfig {
     /// read host-side when a call needs one; only names are ever written.
     #[serde(default)]
     pub secrets: BTreeMap<String, cairn_types::model::SecretSource>,
+    /// MCP tool servers (`[mcp.servers.NAME]`) and how long a session's
+    /// connections stay warm (`[mcp] idle_ms`): what `cairn:tools` reaches.
+    #[serde(default)]
+    pub mcp: cairn_types::tools::McpConfig,
 }
 
 /// `[store]`: the shared store several `cairn serve` instances run on. With
@@ -296,6 +300,10 @@ pub struct WorkspaceConfig {
     /// a granted model's key needs no grant of its own).
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// The MCP servers (`[mcp.servers.NAME]`) its runs may use (none
+    /// unless named).
+    #[serde(default)]
+    pub mcp: Vec<String>,
     /// Where its decisions go when nobody present can answer them.
     #[serde(default)]
     pub decisions: Option<DecisionsConfig>,
@@ -367,7 +375,37 @@ impl HostConfig {
                 )));
             }
         }
+        for (name, server) in &config.mcp.servers {
+            match (server.command.is_empty(), &server.url) {
+                (false, None) => {}
+                (true, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {}
+                (true, Some(_)) => {
+                    return Err(err(format!(
+                        "mcp server {name:?}: url must start with http:// or https://"
+                    )));
+                }
+                _ => {
+                    return Err(err(format!(
+                        "mcp server {name:?} needs exactly one of command = [...] (stdio) and url = \"…\" (streamable HTTP)"
+                    )));
+                }
+            }
+            if let Some(secret) = server
+                .secrets()
+                .into_iter()
+                .find(|s| !config.secrets.contains_key(s))
+            {
+                return Err(err(format!(
+                    "mcp server {name:?} names the secret {secret:?}, which [secrets] does not define"
+                )));
+            }
+        }
         for (name, ws) in &config.workspaces {
+            if let Some(server) = ws.mcp.iter().find(|m| !config.mcp.servers.contains_key(*m)) {
+                return Err(err(format!(
+                    "workspace {name:?} is granted the mcp server {server:?}, which [mcp.servers] does not define"
+                )));
+            }
             if let Some(model) = ws.models.iter().find(|m| !config.models.contains_key(*m)) {
                 return Err(err(format!(
                     "workspace {name:?} is granted the model {model:?}, which [models] does not define"
@@ -406,12 +444,14 @@ impl HostConfig {
             return crate::component::Grants {
                 models: self.models.keys().cloned().collect(),
                 secrets: self.secrets.keys().cloned().collect(),
+                mcp: self.mcp.servers.keys().cloned().collect(),
             };
         }
         match self.workspaces.get(workspace) {
             Some(ws) => crate::component::Grants {
                 models: ws.models.clone(),
                 secrets: ws.secrets.clone(),
+                mcp: ws.mcp.clone(),
             },
             None => crate::component::Grants::default(),
         }

@@ -12,6 +12,7 @@ pub mod json;
 pub mod limits;
 pub mod model;
 pub mod schema;
+pub mod tools;
 pub mod workers;
 
 pub use code::ErrorCode;

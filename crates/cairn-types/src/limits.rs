@@ -81,6 +81,8 @@ pub struct Limits {
     pub model_tokens: u64,
     /// Wall time one run may spend waiting on model calls, all together.
     pub model_wall_ms: u64,
+    /// Tool calls one run may make (`cairn:tools` `call`).
+    pub tool_calls: u64,
 }
 
 impl Default for Limits {
@@ -110,6 +112,7 @@ impl Default for Limits {
             model_calls: 1_000,
             model_tokens: 10_000_000,
             model_wall_ms: 3_600_000,
+            tool_calls: 1_000,
         }
     }
 }
@@ -151,6 +154,9 @@ pub struct LimitsOverride {
     /// See [`Limits::model_wall_ms`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_wall_ms: Option<u64>,
+    /// See [`Limits::tool_calls`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u64>,
 }
 
 /// An override above its ceiling.
@@ -169,7 +175,7 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 15] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 16] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
             ("cpu_ms", o.cpu_ms, &mut out.cpu_ms),
@@ -189,6 +195,7 @@ impl Limits {
             ("model_calls", o.model_calls, &mut out.model_calls),
             ("model_tokens", o.model_tokens, &mut out.model_tokens),
             ("model_wall_ms", o.model_wall_ms, &mut out.model_wall_ms),
+            ("tool_calls", o.tool_calls, &mut out.tool_calls),
         ];
         for (limit, asked, slot) in pairs {
             if let Some(value) = asked {
@@ -232,6 +239,7 @@ impl Limits {
             model_calls: self.model_calls.min(other.model_calls),
             model_tokens: self.model_tokens.min(other.model_tokens),
             model_wall_ms: self.model_wall_ms.min(other.model_wall_ms),
+            tool_calls: self.tool_calls.min(other.tool_calls),
         }
     }
 }

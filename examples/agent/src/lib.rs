@@ -1,10 +1,13 @@
 //! A ReAct-style agent: it asks the host's model (`cairn:model`) what to do,
-//! runs the tools the model calls inside its own `artifacts/` directory,
-//! asks a person before anything dangerous, feeds the results back, and
-//! streams the final answer. Every model answer is journaled by the host, so
-//! a replay of this run calls no model.
+//! runs the tools the model calls — its own, inside its `artifacts/`
+//! directory, and those of the MCP servers its workspace is granted
+//! (`cairn:tools`) — asks a person before anything dangerous, feeds the
+//! results back, and streams the final answer. Every model answer and tool
+//! result is journaled by the host, so a replay of this run calls no model
+//! and no tool server.
 
 use cairn_guest::model::{self, Message, Request, Tool, ToolCall};
+use cairn_guest::tools;
 use cairn_guest::{Approval, Controller, Error, Outcome, Role, Start};
 use serde_json::json;
 
@@ -83,14 +86,30 @@ impl Controller for Agent {
             });
         }
         messages.push(Message::user(start.prompt));
+        // The sandbox's own tools, then those of the granted MCP servers
+        // (a name the sandbox already has stays the sandbox's).
+        let mut offered = tools();
+        let served: Vec<tools::ToolInfo> = tools::available()?
+            .into_iter()
+            .filter(|t| !offered.iter().any(|o| o.name == t.name))
+            .collect();
+        offered.extend(tools::for_model(&served));
         for _ in 0..MAX_STEPS {
-            let reply = model::chat(&Request::new(messages.clone()).tools(tools()).stream(true))?;
+            let reply = model::chat(
+                &Request::new(messages.clone())
+                    .tools(offered.clone())
+                    .stream(true),
+            )?;
             if reply.tool_calls.is_empty() {
                 return Ok(Outcome::Finished(reply.text));
             }
             messages.push(Message::from_response(&reply));
             for call in &reply.tool_calls {
-                messages.push(Message::tool(&call.id, run_tool(call)?));
+                messages.push(if served.iter().any(|t| t.name == call.name) {
+                    tools::answer(call)?
+                } else {
+                    Message::tool(&call.id, run_tool(call)?)
+                });
             }
         }
         Err(Error::new(

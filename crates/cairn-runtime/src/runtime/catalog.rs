@@ -275,6 +275,8 @@ impl Runtime {
             fs.forget(session);
         }
         self.inner.registry.sessions().remove(session);
+        // What capabilities kept warm for it (MCP servers) goes too.
+        self.inner.capabilities.forget(session.as_str()).await;
         if let Some(ws) = workspace {
             self.worker_gone(&ws);
         }

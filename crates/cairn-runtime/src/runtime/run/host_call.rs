@@ -51,6 +51,13 @@ impl Capabilities {
             .and_then(|w| w.decisions.clone())
     }
 
+    /// Let every capability drop what it kept for `session`.
+    pub(crate) async fn forget(&self, session: &str) {
+        for cap in &self.list {
+            cap.forget(session).await;
+        }
+    }
+
     /// What `workspace` is granted.
     pub(crate) fn grants(&self, workspace: &str) -> Grants {
         self.config.grants(workspace)
@@ -81,6 +88,10 @@ pub(crate) const WEBHOOK: &str = "webhook";
 /// The language model capability (`cairn:model`): the one whose calls
 /// count against `model_calls`, `model_tokens` and `model_wall_ms`.
 pub(crate) const MODEL: &str = "model";
+
+/// MCP tools (`cairn:tools`): the one whose calls count against
+/// `tool_calls`.
+pub(crate) const TOOLS: &str = "tools";
 
 /// The runtime's own capability: delegation (`cairn:controller/workers`).
 pub(crate) const WORKERS: &str = "workers";
@@ -122,12 +133,23 @@ impl CallSink for Progress<'_> {
 impl RunCtx {
     /// Charge a call against the run's per-capability limits before it
     /// goes out; the limit it would break, as the guest's error value.
-    fn charge_call(&self, capability: &str) -> Result<(), CallError> {
+    fn charge_call(&self, capability: &str, op: &str) -> Result<(), CallError> {
+        let limit_error = |what: String| call_error(CallErrorCode::LimitExceeded, what);
+        if capability == TOOLS && op == "call" {
+            let calls = self.tool_calls.fetch_add(1, Ordering::Relaxed) + 1;
+            if calls > self.limits.tool_calls {
+                return Err(limit_error(self.break_limit(
+                    "tool_calls",
+                    calls,
+                    self.limits.tool_calls,
+                )));
+            }
+            return Ok(());
+        }
         if capability != MODEL {
             return Ok(());
         }
         let calls = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
-        let limit_error = |what: String| call_error(CallErrorCode::LimitExceeded, what);
         if calls > self.limits.model_calls {
             return Err(limit_error(self.break_limit(
                 "model_calls",
@@ -304,19 +326,29 @@ impl RunCtx {
         if self.cancel.borrow().is_some() {
             return Err(call_error(CallErrorCode::Cancelled, "the run is cancelled"));
         }
-        self.charge_call(capability)?;
+        self.charge_call(capability, op)?;
         let workspace = self.workspace.get().cloned().unwrap_or_default();
         let grants = caps.grants(&workspace);
-        let remaining = self
-            .limits
-            .model_wall_ms
-            .saturating_sub(self.model_wall_ms.load(Ordering::Relaxed));
+        let timeout = if capability == MODEL {
+            self.limits
+                .model_wall_ms
+                .saturating_sub(self.model_wall_ms.load(Ordering::Relaxed))
+        } else {
+            caps.config.mcp.call_timeout_ms
+        };
         let sink = Progress { ctx: self };
+        let session = self.session.to_string();
+        let generation = self
+            .place
+            .get()
+            .and_then(|p| p.artifacts.parent().map(std::path::Path::to_path_buf));
         let call = CallCtx {
             workspace: &workspace,
             grants: &grants,
             sink: &sink,
-            timeout: Duration::from_millis(remaining.max(1)),
+            timeout: Duration::from_millis(timeout.max(1)),
+            session: &session,
+            generation: generation.as_deref(),
         };
         let mut cancel = self.cancel.subscribe();
         tokio::select! {
@@ -378,6 +410,7 @@ impl RunCtx {
         let broker = self.broker.clone();
         let id = id.clone();
         let cancel = self.cancel.subscribe();
+        let session = self.session.to_string();
         tokio::spawn(async move {
             let grants = caps.grants(&workspace);
             let sink = Quiet(cancel);
@@ -386,6 +419,8 @@ impl RunCtx {
                 grants: &grants,
                 sink: &sink,
                 timeout: Duration::from_secs(60),
+                session: &session,
+                generation: None,
             };
             if let Err(e) = cap.call(&ctx, "deliver", call).await {
                 tracing::warn!(decision_id = %id, workspace, error = e.message, "a decision's webhook delivery failed");

@@ -107,6 +107,8 @@ pub struct RunCtx {
     output_tokens: AtomicU64,
     /// Wall time spent in live model calls, for `model_wall_ms`.
     model_wall_ms: AtomicU64,
+    /// Tool calls charged against `tool_calls`.
+    tool_calls: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +190,7 @@ impl RunCtx {
             input_tokens: AtomicU64::new(0),
             output_tokens: AtomicU64::new(0),
             model_wall_ms: AtomicU64::new(0),
+            tool_calls: AtomicU64::new(0),
         }
     }
 

@@ -261,6 +261,10 @@ impl RunCtx {
             self.model_calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        if capability == super::host_call::TOOLS && op == "call" {
+            self.tool_calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         while let Some(next) = self.script_peek() {
             match &next.payload {
                 Payload::Lifecycle(LifecycleEvent::HostCallFinished {
