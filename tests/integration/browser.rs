@@ -186,13 +186,16 @@ async fn the_viewer_in_a_real_browser() {
     let bin = node_bin();
     let ws = workspace(&bin);
     let browser = chromium();
-    // A model on a stand-in provider, and an agent run over it to replay.
+    // A model on a stand-in provider, and an agent run over it to replay:
+    // its own tools, and an MCP server's (the official Python SDK) whose
+    // `add` a person approves first.
     let provider = super::model_standin::start(vec![
         super::model_standin::Reply::tool(
             "call_1",
             "write_file",
             serde_json::json!({"path": "notes.txt", "content": "replayed in a browser"}),
         ),
+        super::model_standin::Reply::tool("call_mcp", "add", serde_json::json!({"a": 20, "b": 22})),
         super::model_standin::Reply::tool(
             "call_2",
             "read_file",
@@ -200,9 +203,13 @@ async fn the_viewer_in_a_real_browser() {
         ),
         super::model_standin::Reply::text("notes.txt says: replayed in a browser"),
     ]);
+    let mcp_server =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/mcp_server.py");
     let model = format!(
-        "[models.default]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"standin-1\"\n",
-        provider.base
+        "[models.default]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"standin-1\"\n\n[mcp.servers.notes]\ncommand = [\"{}\", \"{}\"]\napprove = [\"add\"]\n",
+        provider.base,
+        super::common::py_tools().display(),
+        mcp_server.display()
     );
     let (_tmp, _rt, base) = super::common::served_here(Some(&model)).await;
     let http = reqwest::Client::new();
@@ -217,7 +224,28 @@ async fn the_viewer_in_a_real_browser() {
         .unwrap();
     let agent_run = agent["run_id"].as_str().expect("accepted").to_string();
     let mut state = serde_json::Value::Null;
+    let mut approved = false;
     for _ in 0..600 {
+        if !approved {
+            let pending: serde_json::Value = http
+                .get(format!("{base}/v1/decisions"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if let Some(id) = pending[0]["decision_id"].as_str() {
+                let r = http
+                    .post(format!("{base}/v1/decisions/{id}"))
+                    .json(&serde_json::json!({"value": {"approved": true}}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+                approved = true;
+            }
+        }
         state = http
             .get(format!("{base}/v1/runs/{agent_run}"))
             .send()
@@ -233,7 +261,14 @@ async fn the_viewer_in_a_real_browser() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(state, "finished", "the agent run ended");
-    assert_eq!(provider.requests(), 3);
+    assert!(approved, "the MCP tool's approval was never asked");
+    assert_eq!(provider.requests(), 4);
+    let third = &provider.bodies()[2]["messages"];
+    assert_eq!(
+        third.as_array().unwrap().last().unwrap()["content"],
+        "42",
+        "the MCP tool's answer reached the model"
+    );
     let token = "token-for-the-viewer-0123456789";
     let (_tmp2, _rt2, token_base) =
         super::common::served_here(Some(&format!("[workspaces.a]\ntokens = [\"{token}\"]\n")))
@@ -294,5 +329,5 @@ async fn the_viewer_in_a_real_browser() {
     }
     assert_eq!(report["steps"].as_array().unwrap().len(), 11, "{report}");
     // The browser's replay answered every model call from the journal.
-    assert_eq!(provider.requests(), 3, "a replay called the provider");
+    assert_eq!(provider.requests(), 4, "a replay called the provider");
 }

@@ -101,6 +101,20 @@ fn failure_of(events: &[Value]) -> String {
         .unwrap_or_default()
 }
 
+/// The entries of type `ty` that belong to model calls (an agent also
+/// lists its MCP tools through the host).
+fn model_calls<'a>(entries: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    let model: Vec<(&Value, &Value)> = of_type(entries, "host_call_started")
+        .into_iter()
+        .filter(|e| e["payload"]["event"]["capability"] == "model")
+        .map(|e| (&e["run_id"], &e["payload"]["event"]["call_id"]))
+        .collect();
+    of_type(entries, ty)
+        .into_iter()
+        .filter(|e| model.contains(&(&e["run_id"], &e["payload"]["event"]["call_id"])))
+        .collect()
+}
+
 fn of_type<'a>(entries: &'a [Value], ty: &str) -> Vec<&'a Value> {
     entries
         .iter()
@@ -170,8 +184,8 @@ fn an_agent_calls_the_model_through_the_host_and_replays_without_it() {
     // The journal: each call started and finished, the tokens streamed as
     // the model's, usage summed on the run's end; no key anywhere.
     let entries = journal_of(&home, &session);
-    let started = of_type(&entries, "host_call_started");
-    let finished = of_type(&entries, "host_call_finished");
+    let started = model_calls(&entries, "host_call_started");
+    let finished = model_calls(&entries, "host_call_finished");
     assert_eq!(started.len(), 3);
     assert_eq!(finished.len(), 3);
     assert_eq!(started[0]["payload"]["event"]["capability"], "model");
@@ -183,7 +197,7 @@ fn an_agent_calls_the_model_through_the_host_and_replays_without_it() {
         .iter()
         .map(|e| e["payload"]["event"]["call_id"].as_u64().unwrap())
         .collect();
-    assert_eq!(ids, [1, 2, 3]);
+    assert_eq!(ids, [2, 3, 4], "after the tools list (call 1)");
     let model_text: String = of_type(&entries, "text_delta")
         .iter()
         .filter(|e| e["payload"]["event"]["by"] == "model")
@@ -204,7 +218,8 @@ fn an_agent_calls_the_model_through_the_host_and_replays_without_it() {
     let usage = &end[0]["payload"]["event"]["usage"];
     assert_eq!(usage["input_tokens"], 33);
     assert_eq!(usage["output_tokens"], 21);
-    assert_eq!(usage["host_calls"], 3);
+    // Three model calls, and the agent's look for MCP tools (none granted).
+    assert_eq!(usage["host_calls"], 4);
     for (path, bytes) in every_file(&home) {
         assert_no_key(&path.display().to_string(), &bytes);
     }
@@ -246,7 +261,7 @@ async fn a_workspace_without_the_model_grant_is_refused() {
         message.contains("may not use the model \"default\""),
         "{message}"
     );
-    let finished = of_type(&events, "host_call_finished");
+    let finished = model_calls(&events, "host_call_finished");
     assert_eq!(finished[0]["payload"]["event"]["error"]["code"], "refused");
     assert_eq!(
         provider.requests(),
@@ -492,11 +507,11 @@ fn a_killed_server_sends_an_unfinished_model_call_again_once() {
     assert_eq!(bodies.len(), 3, "requests: {bodies:?}");
     assert_eq!(bodies[2], bodies[1], "the re-sent call is the same request");
     let entries = journal_of(&home, "crashy");
-    let started = of_type(&entries, "host_call_started");
-    let finished = of_type(&entries, "host_call_finished");
+    let started = model_calls(&entries, "host_call_started");
+    let finished = model_calls(&entries, "host_call_finished");
     assert_eq!(started.len(), 2, "each call started once in the journal");
     assert_eq!(finished.len(), 2);
-    assert_eq!(finished[1]["payload"]["event"]["call_id"], 2);
+    assert_eq!(finished[1]["payload"]["event"]["call_id"], 3);
     assert_eq!(
         finished[1]["payload"]["event"]["response"]["text"],
         "answered after the restart"
@@ -601,7 +616,7 @@ async fn model_limits_end_the_run_by_name() {
     let error = &failed[0]["payload"]["event"]["error"];
     assert_eq!(error["code"], "limit_exceeded", "{error}");
     assert_eq!(error["details"]["limit"], "model_calls", "{error}");
-    let finished = of_type(&events, "host_call_finished");
+    let finished = model_calls(&events, "host_call_finished");
     assert_eq!(finished.len(), 2);
     assert_eq!(
         finished[1]["payload"]["event"]["error"]["code"],

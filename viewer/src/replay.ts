@@ -263,6 +263,112 @@ export async function replayRun(
     hostCall('workers', canon(call), (y) => (y.error ? { tag: 'err', val: y.error.message } : ok(y.response)),
       { tag: 'err', val: 'not answered by the journal' });
 
+  /** `cairn:tools` as the host does it: the list this run last got, an
+   * approval asked as a decision before a marked tool, each call a host call. */
+  let toolList: any[] | undefined;
+  const toolErr = (e: any): any => {
+    const code = String(e.code);
+    const tag = code === 'provider' ? 'server' : code.replace('_', '-');
+    return tag === 'cancelled' ? { tag } : { tag, val: e.message };
+  };
+  const cancelledTool = { tag: 'err', val: { tag: 'cancelled' } };
+  const listTools = (): any => hostCall('tools', canon({}), (y) => {
+    if (y.error) return { tag: 'err', val: toolErr(y.error) };
+    toolList = Array.isArray(y.response) ? y.response : [];
+    return { tag: 'ok', val: toolList };
+  }, cancelledTool);
+  const toolInfo = (t: any) => ({
+    server: t.server, name: t.name, description: t.description,
+    inputSchema: canon(t.input_schema), readOnly: !!t.read_only, approve: !!t.approve,
+  });
+  const callTool = (name: string, args: string): any => {
+    let parsed: any;
+    try {
+      parsed = args.trim() === '' ? {} : parseExact(args);
+    } catch (e) {
+      return { tag: 'err', val: { tag: 'refused', val: `the arguments of ${name} are not a JSON document` } };
+    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      return { tag: 'err', val: { tag: 'refused', val: `the arguments of ${name} must be a JSON object` } };
+    }
+    if (!toolList) {
+      const r = listTools();
+      if (r.tag !== 'ok') return r;
+    }
+    const tool = (toolList ?? []).find((t) => t.name === name);
+    if (!tool) return { tag: 'err', val: { tag: 'refused', val: `there is no tool ${name} among the session's tools` } };
+    if (tool.approve) {
+      const a = decide(canon({
+        request_kind: 'approval',
+        prompt: `call ${tool.server}'s tool ${name}?`,
+        details: { capability: 'tools', server: tool.server, tool: name, arguments: parsed },
+        timeout_ms: undefined,
+        default_value: undefined,
+      })).val;
+      if (a.tag === 'park') return { tag: 'err', val: { tag: 'park' } };
+      if (a.tag === 'cancelled') return cancelledTool;
+      if (a.tag === 'timed-out') return { tag: 'err', val: { tag: 'denied', val: 'no answer in time' } };
+      const v = JSON.parse(a.val);
+      const yes = v === true || (v !== null && typeof v === 'object' && v.approved === true);
+      if (!yes) return { tag: 'err', val: { tag: 'denied', val: typeof v?.reason === 'string' ? v.reason : '' } };
+    }
+    const prefix = `${tool.server}__`;
+    const own = name.startsWith(prefix) ? name.slice(prefix.length) : name;
+    return hostCall('tools', canon({ server: tool.server, tool: own, arguments: parsed, read_only: !!tool.read_only }), (y) => {
+      if (y.error) return { tag: 'err', val: toolErr(y.error) };
+      const r = y.response ?? {};
+      return {
+        tag: 'ok',
+        val: {
+          text: r.text ?? '',
+          content: canon(r.content ?? []),
+          structured: r.structured === undefined || r.structured === null ? undefined : canon(r.structured),
+          isError: !!r.is_error,
+        },
+      };
+    }, cancelledTool);
+  };
+
+  /** A decision request (canonical JSON) answered from the journal. */
+  const decide = (got: string): any => {
+    const cancelled = { tag: 'ok', val: { tag: 'cancelled' } };
+    if (divergence || note) return cancelled;
+    const entry = script[cursor];
+    if (!entry) {
+      pastEnd(`a decision request ${got}`);
+      return cancelled;
+    }
+    const x = ev(entry);
+    const expected = x.type === 'decision_requested'
+      ? canon({ request_kind: x.request_kind, prompt: x.prompt, details: x.details, timeout_ms: x.timeout_ms, default_value: x.default_value })
+      : canon(x);
+    if (x.type !== 'decision_requested' || expected !== got) {
+      diverge(seqOf(entry), expected, got);
+      return cancelled;
+    }
+    cursor++;
+    checked++;
+    while (cursor < script.length) {
+      const a = script[cursor];
+      const y = ev(a);
+      if (y.decision_id !== x.decision_id) break;
+      cursor++;
+      checked++;
+      if (y.type === 'approval_routed' && y.route === 'parked') return { tag: 'ok', val: { tag: 'park' } };
+      if (y.type === 'decision_recorded') {
+        clock.advanceTo(big(a.at_ms));
+        return { tag: 'ok', val: { tag: 'decided', val: canon(y.value) } };
+      }
+      if (y.type === 'decision_timed_out') {
+        clock.advanceTo(big(a.at_ms));
+        return { tag: 'ok', val: { tag: 'timed-out' } };
+      }
+    }
+    if (terminal && typeOf(terminal) === 'parked') return { tag: 'ok', val: { tag: 'park' } };
+    if (!terminal) note ??= `the run waits on decision ${x.decision_id}: replayed up to the wait`;
+    return cancelled;
+  };
+
   const imports: any = {
     ...wasiImports(seed, clock),
     'cairn:controller/journal': {
@@ -285,45 +391,7 @@ export async function replayRun(
       },
     },
     'cairn:controller/decisions': {
-      wait(req: any) {
-        const cancelled = { tag: 'ok', val: { tag: 'cancelled' } };
-        const got = requestCanon(req);
-        if (divergence || note) return cancelled;
-        const entry = script[cursor];
-        if (!entry) {
-          pastEnd(`a decision request ${got}`);
-          return cancelled;
-        }
-        const x = ev(entry);
-        const expected = x.type === 'decision_requested'
-          ? canon({ request_kind: x.request_kind, prompt: x.prompt, details: x.details, timeout_ms: x.timeout_ms, default_value: x.default_value })
-          : canon(x);
-        if (x.type !== 'decision_requested' || expected !== got) {
-          diverge(seqOf(entry), expected, got);
-          return cancelled;
-        }
-        cursor++;
-        checked++;
-        while (cursor < script.length) {
-          const a = script[cursor];
-          const y = ev(a);
-          if (y.decision_id !== x.decision_id) break;
-          cursor++;
-          checked++;
-          if (y.type === 'approval_routed' && y.route === 'parked') return { tag: 'ok', val: { tag: 'park' } };
-          if (y.type === 'decision_recorded') {
-            clock.advanceTo(big(a.at_ms));
-            return { tag: 'ok', val: { tag: 'decided', val: canon(y.value) } };
-          }
-          if (y.type === 'decision_timed_out') {
-            clock.advanceTo(big(a.at_ms));
-            return { tag: 'ok', val: { tag: 'timed-out' } };
-          }
-        }
-        if (terminal && typeOf(terminal) === 'parked') return { tag: 'ok', val: { tag: 'park' } };
-        if (!terminal) note ??= `the run waits on decision ${x.decision_id}: replayed up to the wait`;
-        return cancelled;
-      },
+      wait: (req: any) => decide(requestCanon(req)),
     },
     'cairn:controller/history': {
       turns: (limit: number) => historyTurns(entries, seqOf(started), limit),
@@ -350,6 +418,13 @@ export async function replayRun(
         }
         return { tag: 'ok', val: modelResponse(y.response ?? {}) };
       }, { tag: 'err', val: { tag: 'cancelled' } }),
+    },
+    'cairn:tools/mcp': {
+      list: () => {
+        const r = listTools();
+        return r.tag === 'ok' ? { tag: 'ok', val: r.val.map(toolInfo) } : r;
+      },
+      call: (name: string, args: string) => callTool(name, args),
     },
   };
 

@@ -141,7 +141,7 @@ impl t::Host for HostState {
         if tool.approve {
             let request = DecisionRequest {
                 kind: RequestKind::Approval,
-                prompt: format!("call the tool {name:?} of {}?", tool.server),
+                prompt: format!("call {}'s tool {name}?", tool.server),
                 details: serde_json::json!({
                     "capability": TOOLS,
                     "server": tool.server,
