@@ -476,3 +476,109 @@ fn a_killed_server_never_sends_a_tool_call_twice() {
     assert!(interrupted.starts_with("interrupted"), "{interrupted}");
     assert_eq!(steps[2]["ok"]["text"], "3");
 }
+
+/// The same server over streamable HTTP (`url = …`), started by the test
+/// on loopback: discovery and a call, with a header from a secret.
+#[test]
+fn a_server_over_streamable_http_is_reached_by_its_url() {
+    let setup = Setup::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/mcp_server.py");
+    let mut server = std::process::Command::new(crate::common::py_tools())
+        .arg(&script)
+        .args(["--http", &port.to_string()])
+        .env("STARTS", &setup.starts)
+        .env("CALLS", &setup.calls)
+        .env("NOTES", &setup.notes)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut server);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the HTTP MCP server never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let toml = std::fs::read_to_string(setup.home.join("cairn.toml")).unwrap();
+    let toml = toml.replace("[mcp.servers.notes]", "[mcp.servers.stdio-notes]")
+        + &format!(
+            "\n[mcp.servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer {{{{secret:mcp-token}}}}\", x-client = \"cairn-test\" }}\n"
+        );
+    std::fs::write(setup.home.join("cairn.toml"), toml).unwrap();
+    let http = reqwest::blocking::Client::new();
+    let served = serve(&setup.home);
+    let digest = upload(&http, &served.url);
+    let run = start(
+        &http,
+        &served.url,
+        &digest,
+        "remote",
+        json!(["list", {"call": "remote__add", "args": {"a": 20, "b": 1}}]),
+    );
+    assert_eq!(until_ended(&http, &served.url, &run)["state"], "finished");
+    drop(served);
+    let entries = journal(&setup.home, "remote");
+    let steps = &answers(&entries)[0];
+    let list = steps[0]["ok"].as_array().unwrap();
+    // Both servers offer the same tools: each name is qualified by its server.
+    assert_eq!(list.len(), 12, "{list:?}");
+    assert!(list.iter().any(|t| t["name"] == "remote__add" && t["server"] == "remote"));
+    assert!(list.iter().any(|t| t["name"] == "stdio-notes__add"));
+    assert_eq!(steps[1]["ok"]["text"], "21", "{}", steps[1]);
+    // One start is the HTTP server's own (by the test); the stdio one was
+    // started by cairn for the list.
+    assert_eq!(setup.calls(), ["add"]);
+}
+
+/// A wrong `[mcp]` table is refused when the config loads, naming what is
+/// wrong, before anything runs.
+#[test]
+fn a_wrong_mcp_config_is_refused_by_name() {
+    let cases = [
+        (
+            "[mcp.servers.both]\ncommand = [\"x\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+            "mcp server \"both\" needs exactly one of command",
+        ),
+        (
+            "[mcp.servers.none]\napprove = [\"*\"]\n",
+            "mcp server \"none\" needs exactly one of command",
+        ),
+        (
+            "[mcp.servers.ftp]\nurl = \"ftp://example.com\"\n",
+            "url must start with http:// or https://",
+        ),
+        (
+            "[mcp.servers.s]\ncommand = [\"x\"]\nenv = { T = \"{{secret:missing}}\" }\n",
+            "names the secret \"missing\", which [secrets] does not define",
+        ),
+        (
+            "[workspaces.w]\nmcp = [\"ghost\"]\n",
+            "is granted the mcp server \"ghost\", which [mcp.servers] does not define",
+        ),
+        (
+            "[mcp.servers.s]\ncommand = [\"x\"]\nflavour = \"mint\"\n",
+            "unknown field `flavour`",
+        ),
+    ];
+    for (toml, says) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("cairn.toml"), toml).unwrap();
+        let out = cairn_in(tmp.path(), &["run", "echo", "--prompt", "hi"]);
+        assert!(!out.status.success(), "{toml} was taken");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{toml}: {err}");
+        assert!(err.contains("cairn.toml"), "the message names the file: {err}");
+    }
+}

@@ -87,6 +87,10 @@ impl ToolsCapability {
         config: McpConfig,
         secrets: BTreeMap<String, cairn_types::model::SecretSource>,
     ) -> Self {
+        // The streamable HTTP client is built without a TLS provider of its
+        // own: ring, as everywhere else in the host (an error means one is
+        // installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         ToolsCapability {
             config,
             secrets: Secrets::new(secrets),
@@ -198,11 +202,7 @@ impl ToolsCapability {
     ) -> Result<Conn, CallError> {
         let started = Instant::now();
         let service = match &server.url {
-            Some(url) => {
-                return Err(server_error(format!(
-                    "mcp server {name:?} is reached over streamable HTTP ({url}), which this host does not speak yet; run it over stdio (command = [...])"
-                )));
-            }
+            Some(url) => self.reach(name, url, server).await?,
             None => self.spawn(ctx, name, server).await?,
         };
         self.starts
@@ -287,6 +287,49 @@ impl ToolsCapability {
             .map_err(|e| {
                 server_error(format!(
                     "mcp server {name:?} did not initialize: {}",
+                    self.secrets.redact(&e.to_string())
+                ))
+            })
+    }
+
+    /// Reach a server over streamable HTTP, its headers' secrets expanded
+    /// (`Authorization: Bearer …` goes as the transport's bearer token).
+    async fn reach(
+        &self,
+        name: &str,
+        url: &str,
+        server: &McpServer,
+    ) -> Result<RunningService<RoleClient, ()>, CallError> {
+        use reqwest::header::{HeaderName, HeaderValue};
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        let mut headers = HashMap::new();
+        for (k, v) in &server.headers {
+            let value = self.secrets.expand(v).map_err(|e| {
+                refused(format!("mcp server {name:?}: its header {k}: {}", e.0))
+            })?;
+            if k.eq_ignore_ascii_case("authorization")
+                && let Some(token) = value.strip_prefix("Bearer ")
+            {
+                config = config.auth_header(token.to_string());
+                continue;
+            }
+            let header = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| refused(format!("mcp server {name:?}: {k:?} is not a header name")))?;
+            let value = HeaderValue::from_str(&value).map_err(|_| {
+                refused(format!("mcp server {name:?}: the header {k} has a value no header may carry"))
+            })?;
+            headers.insert(header, value);
+        }
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+            config.custom_headers(headers),
+        );
+        tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport))
+            .await
+            .map_err(|_| server_error(format!("mcp server {name:?} ({url}) did not initialize in time")))?
+            .map_err(|e| {
+                server_error(format!(
+                    "mcp server {name:?} ({url}) did not initialize: {}",
                     self.secrets.redact(&e.to_string())
                 ))
             })
