@@ -508,7 +508,10 @@ fn a_server_over_streamable_http_is_reached_by_its_url() {
     let _kill = Kill(&mut server);
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the HTTP MCP server never listened");
+        assert!(
+            Instant::now() < deadline,
+            "the HTTP MCP server never listened"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let toml = std::fs::read_to_string(setup.home.join("cairn.toml")).unwrap();
@@ -534,7 +537,10 @@ fn a_server_over_streamable_http_is_reached_by_its_url() {
     let list = steps[0]["ok"].as_array().unwrap();
     // Both servers offer the same tools: each name is qualified by its server.
     assert_eq!(list.len(), 12, "{list:?}");
-    assert!(list.iter().any(|t| t["name"] == "remote__add" && t["server"] == "remote"));
+    assert!(
+        list.iter()
+            .any(|t| t["name"] == "remote__add" && t["server"] == "remote")
+    );
     assert!(list.iter().any(|t| t["name"] == "stdio-notes__add"));
     assert_eq!(steps[1]["ok"]["text"], "21", "{}", steps[1]);
     // One start is the HTTP server's own (by the test); the stdio one was
@@ -579,6 +585,70 @@ fn a_wrong_mcp_config_is_refused_by_name() {
         assert!(!out.status.success(), "{toml} was taken");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{toml}: {err}");
-        assert!(err.contains("cairn.toml"), "the message names the file: {err}");
+        assert!(
+            err.contains("cairn.toml"),
+            "the message names the file: {err}"
+        );
     }
+}
+
+/// A session's server closes after `[mcp] idle_ms` with no call (the next
+/// run starts it again), and one that died is started again on the next
+/// call instead of failing it.
+#[test]
+fn an_idle_server_is_closed_and_a_dead_one_started_again() {
+    let setup = Setup::new();
+    let toml = std::fs::read_to_string(setup.home.join("cairn.toml")).unwrap();
+    std::fs::write(
+        setup.home.join("cairn.toml"),
+        toml.replace("idle_ms = 600000", "idle_ms = 400"),
+    )
+    .unwrap();
+    let http = reqwest::blocking::Client::new();
+    let served = serve(&setup.home);
+    let digest = upload(&http, &served.url);
+    let add = json!([{"call": "add", "args": {"a": 1, "b": 1}}]);
+    let run = start(&http, &served.url, &digest, "idle", add.clone());
+    assert_eq!(until_ended(&http, &served.url, &run)["state"], "finished");
+    assert_eq!(setup.starts(), 1);
+    let first: i32 = Setup::lines(&setup.starts)[0].parse().unwrap();
+    // Idle past 400 ms: closed (the process ends), started again by the next run.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(first) {
+        assert!(
+            Instant::now() < deadline,
+            "the idle server was never closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = start(&http, &served.url, &digest, "idle", add.clone());
+    assert_eq!(until_ended(&http, &served.url, &run)["state"], "finished");
+    assert_eq!(setup.starts(), 2);
+    // Killed under the host: the next call starts it again and is answered.
+    let second: i32 = Setup::lines(&setup.starts)[1].parse().unwrap();
+    let run = start(
+        &http,
+        &served.url,
+        &digest,
+        "idle",
+        json!([{"call": "add", "args": {"a": 1, "b": 1}}, {"call": "add", "args": {"a": 2, "b": 2}}]),
+    );
+    std::process::Command::new("kill")
+        .args(["-9", &second.to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(until_ended(&http, &served.url, &run)["state"], "finished");
+    drop(served);
+    let runs = answers(&journal(&setup.home, "idle"));
+    for step in &runs[2] {
+        assert!(step["ok"]["text"].is_string(), "{step}");
+    }
+    assert!(setup.starts() >= 2, "{}", setup.starts());
+}
+
+/// Whether process `pid` is running (a zombie is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
 }

@@ -33,6 +33,20 @@ struct Key {
     generation: Option<PathBuf>,
 }
 
+impl Key {
+    fn of(ctx: &CallCtx<'_>, name: &str, server: &McpServer) -> Key {
+        Key {
+            session: ctx.session.to_string(),
+            server: name.to_string(),
+            generation: if per_generation(server) {
+                ctx.generation.map(Path::to_path_buf)
+            } else {
+                None
+            },
+        }
+    }
+}
+
 /// One open connection and what it offers.
 struct Conn {
     service: RunningService<RoleClient, ()>,
@@ -139,6 +153,10 @@ impl ToolsCapability {
                     for (key, slot) in idle_keys {
                         // A call under way holds the slot: it is not idle.
                         if let Ok(mut conn) = slot.conn.try_lock() {
+                            // A call under way holds the connection too.
+                            if conn.as_ref().is_some_and(|c| Arc::strong_count(c) > 1) {
+                                continue;
+                            }
                             if let Some(c) = conn.take() {
                                 close(c).await;
                             }
@@ -168,18 +186,11 @@ impl ToolsCapability {
         server: &McpServer,
     ) -> Result<Arc<Conn>, CallError> {
         self.start_reaper();
-        let key = Key {
-            session: ctx.session.to_string(),
-            server: name.to_string(),
-            generation: if per_generation(server) {
-                ctx.generation.map(Path::to_path_buf)
-            } else {
-                None
-            },
-        };
-        let slot = self.slot(&key);
-        *slot.used.lock().unwrap() = Some(Instant::now());
+        let slot = self.slot(&Key::of(ctx, name, server));
         let mut conn = slot.conn.lock().await;
+        // Used now (a start that takes longer than `idle_ms` is not idle).
+        let touch = || *slot.used.lock().unwrap() = Some(Instant::now());
+        touch();
         if let Some(c) = conn.as_ref() {
             if !c.service.is_transport_closed() {
                 return Ok(c.clone());
@@ -191,6 +202,7 @@ impl ToolsCapability {
         }
         let fresh = Arc::new(self.connect(ctx, name, server).await?);
         *conn = Some(fresh.clone());
+        touch();
         Ok(fresh)
     }
 
@@ -292,6 +304,15 @@ impl ToolsCapability {
             })
     }
 
+    /// Close `dead` if it is still the session's connection to `name`.
+    async fn discard(&self, ctx: &CallCtx<'_>, name: &str, server: &McpServer, dead: &Arc<Conn>) {
+        let slot = self.slot(&Key::of(ctx, name, server));
+        let mut conn = slot.conn.lock().await;
+        if conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, dead)) {
+            conn.take();
+        }
+    }
+
     /// Reach a server over streamable HTTP, its headers' secrets expanded
     /// (`Authorization: Bearer …` goes as the transport's bearer token).
     async fn reach(
@@ -305,9 +326,10 @@ impl ToolsCapability {
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
         let mut headers = HashMap::new();
         for (k, v) in &server.headers {
-            let value = self.secrets.expand(v).map_err(|e| {
-                refused(format!("mcp server {name:?}: its header {k}: {}", e.0))
-            })?;
+            let value = self
+                .secrets
+                .expand(v)
+                .map_err(|e| refused(format!("mcp server {name:?}: its header {k}: {}", e.0)))?;
             if k.eq_ignore_ascii_case("authorization")
                 && let Some(token) = value.strip_prefix("Bearer ")
             {
@@ -317,7 +339,9 @@ impl ToolsCapability {
             let header = HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| refused(format!("mcp server {name:?}: {k:?} is not a header name")))?;
             let value = HeaderValue::from_str(&value).map_err(|_| {
-                refused(format!("mcp server {name:?}: the header {k} has a value no header may carry"))
+                refused(format!(
+                    "mcp server {name:?}: the header {k} has a value no header may carry"
+                ))
             })?;
             headers.insert(header, value);
         }
@@ -326,7 +350,11 @@ impl ToolsCapability {
         );
         tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport))
             .await
-            .map_err(|_| server_error(format!("mcp server {name:?} ({url}) did not initialize in time")))?
+            .map_err(|_| {
+                server_error(format!(
+                    "mcp server {name:?} ({url}) did not initialize in time"
+                ))
+            })?
             .map_err(|e| {
                 server_error(format!(
                     "mcp server {name:?} ({url}) did not initialize: {}",
@@ -405,18 +433,41 @@ impl ToolsCapability {
                 ctx.workspace, request.server
             )));
         };
-        let conn = self.connection(ctx, name, server).await?;
-        let arguments = match request.arguments {
-            serde_json::Value::Object(o) => o,
+        let arguments = match &request.arguments {
+            serde_json::Value::Object(o) => o.clone(),
             _ => return Err(refused("a tool's arguments must be a JSON object")),
         };
-        let params = CallToolRequestParams::new(request.tool.clone()).with_arguments(arguments);
-        let result = tokio::select! {
-            r = tokio::time::timeout(ctx.timeout, conn.service.call_tool(params)) => r,
-            _ = ctx.sink.cancelled() => {
-                return Err(call_error(CallErrorCode::Cancelled, "the run was cancelled during the call"));
+        let mut attempts = 0;
+        let result = loop {
+            attempts += 1;
+            let conn = self.connection(ctx, name, server).await?;
+            let params =
+                CallToolRequestParams::new(request.tool.clone()).with_arguments(arguments.clone());
+            let result = tokio::select! {
+                r = tokio::time::timeout(ctx.timeout, conn.service.call_tool(params)) => r,
+                _ = ctx.sink.cancelled() => {
+                    return Err(call_error(CallErrorCode::Cancelled, "the run was cancelled during the call"));
+                }
+            };
+            let lost = matches!(
+                result,
+                Ok(Err(
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+                ))
+            );
+            if !lost {
+                break result;
+            }
+            // The server died under the call: the connection goes (the
+            // next call starts it again); a read-only call is sent again
+            // once, one that changes things is reported (it may have run).
+            self.discard(ctx, name, server, &conn).await;
+            if attempts > 1 || !request.read_only {
+                break result;
             }
         };
+        // Idle time counts from a call's end.
+        *self.slot(&Key::of(ctx, name, server)).used.lock().unwrap() = Some(Instant::now());
         let result = match result {
             Err(_) => {
                 return Err(server_error(format!(
