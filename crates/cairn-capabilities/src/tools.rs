@@ -565,6 +565,22 @@ impl Capability for ToolsCapability {
         op == "list" || request["read_only"].as_bool().unwrap_or(false)
     }
 
+    fn package(&self) -> Option<&'static str> {
+        Some("cairn:tools")
+    }
+
+    async fn prepare(&self, ctx: &CallCtx<'_>) {
+        for (name, server) in self.granted(ctx) {
+            if let Err(e) = self.connection(ctx, name, server).await {
+                tracing::warn!(
+                    server = name,
+                    error = e.message,
+                    "an MCP server did not open for a run"
+                );
+            }
+        }
+    }
+
     async fn forget(&self, session: &str) {
         let gone: Vec<(Key, Arc<Slot>)> = {
             let mut slots = self.slots.lock().unwrap();

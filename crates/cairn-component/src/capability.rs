@@ -81,6 +81,18 @@ pub trait Capability: Send + Sync + 'static {
     /// while it was under way (a model call may; a tool with side effects
     /// may not, and is answered `interrupted` instead).
     fn idempotent(&self, op: &str, request: &serde_json::Value) -> bool;
+    /// The WIT package a guest imports to use it (`cairn:tools`), when
+    /// its runs should be prepared before they start.
+    fn package(&self) -> Option<&'static str> {
+        None
+    }
+    /// Open what a run of this session will use (seed 002's `Preparing`:
+    /// MCP connections and their tool lists), before its controller starts;
+    /// the session reads `preparing` meanwhile. Never journaled: a failure
+    /// here is met again, as a value, by the guest's own call.
+    async fn prepare(&self, ctx: &CallCtx<'_>) {
+        let _ = ctx;
+    }
     /// Let go of what was prepared for `session` (its connections, its
     /// tool list): the session was deleted.
     async fn forget(&self, session: &str) {

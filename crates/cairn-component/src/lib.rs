@@ -98,6 +98,8 @@ pub struct Prepared {
     digest: String,
     pre: Pre,
     info: Info,
+    /// The interfaces it imports (`cairn:tools/mcp@0.1.0`, …).
+    imports: Vec<String>,
 }
 
 /// A component's linked exports, by the world version it was built against:
@@ -117,6 +119,15 @@ impl Prepared {
     /// What it said about itself.
     pub fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// Whether it imports an interface of `package` (`cairn:tools`): what
+    /// a run of it may need prepared before it starts.
+    pub fn imports_package(&self, package: &str) -> bool {
+        self.imports.iter().any(|i| {
+            i.strip_prefix(package)
+                .is_some_and(|rest| rest.starts_with('/'))
+        })
     }
 }
 
@@ -422,10 +433,16 @@ impl Components {
             ),
         };
         let info = self.describe(&pre).await?;
+        let imports = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
         let prepared = Arc::new(Prepared {
             digest: digest.clone(),
             pre,
             info,
+            imports,
         });
         let image = component.image_range();
         let size = (image.end as usize).saturating_sub(image.start as usize) as u64;

@@ -51,6 +51,37 @@ impl Capabilities {
             .and_then(|w| w.decisions.clone())
     }
 
+    /// Prepare what the run's controller imports (MCP connections and
+    /// tool lists) before it starts; ends early when the run is cancelled.
+    pub(crate) async fn prepare(
+        &self,
+        run: &RunCtx,
+        prepared: &crate::component::Prepared,
+        generation: &std::path::Path,
+    ) {
+        let workspace = run.workspace.get().cloned().unwrap_or_default();
+        let grants = self.grants(&workspace);
+        let session = run.session.to_string();
+        let sink = Quiet(run.cancel.subscribe());
+        let ctx = CallCtx {
+            workspace: &workspace,
+            grants: &grants,
+            sink: &sink,
+            timeout: Duration::from_millis(self.config.mcp.call_timeout_ms.max(1)),
+            session: &session,
+            generation: Some(generation),
+        };
+        for cap in &self.list {
+            if cap.package().is_some_and(|p| prepared.imports_package(p)) {
+                let mut cancel = run.cancel.subscribe();
+                tokio::select! {
+                    _ = cap.prepare(&ctx) => {}
+                    _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => return,
+                }
+            }
+        }
+    }
+
     /// Let every capability drop what it kept for `session`.
     pub(crate) async fn forget(&self, session: &str) {
         for cap in &self.list {
