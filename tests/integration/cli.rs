@@ -374,3 +374,70 @@ fn replay_against_another_component_reports_where_it_diverges() {
         String::from_utf8_lossy(&missing.stderr)
     );
 }
+
+/// `cairn replay` reads the home's compiled-code cache (what `cairn run`,
+/// the owner, compiled) and writes nothing into it; with no cache it
+/// compiles for itself and still adds nothing to the home.
+#[test]
+fn replay_uses_the_homes_compiled_cache_and_never_fills_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = crate::common::cairn_in(&home, &["run", "echo", "--prompt", "cached", "--json"]);
+    assert!(out.status.success());
+    let session = crate::common::session_of_output(&out.stdout);
+    let cache = home.join("cache/compiled");
+    let listing = |dir: &std::path::Path| -> Vec<(String, u64)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(String, u64)>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else {
+                    out.push((p.display().to_string(), e.metadata().unwrap().len()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(dir, &mut out);
+        out.sort();
+        out
+    };
+    let before = listing(&cache);
+    assert!(!before.is_empty(), "cairn run filled no compiled cache");
+    let replay = crate::common::cairn_in(&home, &["replay", &session, "--json"]);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let report: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(report["compiled_cache"], "used", "{report}");
+    assert_eq!(report["runs"][0]["result"], "matched", "{report}");
+    assert_eq!(
+        listing(&cache),
+        before,
+        "a replay wrote into the home's cache"
+    );
+    // A component the cache does not hold is compiled for the replay only.
+    let other = crate::common::cairn_in(
+        &home,
+        &["replay", &session, "--component", "bench-emit", "--json"],
+    );
+    let report: Value = serde_json::from_slice(&other.stdout).unwrap();
+    assert_eq!(report["compiled_cache"], "missed", "{report}");
+    assert_eq!(
+        listing(&cache),
+        before,
+        "a replay wrote into the home's cache"
+    );
+    // With the cache gone, a replay compiles for itself and leaves none.
+    std::fs::remove_dir_all(&cache).unwrap();
+    let replay = crate::common::cairn_in(&home, &["replay", &session, "--json"]);
+    assert!(replay.status.success());
+    let report: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(report["compiled_cache"], "absent", "{report}");
+    assert!(
+        !cache.exists(),
+        "a replay made a compiled cache in the home"
+    );
+}

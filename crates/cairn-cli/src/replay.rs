@@ -12,7 +12,9 @@ pub struct ReplayArgs {
     session: String,
     #[command(flatten)]
     home: HomeArg,
-    /// Print the report as JSON: `{"session_id", "component"?, "runs": [{"result": "matched" | "diverged" | "skipped", "run_id", …}]}`.
+    /// Print the report as JSON: `{"session_id", "component"?, "compiled_cache": "used" | "missed" | "absent", "runs": [{"result": "matched" | "diverged" | "skipped", "run_id", …}]}`
+    /// (`compiled_cache`: whether the home's compiled code served every
+    /// component, or one had to be compiled, or the home has none yet).
     #[arg(long)]
     json: bool,
     /// Re-run every run with this component instead of the one it started
@@ -34,16 +36,24 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .component
         .as_deref()
         .map(cairn_runtime::runtime::ComponentRef::parse);
+    let cached = rt.compiled_cache_files();
     let report = rt
         .replay_offline_against(&session, against.as_ref())
         .await?;
+    // The home's compiled code served every component when the mirror of
+    // it grew by nothing.
+    let compiled_cache = match (cached, rt.compiled_cache_files()) {
+        (Some(before), Some(after)) if after == before => "used",
+        (Some(_), Some(_)) => "missed",
+        _ => "absent",
+    };
     let diverged = report
         .iter()
         .any(|r| matches!(r, RunReplay::Diverged { .. }));
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "session_id": session, "component": args.component, "runs": report })
+            serde_json::json!({ "session_id": session, "component": args.component, "compiled_cache": compiled_cache, "runs": report })
         );
     } else {
         for r in &report {
@@ -67,6 +77,11 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 report.len()
             ),
             None => println!("{matched} of {} runs matched the journal", report.len()),
+        }
+        if compiled_cache == "missed" {
+            println!(
+                "(a component was compiled for this replay: the home's compiled cache, which only its owner fills, did not hold it)"
+            );
         }
     }
     Ok(if diverged {

@@ -5,6 +5,7 @@
 
 mod audit;
 mod builder;
+mod cache_mirror;
 mod catalog;
 pub mod cluster;
 mod config;
@@ -110,6 +111,8 @@ impl SessionLive {
 }
 
 pub(crate) struct Inner {
+    /// A reader's mirror of the home's compiled-code cache (removed with it).
+    cache_mirror: Option<tempfile::TempDir>,
     /// This runtime's metrics.
     pub(crate) telemetry: Arc<telemetry::Telemetry>,
     /// The home's layout, for the tools that inspect its files
@@ -276,7 +279,16 @@ impl Runtime {
             file_store.is_some() && cluster.is_none() && !read_only && (was_clean || restore);
         // The owner keeps compiled code in the home (a reader writes
         // nothing there).
-        let cache_dir = (!read_only).then(|| config.home.join("cache").join("compiled"));
+        let home_cache = config.home.join("cache").join("compiled");
+        // A reader reads it through a private mirror (it writes nothing
+        // in the home).
+        let cache_mirror = read_only
+            .then(|| cache_mirror::mirror(&home_cache))
+            .flatten();
+        let cache_dir = match &cache_mirror {
+            Some(m) => Some(m.path().to_path_buf()),
+            None => (!read_only).then_some(home_cache),
+        };
         let components = Arc::new(Components::new(
             config.host.pool.instances,
             config.host.limits.memory_bytes,
@@ -285,6 +297,7 @@ impl Runtime {
         components.set_cache_budget(config.host.limits.component_cache_bytes);
         let rt = Runtime {
             inner: Arc::new(Inner {
+                cache_mirror,
                 telemetry,
                 workers: Arc::new(home.clone()),
                 bytes: Arc::new(home.clone()),
@@ -349,6 +362,16 @@ impl Runtime {
             .lookup(session)
             .map_err(|e| RuntimeError::from(e).for_session(session))?
             .is_some())
+    }
+
+    /// For a reader: the files of its mirror of the home's compiled-code
+    /// cache (a component it had to compile adds some); `None` when it
+    /// reads none (an owner, or a home with no cache yet).
+    pub fn compiled_cache_files(&self) -> Option<usize> {
+        self.inner
+            .cache_mirror
+            .as_ref()
+            .map(|m| cache_mirror::files(m.path()))
     }
 
     /// The home: the file store's layout, for tools that inspect it
