@@ -441,3 +441,130 @@ fn replay_uses_the_homes_compiled_cache_and_never_fills_it() {
         "a replay made a compiled cache in the home"
     );
 }
+
+/// `cairn run --answer KIND=JSON` and `--answers FILE` answer each decision
+/// kind with what it asks for (not `{"approved": true}` for everything);
+/// a file out of step with the run stops it naming both kinds.
+#[test]
+fn run_answers_every_decision_kind_from_flags_or_a_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let asker = crate::common::fixture("asker");
+    let asker = asker.to_str().unwrap();
+    let finished = |out: &std::process::Output| -> Value {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let end = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["payload"]["event"]["type"] == "finished")
+            .unwrap_or_else(|| {
+                panic!(
+                    "no finished entry: {text}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
+        serde_json::from_str(end["payload"]["event"]["text"].as_str().unwrap()).unwrap()
+    };
+    let out = crate::common::cairn_in(
+        &home,
+        &[
+            "run",
+            asker,
+            "--json",
+            "--prompt",
+            "approval tool_result answer answer",
+            "--answer",
+            "approval=approve",
+            "--answer",
+            "tool_result={\"rows\": 3}",
+            "--answer",
+            "answer=\"blue\"",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        finished(&out),
+        serde_json::json!([{"approved": true}, {"rows": 3}, "blue", "blue"])
+    );
+    // --decide answers approvals only; a tool result nobody gave stops the run.
+    let out = crate::common::cairn_in(
+        &home,
+        &[
+            "run",
+            asker,
+            "--prompt",
+            "approval tool_result",
+            "--decide",
+            "approve",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a decision (tool_result) was requested"),
+        "{err}"
+    );
+    // A file, in order, each checked against the kind asked.
+    let file = tmp.path().join("answers.json");
+    std::fs::write(
+        &file,
+        r#"[{"kind": "answer", "value": "first"}, {"kind": "approval", "value": {"approved": false, "reason": "no"}}, {"kind": "answer", "value": 2}]"#,
+    )
+    .unwrap();
+    let out = crate::common::cairn_in(
+        &home,
+        &[
+            "run",
+            asker,
+            "--json",
+            "--prompt",
+            "answer approval answer",
+            "--answers",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        finished(&out),
+        serde_json::json!(["first", {"approved": false, "reason": "no"}, 2])
+    );
+    let out = crate::common::cairn_in(
+        &home,
+        &[
+            "run",
+            asker,
+            "--prompt",
+            "approval",
+            "--answers",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("asked for a decision of kind approval") && err.contains("is for answer"),
+        "{err}"
+    );
+    // A malformed flag is refused before anything runs, naming it.
+    for (flag, says) in [
+        ("tool_result={not json", "the value is not JSON"),
+        ("colour=1", "\"colour\" is not a decision kind"),
+        ("approval", "write KIND=JSON"),
+    ] {
+        let out = crate::common::cairn_in(
+            &home,
+            &["run", asker, "--prompt", "approval", "--answer", flag],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{flag}: {err}");
+    }
+}

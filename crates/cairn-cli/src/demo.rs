@@ -2,7 +2,7 @@
 //! then the `agent` example when a model is configured (`[models.default]`,
 //! or `OPENAI_API_KEY` / `OPENAI_BASE_URL` in the environment).
 
-use super::run::{DecideArg, journal_path, run_once};
+use super::run::{Answers, journal_path, run_once};
 use cairn_runtime::journal::event::RunStatus;
 use cairn_runtime::runtime::{ComponentRef, RuntimeConfig, StartRun};
 use cairn_types::model::{ModelEntry, Provider, SecretSource};
@@ -58,20 +58,25 @@ pub async fn demo(home: PathBuf) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout();
     let mut ok = true;
     let mut examples = vec![
-        ("echo", "hello from a sandboxed controller", None),
-        ("approval", "deploy the demo", Some(DecideArg::Approve)),
+        ("echo", "hello from a sandboxed controller", false),
+        ("approval", "deploy the demo", true),
     ];
     if agent {
         examples.push((
             "agent",
             "write a haiku about durable journals to haiku.txt, then read it back to me",
-            Some(DecideArg::Approve),
+            true,
         ));
     }
     for (example, prompt, decide) in examples {
         println!("\n== {example}: {prompt:?}");
         let req = StartRun::new(ComponentRef::BuiltIn(example.into()), prompt);
-        let ran = run_once(&rt, req, false, decide, &mut out).await?;
+        let mut answers = if decide {
+            Answers::approving()
+        } else {
+            Answers::default()
+        };
+        let ran = run_once(&rt, req, false, &mut answers, &mut out).await?;
         ok &= ran.status == RunStatus::Finished;
         println!("== {example} {}", ran.reason);
         println!("   journal: {}", journal_path(&rt, &ran.started)?);

@@ -4,7 +4,9 @@ use super::HomeArg;
 use super::output;
 use cairn_runtime::ids::WorkerId;
 use cairn_runtime::journal::Delivery;
-use cairn_runtime::journal::event::{CancelReason, LifecycleEvent, Payload, RunStatus};
+use cairn_runtime::journal::event::{
+    CancelReason, LifecycleEvent, Payload, RequestKind, RunStatus,
+};
 use cairn_runtime::runtime::{AttachSpec, ComponentRef, Runtime, StartRun, Started};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -34,9 +36,19 @@ pub struct RunArgs {
     /// Print one JSON journal line per event instead of text.
     #[arg(long)]
     json: bool,
-    /// Answer approval requests without asking.
+    /// Answer approval requests without asking (`--answer approval=approve`).
     #[arg(long, value_enum)]
     decide: Option<DecideArg>,
+    /// Answer every decision of KIND (approval, tool_result, answer) with
+    /// JSON, without asking; repeatable. `approval=approve` and
+    /// `approval=deny` stand for `{"approved": true|false}`.
+    #[arg(long = "answer", value_name = "KIND=JSON")]
+    answer: Vec<String>,
+    /// Answer decisions in order from FILE, a JSON list of
+    /// `{"kind": KIND, "value": JSON}`, one per decision, each checked
+    /// against the kind asked (before any `--answer`).
+    #[arg(long = "answers", value_name = "FILE")]
+    answers: Option<std::path::PathBuf>,
     /// Cancel the run after this many milliseconds.
     #[arg(long, value_name = "MS")]
     timeout_ms: Option<u64>,
@@ -60,7 +72,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     req.liveness.policy = cairn_runtime::journal::event::LivenessPolicy::Cancel;
     // It waits for the run anyway: a short run is one write, one sync.
     req.first_commit = cairn_runtime::runtime::FirstCommit::WithRun;
-    let ran = match run_once(&rt, req, args.json, args.decide, &mut std::io::stdout()).await {
+    let mut answers = Answers::parse(args.decide, &args.answer, args.answers.as_deref())?;
+    let ran = match run_once(&rt, req, args.json, &mut answers, &mut std::io::stdout()).await {
         Ok(ran) => ran,
         Err(e) => {
             // Stdout closed (`| head`), or the journal failed: stop the
@@ -97,7 +110,7 @@ pub async fn run_once(
     rt: &Runtime,
     mut req: StartRun,
     json: bool,
-    decide: Option<DecideArg>,
+    answers: &mut Answers,
     out: &mut (impl Write + Send),
 ) -> anyhow::Result<Ran> {
     // Claim the session and be present before the run starts, so the claim
@@ -196,23 +209,26 @@ pub async fn run_once(
         match &event.payload {
             Payload::Lifecycle(LifecycleEvent::DecisionRequested {
                 decision_id,
+                request_kind,
                 prompt,
                 ..
             }) => {
-                let value = match decide {
-                    Some(DecideArg::Approve) => Some(serde_json::json!({ "approved": true })),
-                    Some(DecideArg::Deny) => Some(serde_json::json!({ "approved": false })),
-                    None if std::io::stdin().is_terminal() && !json => {
-                        Some(ask(prompt.clone()).await?)
+                let value = match answers.next(*request_kind) {
+                    Ok(Some(v)) => Ok(v),
+                    Ok(None) if std::io::stdin().is_terminal() && !json => {
+                        Ok(ask(*request_kind, prompt.clone()).await?)
                     }
-                    None => None,
+                    Ok(None) => Err(format!(
+                        "a decision ({}) was requested, but no --decide, --answer or --answers was given for it and stdin is not a terminal",
+                        kind_name(*request_kind)
+                    )),
+                    Err(why) => Err(why),
                 };
                 match value {
-                    Some(v) => rt.decide(decision_id, v).await?,
-                    None => {
-                        let why = "a decision was requested, but no --decide was given and stdin is not a terminal";
-                        refused_decision = Some(why.to_string());
-                        rt.cancel(started.run_id, CancelReason::External, why)?;
+                    Ok(v) => rt.decide(decision_id, v).await?,
+                    Err(why) => {
+                        rt.cancel(started.run_id, CancelReason::External, &why)?;
+                        refused_decision = Some(why);
                     }
                 }
             }
@@ -231,11 +247,134 @@ pub async fn run_once(
     }
 }
 
-async fn ask(prompt: String) -> anyhow::Result<serde_json::Value> {
+/// How `cairn run` answers decisions without asking: `--answers FILE` in
+/// order, then `--answer KIND=JSON`, then `--decide` for approvals.
+#[derive(Debug, Default)]
+pub struct Answers {
+    queue: std::collections::VecDeque<(RequestKind, serde_json::Value)>,
+    file: Option<String>,
+    by_kind: Vec<(RequestKind, serde_json::Value)>,
+}
+
+fn kind_name(kind: RequestKind) -> &'static str {
+    match kind {
+        RequestKind::Approval => "approval",
+        RequestKind::ToolResult => "tool_result",
+        RequestKind::Answer => "answer",
+    }
+}
+
+fn kind_of(name: &str) -> anyhow::Result<RequestKind> {
+    Ok(match name {
+        "approval" => RequestKind::Approval,
+        "tool_result" | "tool-result" => RequestKind::ToolResult,
+        "answer" => RequestKind::Answer,
+        other => {
+            anyhow::bail!("{other:?} is not a decision kind: say approval, tool_result or answer")
+        }
+    })
+}
+
+impl Answers {
+    /// Approve every approval (what the demo does).
+    pub fn approving() -> Self {
+        Answers {
+            by_kind: vec![(
+                RequestKind::Approval,
+                serde_json::json!({ "approved": true }),
+            )],
+            ..Answers::default()
+        }
+    }
+
+    /// From the flags; a malformed one is an error naming it.
+    pub fn parse(
+        decide: Option<DecideArg>,
+        answer: &[String],
+        file: Option<&std::path::Path>,
+    ) -> anyhow::Result<Self> {
+        let mut out = Answers::default();
+        for a in answer {
+            let Some((kind, json)) = a.split_once('=') else {
+                anyhow::bail!(
+                    "--answer {a:?}: write KIND=JSON, such as answer='\"yes\"' or approval=approve"
+                );
+            };
+            let kind = kind_of(kind.trim()).map_err(|e| anyhow::anyhow!("--answer {a:?}: {e}"))?;
+            let value = match (kind, json.trim()) {
+                (RequestKind::Approval, "approve") => serde_json::json!({ "approved": true }),
+                (RequestKind::Approval, "deny") => serde_json::json!({ "approved": false }),
+                (_, text) => serde_json::from_str(text).map_err(|e| {
+                    anyhow::anyhow!("--answer {a:?}: the value is not JSON ({e}); a string is written with quotes: answer='\"yes\"'")
+                })?,
+            };
+            out.by_kind.retain(|(k, _)| *k != kind);
+            out.by_kind.push((kind, value));
+        }
+        if let Some(d) = decide
+            && !out.by_kind.iter().any(|(k, _)| *k == RequestKind::Approval)
+        {
+            out.by_kind.push((
+                RequestKind::Approval,
+                serde_json::json!({ "approved": d == DecideArg::Approve }),
+            ));
+        }
+        if let Some(path) = file {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("--answers {name}: {e}"))?;
+            let list: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "--answers {name}: not a JSON list of {{\"kind\", \"value\"}} ({e})"
+                )
+            })?;
+            for (i, item) in list.into_iter().enumerate() {
+                let kind = item["kind"].as_str().ok_or_else(|| {
+                    anyhow::anyhow!("--answers {name}: item {} has no \"kind\"", i + 1)
+                })?;
+                let kind = kind_of(kind)
+                    .map_err(|e| anyhow::anyhow!("--answers {name}: item {}: {e}", i + 1))?;
+                let Some(value) = item.get("value").cloned() else {
+                    anyhow::bail!("--answers {name}: item {} has no \"value\"", i + 1);
+                };
+                out.queue.push_back((kind, value));
+            }
+            out.file = Some(name);
+        }
+        Ok(out)
+    }
+
+    /// The answer to the next decision, of `kind`: `Ok(None)` when nothing
+    /// given answers it; `Err` when the file's next answer is for another
+    /// kind (the run stops: its answers are out of step).
+    pub fn next(&mut self, kind: RequestKind) -> Result<Option<serde_json::Value>, String> {
+        if let Some((k, _)) = self.queue.front() {
+            if *k != kind {
+                return Err(format!(
+                    "the run asked for a decision of kind {}, and the next answer in {} is for {}",
+                    kind_name(kind),
+                    self.file.as_deref().unwrap_or("--answers"),
+                    kind_name(*k)
+                ));
+            }
+            return Ok(self.queue.pop_front().map(|(_, v)| v));
+        }
+        Ok(self
+            .by_kind
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, v)| v.clone()))
+    }
+}
+
+async fn ask(kind: RequestKind, prompt: String) -> anyhow::Result<serde_json::Value> {
+    if kind != RequestKind::Approval {
+        return ask_json(kind, prompt).await;
+    }
     tokio::task::spawn_blocking(move || {
         let mut line = String::new();
         loop {
-            eprint!("approve {prompt:?}? [y/n] ");
+            eprint!("approve \"{prompt}\"? [y/n] ");
             line.clear();
             if std::io::stdin().read_line(&mut line)? == 0 {
                 return Ok(
@@ -246,6 +385,33 @@ async fn ask(prompt: String) -> anyhow::Result<serde_json::Value> {
                 "y" | "yes" => return Ok(serde_json::json!({ "approved": true })),
                 "n" | "no" => return Ok(serde_json::json!({ "approved": false })),
                 _ => eprintln!("answer y or n"),
+            }
+        }
+    })
+    .await?
+}
+
+/// Ask on the terminal for a tool's result or an answer: JSON, or for an
+/// answer plain text (taken as a string).
+async fn ask_json(kind: RequestKind, prompt: String) -> anyhow::Result<serde_json::Value> {
+    tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        loop {
+            match kind {
+                RequestKind::ToolResult => eprint!("the result of \"{prompt}\" (JSON): "),
+                _ => eprint!("answer \"{prompt}\" (JSON, or text): "),
+            }
+            line.clear();
+            if std::io::stdin().read_line(&mut line)? == 0 {
+                anyhow::bail!("no answer to \"{prompt}\" (end of input)");
+            }
+            let text = line.trim();
+            match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(v) => return Ok(v),
+                Err(_) if kind == RequestKind::Answer && !text.is_empty() => {
+                    return Ok(serde_json::Value::String(text.to_string()));
+                }
+                Err(e) => eprintln!("that is not JSON ({e}); try again"),
             }
         }
     })
