@@ -568,3 +568,105 @@ fn run_answers_every_decision_kind_from_flags_or_a_file() {
         assert!(err.contains(says), "{flag}: {err}");
     }
 }
+
+/// `cairn decide ID --value …` on a home `cairn run` holds reaches that
+/// run through its generation's control socket, while the run's own
+/// terminal (a pty here) still asks.
+#[test]
+fn decide_reaches_a_run_that_cairn_run_holds_through_its_socket() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // `cairn run` with its stdin on a pseudo-terminal, so it asks there.
+    let under_pty = r#"
+import os, pty, subprocess, sys
+m, s = pty.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+os.close(s)
+out, err = p.communicate(timeout=120)
+sys.stdout.buffer.write(out)
+sys.stderr.buffer.write(err)
+sys.exit(p.returncode)
+"#;
+    let child = std::process::Command::new("python3")
+        .args(["-c", under_pty])
+        .arg(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "run",
+            crate::common::fixture("asker").to_str().unwrap(),
+            "--prompt",
+            "answer",
+            "--home",
+        ])
+        .arg(&home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The decision, once journaled.
+    let journal_lines = |home: &std::path::Path| -> Vec<Value> {
+        let mut out = Vec::new();
+        for w in std::fs::read_dir(home.join("workers"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for seg in std::fs::read_dir(w.path().join("session/segments"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = seg.file_name().to_string_lossy().to_string();
+                if name.ends_with(".jsonl") && !name.ends_with(".trace.jsonl") {
+                    let text = std::fs::read_to_string(seg.path()).unwrap_or_default();
+                    out.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+                }
+            }
+        }
+        out
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let id = loop {
+        if let Some(e) = journal_lines(&home)
+            .into_iter()
+            .find(|e| e["payload"]["event"]["type"] == "decision_requested")
+        {
+            break e["payload"]["event"]["decision_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no decision was asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = crate::common::cairn_in(
+        &home,
+        &["decide", &id, "--value", "\"from another terminal\""],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ran = child.wait_with_output().unwrap();
+    assert!(
+        ran.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let end = journal_lines(&home)
+        .into_iter()
+        .find(|e| e["payload"]["event"]["type"] == "finished")
+        .expect("the run finished");
+    assert_eq!(
+        end["payload"]["event"]["text"], "[\"from another terminal\"]",
+        "{end}"
+    );
+    // Nothing waits on a decision now: the next is refused, naming why.
+    let again = crate::common::cairn_in(&home, &["decide", &id, "--value", "1"]);
+    assert!(!again.status.success());
+}

@@ -44,6 +44,60 @@ async fn request(socket: &PathBuf, req: serde_json::Value) -> anyhow::Result<ser
     Ok(serde_json::from_str(&line)?)
 }
 
+/// Deliver a decision to whichever live generation of `home` waits on it,
+/// through the generations' control sockets (`cairn decide` on a home that
+/// `cairn run` holds). `Ok(false)`: no live generation knows the decision.
+pub async fn decide_through_sockets(
+    home: &std::path::Path,
+    id: &str,
+    value: &serde_json::Value,
+) -> anyhow::Result<bool> {
+    let mut sockets = Vec::new();
+    for worker in std::fs::read_dir(home.join("workers"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for generation in std::fs::read_dir(worker.path().join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let socket = generation.path().join("worker.sock");
+            if socket.exists() {
+                sockets.push(socket);
+            }
+        }
+    }
+    let mut last_error = None;
+    for socket in sockets {
+        // A socket left by a killed host refuses the connection: skip it.
+        let Ok(reply) = request(
+            &socket,
+            serde_json::json!({ "op": "decide", "decision_id": id, "value": value }),
+        )
+        .await
+        else {
+            continue;
+        };
+        if reply["ok"] == true {
+            return Ok(true);
+        }
+        let code = reply["error"]["code"].as_str().unwrap_or_default();
+        if code != "unknown_decision" && code != "not_found" {
+            last_error = Some(format!(
+                "{}: {}",
+                code,
+                reply["error"]["message"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    match last_error {
+        Some(e) => anyhow::bail!("the live run refused the decision: {e}"),
+        None => Ok(false),
+    }
+}
+
 pub async fn attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
     if args.cancel {
         let reply = request(&args.socket, serde_json::json!({ "op": "cancel" })).await?;

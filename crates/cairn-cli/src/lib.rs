@@ -244,6 +244,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let asks_on_terminal = matches!(cli.command, Command::Run(_));
     let result = rt.block_on(async move {
         match cli.command {
             Command::Run(args) => run::run(args).await,
@@ -281,6 +282,14 @@ pub fn main() -> ExitCode {
             }
         }
     });
+    // `cairn run`: a question still open on the terminal (its answer came
+    // another way) holds a blocking read; do not wait for it. Every other
+    // command waits for its blocking work as it always did.
+    if asks_on_terminal {
+        rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    } else {
+        drop(rt);
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

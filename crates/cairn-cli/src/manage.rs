@@ -440,11 +440,31 @@ pub async fn decide(args: DecideArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => unreachable!("clap requires one"),
     };
-    args.target
-        .writer("decide")
-        .await?
-        .decide(&id, value.clone())
-        .await?;
+    // A home `cairn run` holds: the run is told through its generation's
+    // control socket.
+    let held_by_run = args
+        .target
+        .local_home()
+        .and_then(|home| cairn_runtime::home_lock::holder(&home).map(|h| (home, h)))
+        .filter(|(_, h)| h.command == "run");
+    match held_by_run {
+        Some((home, holder)) => {
+            if !super::attach::decide_through_sockets(&home, &id.to_string(), &value).await? {
+                anyhow::bail!(
+                    "{home} is held by cairn run (pid {}), and none of its live runs waits on decision {id}",
+                    holder.pid,
+                    home = home.display()
+                );
+            }
+        }
+        None => {
+            args.target
+                .writer("decide")
+                .await?
+                .decide(&id, value.clone())
+                .await?
+        }
+    }
     if args.target.json {
         println!(
             "{}",

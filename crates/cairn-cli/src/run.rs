@@ -216,7 +216,25 @@ pub async fn run_once(
                 let value = match answers.next(*request_kind) {
                     Ok(Some(v)) => Ok(v),
                     Ok(None) if std::io::stdin().is_terminal() && !json => {
-                        Ok(ask(*request_kind, prompt.clone()).await?)
+                        // Asked on the terminal while the run goes on: the
+                        // answer may come from elsewhere first (`cairn
+                        // decide` through the run's socket).
+                        let (rt, id, kind, prompt) = (
+                            rt.clone(),
+                            decision_id.clone(),
+                            *request_kind,
+                            prompt.clone(),
+                        );
+                        tokio::spawn(async move {
+                            let answered = match ask(kind, prompt).await {
+                                Ok(v) => rt.decide(&id, v).await.map_err(anyhow::Error::from),
+                                Err(e) => Err(e),
+                            };
+                            if let Err(e) = answered {
+                                eprintln!("cairn: decision {id}: {e}");
+                            }
+                        });
+                        continue;
                     }
                     Ok(None) => Err(format!(
                         "a decision ({}) was requested, but no --decide, --answer or --answers was given for it and stdin is not a terminal",
