@@ -370,3 +370,64 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The viewer's assets carry ETags (a 304 for what the browser has), the
+/// page names its script and stylesheet by content (`?v=TAG`, cached for
+/// good), and anything else revalidates.
+#[tokio::test]
+async fn viewer_assets_are_cached_by_content_and_revalidated_by_etag() {
+    let (_tmp, _rt, base) = served(None).await;
+    let http = reqwest::Client::new();
+    let page = http.get(format!("{base}/ui/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let page_tag = page.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(page.headers()["cache-control"], "no-cache");
+    let html = page.text().await.unwrap();
+    let script = html
+        .split('"')
+        .find(|s| s.starts_with("app.js?v="))
+        .unwrap_or_else(|| panic!("the page names no versioned script: {html}"))
+        .to_string();
+    let again = http
+        .get(format!("{base}/ui/"))
+        .header("if-none-match", &page_tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert!(again.bytes().await.unwrap().is_empty());
+    let js = http
+        .get(format!("{base}/ui/{script}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.status(), 200);
+    assert_eq!(
+        js.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    let js_tag = js.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(format!("app.js?v={}", js_tag.trim_matches('"')), script);
+    // jco's core wasm: revalidated, a 304 once the browser has it.
+    let wasm_url = format!("{base}/ui/js-component-bindgen-component.core.wasm");
+    let wasm = http.get(&wasm_url).send().await.unwrap();
+    assert_eq!(wasm.headers()["cache-control"], "no-cache");
+    let tag = wasm.headers()["etag"].to_str().unwrap().to_string();
+    assert!(wasm.bytes().await.unwrap().len() > 1_000_000);
+    let cached = http
+        .get(&wasm_url)
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cached.status(), 304);
+    // A stale version or a wrong tag gets the asset anew, revalidating.
+    let stale = http
+        .get(format!("{base}/ui/app.js?v=0000"))
+        .header("if-none-match", "\"nope\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 200);
+    assert_eq!(stale.headers()["cache-control"], "no-cache");
+}

@@ -226,6 +226,23 @@ function openPage(): void {
   show(h('main', {}, h('h1', {}, 'Open an exported journal'), zone, out));
 }
 
+/**
+ * Everything a replay needs is fetched while the server is there: jco's
+ * transpiler and its core wasm, loaded once the page is idle. The page says
+ * when (`data-replay-ready` on <body>), so a replay works with the network
+ * gone.
+ */
+function warmReplay(): void {
+  const go = () =>
+    void import('./replay')
+      .then((m) => m.warm())
+      .then((ok) => {
+        document.body.dataset.replayReady = ok ? 'yes' : 'no';
+      });
+  if ('requestIdleCallback' in window) (window as any).requestIdleCallback(go, { timeout: 2000 });
+  else setTimeout(go, 200);
+}
+
 function route(): void {
   teardown?.();
   teardown = null;
@@ -236,3 +253,4 @@ function route(): void {
 
 window.addEventListener('hashchange', route);
 route();
+warmReplay();

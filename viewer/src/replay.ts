@@ -39,6 +39,21 @@ function loadTranspiler(): Promise<any> {
   return transpiler;
 }
 
+/**
+ * Loads jco's transpiler (and its 3.5 MB core wasm) now, so a replay later
+ * needs no network: the offline page warms it as it opens. Resolves `true`
+ * once it is ready.
+ */
+export async function warm(): Promise<boolean> {
+  try {
+    await loadTranspiler();
+    return true;
+  } catch {
+    transpiler = null;
+    return false;
+  }
+}
+
 /** Transpiles a component and returns its `instantiate(imports)`. */
 export async function transpile(bytes: Uint8Array): Promise<(imports: any) => Promise<any>> {
   const jco = await loadTranspiler();

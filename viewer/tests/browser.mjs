@@ -210,6 +210,14 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
     return route.abort();
   });
   await page.goto(`${base}/ui/#/open`);
+  // What a replay needs is fetched while the server is there; then every
+  // request fails (API and assets alike), as with the network gone.
+  await page.waitForSelector('body[data-replay-ready="yes"]', { timeout: TIMEOUT });
+  let offlineRequests = 0;
+  await page.route('**/*', (route) => {
+    offlineRequests++;
+    return route.abort();
+  });
   await page.setInputFiles('#files', [good, wasm]);
   await page.locator(`article[data-run="${live.run_id}"]`).waitFor({ timeout: TIMEOUT });
   let r = await replayIn(live.run_id, 'counter-offline');
@@ -223,6 +231,7 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
   assert.match(r.text, /expected \{"text":"five","type":"text_delta"\}, got \{"text":"5","type":"text_delta"\}/);
   await shot('offline-tampered-diverges');
   assert.equal(apiCalls, 0, 'the offline page called the API');
+  assert.equal(offlineRequests, 0, 'the offline replay needed the network');
   await page.unrouteAll();
 });
 

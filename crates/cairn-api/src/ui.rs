@@ -3,9 +3,11 @@
 //! network: the page and jco's transpiler for in-browser replay are all
 //! here). The page reads the API like any client, with the caller's token.
 
-use axum::extract::Path;
-use axum::http::{HeaderValue, header};
+use axum::extract::{Path, RawQuery};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use sha2::{Digest, Sha256};
+use std::sync::OnceLock;
 
 /// Every asset: its name under `/ui/`, bytes and content type.
 const ASSETS: &[(&str, &[u8], &str)] = &[
@@ -36,14 +38,84 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
     ),
 ];
 
-fn asset(name: &str) -> Response {
+/// Each asset's ETag: the start of its content's SHA-256 (computed once).
+fn etag(name: &str) -> Option<&'static str> {
+    static TAGS: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    TAGS.get_or_init(|| {
+        ASSETS
+            .iter()
+            .map(|(n, bytes, _)| {
+                (
+                    *n,
+                    format!("\"{}\"", &hex::encode(Sha256::digest(bytes))[..20]),
+                )
+            })
+            .collect()
+    })
+    .iter()
+    .find(|(n, _)| *n == name)
+    .map(|(_, t)| t.as_str())
+}
+
+/// The page, naming its script and stylesheet by content (`app.js?v=TAG`),
+/// so a browser may keep those for good and reload nothing it has.
+fn page() -> &'static [u8] {
+    static PAGE: OnceLock<Vec<u8>> = OnceLock::new();
+    PAGE.get_or_init(|| {
+        let (_, bytes, _) = ASSETS[0];
+        let mut text = String::from_utf8_lossy(bytes).into_owned();
+        for name in ["app.js", "app.css"] {
+            let tag = etag(name).unwrap_or_default().trim_matches('"');
+            text = text.replace(&format!("\"{name}\""), &format!("\"{name}?v={tag}\""));
+        }
+        text.into_bytes()
+    })
+}
+
+/// The served page's ETag (of the page as served: a new script is a new
+/// page).
+fn page_tag() -> &'static str {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| format!("\"{}\"", &hex::encode(Sha256::digest(page()))[..20]))
+}
+
+fn asset(name: &str, query: Option<&str>, headers: &HeaderMap) -> Response {
     match ASSETS.iter().find(|(n, _, _)| *n == name) {
         Some((_, bytes, content_type)) => {
-            let mut r = bytes.into_response();
+            let tag = if name == "index.html" {
+                page_tag()
+            } else {
+                etag(name).unwrap_or_default()
+            };
+            // Revalidated by its ETag: an unchanged asset is a 304, no body.
+            let fresh = headers
+                .get(header::IF_NONE_MATCH)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+            let body: &'static [u8] = if name == "index.html" { page() } else { bytes };
+            let mut r = if fresh {
+                StatusCode::NOT_MODIFIED.into_response()
+            } else {
+                body.into_response()
+            };
             let h = r.headers_mut();
             h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            // The page always revalidates; its assets are small enough.
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            if let Ok(v) = HeaderValue::from_str(tag) {
+                h.insert(header::ETAG, v);
+            }
+            // Named by its content (`?v=` its tag): kept for good. Anything
+            // else revalidates (the page, jco's core wasm, an old `?v=`).
+            let versioned = query
+                .and_then(|q| q.strip_prefix("v="))
+                .is_some_and(|v| v == tag.trim_matches('"'));
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static(if versioned {
+                    "public, max-age=31536000, immutable"
+                } else {
+                    "no-cache"
+                }),
+            );
             h.insert(
                 header::CONTENT_SECURITY_POLICY,
                 HeaderValue::from_static(
@@ -68,11 +140,15 @@ pub async fn root_redirect() -> Redirect {
 }
 
 /// `GET /ui/`: the page.
-pub async fn index() -> Response {
-    asset("index.html")
+pub async fn index(headers: HeaderMap) -> Response {
+    asset("index.html", None, &headers)
 }
 
 /// `GET /ui/{file}`: one of its assets.
-pub async fn file(Path(name): Path<String>) -> Response {
-    asset(&name)
+pub async fn file(
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    asset(&name, query.as_deref(), &headers)
 }
