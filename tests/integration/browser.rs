@@ -327,7 +327,7 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 11, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 12, "{report}");
     // The browser's replay answered every model call from the journal.
     assert_eq!(provider.requests(), 4, "a replay called the provider");
 }

@@ -42,6 +42,20 @@ function failed(e: unknown): void {
   show(h('main', {}, h('p', { class: 'error' }, e instanceof Error ? e.message : String(e))));
 }
 
+/** Every page of `/v1/sessions` (oldest first, 1,000 a page), following
+ * `x-next-cursor`, so a home with more sessions still lists its newest. */
+async function allSessions(): Promise<any[]> {
+  const out: any[] = [];
+  let cursor: string | null = null;
+  for (let pages = 0; pages < 100; pages++) {
+    const r = await api.request(`/v1/sessions${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`);
+    out.push(...(await r.json()));
+    cursor = r.headers.get('x-next-cursor');
+    if (!cursor) break;
+  }
+  return out;
+}
+
 async function sessionsPage(): Promise<void> {
   const filter = h('input', { type: 'search', placeholder: 'filter: id, state, workspace, component', 'aria-label': 'filter', id: 'filter' }) as HTMLInputElement;
   filter.value = sessionStorage.getItem('cairn.filter') ?? '';
@@ -74,7 +88,7 @@ async function sessionsPage(): Promise<void> {
     draw();
   });
   const load = async () => {
-    all = await api.getJson('/v1/sessions');
+    all = await allSessions();
     all.sort((a, b) => (b.last_run?.started_at_ms ?? 0) - (a.last_run?.started_at_ms ?? 0));
     draw();
   };

@@ -254,6 +254,19 @@ await step('in-browser replay: an agent, its model calls answered from the journ
   await shot('agent-replayed');
 });
 
+await step('a home with more than 1,000 sessions lists its newest (x-next-cursor followed)', async () => {
+  const before = (await api('GET', '/v1/sessions')).length;
+  for (let made = before; made <= 1000; made += 50) {
+    await Promise.all(Array.from({ length: 50 }, () => api('POST', '/v1/sessions', {})));
+  }
+  const newest = await api('POST', '/v1/runs', { component: 'echo', prompt: 'the newest of many' });
+  await ended(newest.run_id, 'finished');
+  await page.goto(`${base}/ui/`);
+  const row = page.locator(`tr[data-session="${newest.session_id}"]`);
+  await row.waitFor({ timeout: TIMEOUT });
+  assert.ok((await page.locator('tr[data-session]').count()) > 1000);
+});
+
 await step('a bearer-token prompt when workspaces are configured', async () => {
   const page2 = await context.newPage();
   await page2.goto(`${cfg.tokenBase}/ui/`);
