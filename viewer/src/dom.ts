@@ -36,3 +36,13 @@ export function shortId(id: string | undefined, n = 8): string {
   const bare = id.replace(/^sha256:/, '').replace(/^s-/, '');
   return bare.length > n ? `${bare.slice(0, n)}…` : bare;
 }
+
+/** Components by digest, as their `describe()` named them (`echo 0.1.0`),
+ * filled from `/v1/components` when the server is there. */
+export const componentNames = new Map<string, string>();
+
+/** A component as people know it: its name and version, else its digest. */
+export function componentLabel(digest: string | undefined): string {
+  if (!digest) return '';
+  return componentNames.get(digest) ?? shortId(digest, 12);
+}

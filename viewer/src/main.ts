@@ -3,7 +3,7 @@
 // replayed in the page. Routes: #/ (sessions), #/s/<id> (a session),
 // #/open (a file).
 import * as api from './api';
-import { h, shortId, when } from './dom';
+import { h, shortId, when, componentNames, componentLabel } from './dom';
 import { parseExact } from './json';
 import { parseJsonl, RunView } from './model';
 import { SessionPage } from './session';
@@ -42,6 +42,19 @@ function failed(e: unknown): void {
   show(h('main', {}, h('p', { class: 'error' }, e instanceof Error ? e.message : String(e))));
 }
 
+/** The components' names (once per page load; a server that cannot list
+ * them leaves digests shown). */
+let namesLoaded: Promise<void> | null = null;
+function loadNames(): Promise<void> {
+  namesLoaded ??= api
+    .getJson('/v1/components')
+    .then((list: any[]) => {
+      for (const c of list) if (c?.digest && c?.name) componentNames.set(c.digest, c.version ? `${c.name} ${c.version}` : c.name);
+    })
+    .catch(() => {});
+  return namesLoaded;
+}
+
 /** Every page of `/v1/sessions` (oldest first, 1,000 a page), following
  * `x-next-cursor`, so a home with more sessions still lists its newest. */
 async function allSessions(): Promise<any[]> {
@@ -77,7 +90,7 @@ async function sessionsPage(): Promise<void> {
         h('td', {}, h('a', { href: `#/s/${s.session_id}` }, s.session_id)),
         h('td', {}, h('span', { class: `badge state-${s.state?.state}` }, s.state?.state ?? '')),
         h('td', {}, s.workspace ?? ''),
-        h('td', { title: s.component ?? '' }, shortId(s.component, 12)),
+        h('td', { title: s.component ?? '' }, componentLabel(s.component)),
         h('td', {}, live ? shortId(live, 12) : ''),
         h('td', {}, when(last)),
         h('td', {}, String(s.last_seq ?? '')));
@@ -88,6 +101,7 @@ async function sessionsPage(): Promise<void> {
     draw();
   });
   const load = async () => {
+    await loadNames();
     all = await allSessions();
     all.sort((a, b) => (b.last_run?.started_at_ms ?? 0) - (a.last_run?.started_at_ms ?? 0));
     draw();
@@ -132,6 +146,7 @@ async function livePage(session: string): Promise<void> {
     if (info) clearInterval(info);
   };
   const { replayRun } = await import('./replay');
+  await loadNames();
   if (stopped) return;
   const page = new SessionPage(session, {
     live: true,

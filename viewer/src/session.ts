@@ -4,7 +4,7 @@
 // every entry in a virtualised list. The same page shows a live session
 // (journal pages, then SSE with reconnects, gaps filled from the journal
 // route) and an exported file (no server at all).
-import { h, svg, shortId } from './dom';
+import { h, svg, shortId, componentLabel } from './dom';
 import { VirtualList } from './list';
 import { Row, RunView, SessionModel } from './model';
 
@@ -79,7 +79,7 @@ export class SessionPage {
       h('div', { class: 'facts' },
         i.state ? h('span', { class: `badge state-${i.state.state}`, 'data-testid': 'session-state' }, i.state.state) : null,
         i.workspace ? h('span', {}, `workspace ${i.workspace}`) : null,
-        i.component ? h('span', { title: i.component }, `component ${shortId(i.component, 12)}`) : null,
+        i.component ? h('span', { title: i.component }, `component ${componentLabel(i.component)}`) : null,
         this.source.live
           ? h('span', { 'data-testid': 'presence' }, `observers: ${obs.collecting ?? 0} collecting, ${obs.claiming ?? 0} claiming, ${obs.present ?? 0} present`)
           : h('span', { class: 'badge' }, 'from a file'),
@@ -176,7 +176,7 @@ export class SessionPage {
       h('h3', {}, h('span', { class: 'badge' }, r.status), ' run ', h('code', {}, r.id),
         r.resumes ? h('span', { class: 'small' }, ` resumes ${shortId(r.resumes)}`) : null,
         r.continues ? h('span', { class: 'small' }, ` continues ${shortId(r.continues)}`) : null),
-      h('div', { class: 'meta' }, `generation ${r.generation} · ${r.events} entries #${r.firstSeq}–#${r.lastSeq} · component ${shortId(r.component, 12)}`),
+      h('div', { class: 'meta' }, `generation ${r.generation} · ${r.events} entries #${r.firstSeq}–#${r.lastSeq} · component ${componentLabel(r.component)}`),
       h('div', { class: 'prompt' }, h('strong', {}, 'prompt '), r.prompt),
       r.reasoning ? h('details', { class: 'reasoning' }, h('summary', {}, 'reasoning'), h('pre', {}, r.reasoning)) : null,
       h('div', { class: 'text', 'data-testid': 'run-text' }, r.text + (r.textTruncated ? ' …' : '')),

@@ -91,6 +91,7 @@ await step('the sessions list', async () => {
   const row = page.locator(`tr[data-session="${echo.session_id}"]`);
   await row.waitFor({ timeout: TIMEOUT });
   assert.match(await row.textContent(), /done/);
+  assert.match(await row.textContent(), /echo 0\.1\.0/, 'the component is named as it describes itself');
   await page.fill('#filter', 'no-such-session-anywhere');
   await row.waitFor({ state: 'detached' });
   await page.fill('#filter', echo.session_id.slice(2, 14));
