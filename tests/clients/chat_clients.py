@@ -39,6 +39,14 @@ def check(name):
 def _():
     ids = [m.id for m in client.models.list()]
     assert "echo" in ids and "approval" in ids, ids
+    # models.retrieve: one of them by its id; an unknown one is a 404.
+    echo = client.models.retrieve("echo")
+    assert echo.id == "echo" and echo.owned_by == "cairn", echo
+    try:
+        client.models.retrieve("no-such-model")
+        raise AssertionError("an unknown model was retrieved")
+    except openai.NotFoundError as e:
+        assert "no model no-such-model" in str(e), e
 
 
 @check("once")

@@ -188,3 +188,30 @@ async fn a_task_of_one_workspace_is_not_found_from_another() {
         "Bearer"
     );
 }
+
+/// A client that sends its next message the moment the last one's task
+/// completes finds the context free: the task lets go of its run's claim
+/// before `SendMessage` answers (it once answered first, and the next
+/// message on the context met `conflict: … is claimed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_back_messages_on_one_context_never_meet_a_held_claim() {
+    let s = server().await;
+    let url = format!("{}/v1/a2a/echo", s.base);
+    let (_, first) = rpc(&s.http, &url, None, send("turn 0")).await;
+    let context = first["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    for i in 1..30 {
+        let body = call(
+            "SendMessage",
+            json!({ "message": { "messageId": format!("m{i}"), "role": "ROLE_USER", "contextId": context, "parts": [{ "text": format!("turn {i}") }] } }),
+        );
+        let (status, reply) = rpc(&s.http, &url, None, body).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "message {i}: {reply}"
+        );
+    }
+}

@@ -102,6 +102,7 @@ fn router_of(state: AppState) -> Router {
             post(chat::completions).layer(axum::middleware::map_response(chat::no_retry)),
         )
         .route("/v1/models", get(chat::models))
+        .route("/v1/models/{id}", get(chat::model))
         .route("/v1/queue", post(queue::add).get(queue::list))
         .route("/v1/queue/{card}/answer", post(queue::answer))
         .route("/v1/queue/{card}/rework", post(queue::rework))

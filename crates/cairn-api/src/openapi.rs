@@ -530,6 +530,15 @@ pub fn document() -> Value {
         ok: (200, Reply::Json(json!({ "type": "object" }))),
         errors: &[],
     });
+    d.add(Op {
+        method: "get",
+        path: "/v1/models/{id}",
+        summary: "OpenAI-compatible (`models.retrieve`): one component the caller may use, by the id /v1/models lists",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[404],
+    });
     let r = d.schema::<ComponentInfo>();
     d.add(Op {
         method: "post",

@@ -30,6 +30,9 @@ struct Begun {
     session: SessionId,
     view: TaskView,
     after: Seq,
+    /// The task's hold on its run's claim, when this call started the run:
+    /// done once the claim is let go (after the run's end).
+    claim: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// How a stream of a task ends.
@@ -152,11 +155,12 @@ impl Call {
                 resume_on_start: None,
             })
             .await?;
-        tokio::spawn(hold(claim, started.run_id));
+        let claim = tokio::spawn(hold(claim, started.run_id));
         Ok(Begun {
             session: session.clone(),
             view: TaskView::new(started.run_id, session.clone()),
             after,
+            claim: Some(claim),
         })
     }
 
@@ -231,6 +235,7 @@ impl Call {
                     session,
                     view,
                     after,
+                    claim: None,
                 })
             }
             TaskState::InputRequired if view.ended() && !is_parked(rt, run).await => {
@@ -286,6 +291,13 @@ impl Call {
                 }
             }
         }
+        // A task answered as ended has let go of its run's claim first: the
+        // client's next message on the context must not find it held.
+        if (view.state().terminal() || view.ended())
+            && let Some(claim) = begun.claim
+        {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), claim).await;
+        }
         let body = success(
             &self.id,
             json!({ "task": view.task(history.map(|h| h as usize)) }),
@@ -339,6 +351,7 @@ impl Call {
             view: TaskView::new(run, session.clone()),
             session,
             after,
+            claim: None,
         };
         self.stream(begun, obs, Until::Ended)
     }

@@ -165,6 +165,32 @@ pub async fn models(
     Ok(Json(serde_json::json!({ "object": "list", "data": data })))
 }
 
+/// `GET /v1/models/{id}` (OpenAI's `models.retrieve`): one component the
+/// caller may use, by the id `/v1/models` lists (a built-in's name or a
+/// digest).
+pub async fn model(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let found = super::components::usable(&s, &ws)
+        .await?
+        .into_iter()
+        .find(|c| c.built_in.as_deref() == Some(id.as_str()) || c.digest == id)
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no model {id}: GET /v1/models lists the components this caller may use"
+            ))
+        })?;
+    Ok(Json(serde_json::json!({
+        "id": found.built_in.clone().unwrap_or_else(|| found.digest.clone()),
+        "object": "model",
+        "created": 0,
+        "owned_by": "cairn",
+        "cairn": found,
+    })))
+}
+
 /// The chat routes' errors tell OpenAI clients not to retry: a retried chat
 /// call would start another run. Capacity answers (429, 503) stay
 /// retryable.
