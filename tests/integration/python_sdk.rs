@@ -203,3 +203,51 @@ fn a_python_controller_asks_for_approval_and_hears_either_answer() {
     assert!(out.status.success());
     assert_eq!(finished(&lines(&out)), "not done: not today");
 }
+
+/// Park policy, nobody present: the Python controller parks with its
+/// checkpoint; resumed, it starts from it, asks again and finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_controller_parks_and_resumes_from_its_checkpoint() {
+    use cairn_runtime::journal::event::{Liveness, LivenessPolicy, RunStatus};
+    use cairn_runtime::runtime::{ComponentRef, StartRun};
+    let wasm = tokio::task::spawn_blocking(|| build("approval"))
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = crate::common::runtime(tmp.path()).await;
+    let mut req = StartRun::new(ComponentRef::Path(wasm), "deploy");
+    req.liveness = Liveness {
+        policy: LivenessPolicy::Park,
+        grace_ms: 0,
+    };
+    let started = rt.start(req).await.unwrap();
+    let parked = rt.wait(started.run_id).await.unwrap();
+    assert_eq!(parked.status, RunStatus::Parked);
+    let resumed = rt.resume(started.run_id, None).await.unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(p) = rt.pending_decisions(Some(&resumed.session_id)).first() {
+            rt.decide(&p.decision_id, serde_json::json!({"approved": true}))
+                .await
+                .unwrap();
+            break;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "the resumed run never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let done = rt.wait(resumed.run_id).await.unwrap();
+    assert_eq!(done.status, RunStatus::Finished);
+    let entries = crate::common::entries_json(&rt, &resumed.session_id).await;
+    let texts: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            e["run_id"] == resumed.run_id.to_string()
+                && e["payload"]["event"]["type"] == "text_delta"
+        })
+        .map(|e| e["payload"]["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["resuming after parking on: deploy", "done: deploy"]);
+}

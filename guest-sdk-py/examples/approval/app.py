@@ -9,13 +9,18 @@ class Approval(cairn.Controller):
     can_park = True
 
     def run(self, start: cairn.Start) -> object:
-        verdict = cairn.request_approval(f"may I {start.prompt}?", {"action": start.prompt})
+        # Resumed after parking: the action is in the checkpoint.
+        action = start.prompt
+        if start.checkpoint is not None:
+            action = start.checkpoint.decode()
+            cairn.emit_text(f"resuming after parking on: {action}")
+        verdict = cairn.request_approval(f"may I {action}?", {"action": action})
         if verdict.park:
-            return cairn.Parked(start.prompt.encode())
+            return cairn.Parked(action.encode())
         if not verdict.approved:
             return f"not done: {verdict.reason or 'denied'}"
-        cairn.emit_text(f"done: {start.prompt}")
-        return f"done: {start.prompt}"
+        cairn.emit_text(f"done: {action}")
+        return f"done: {action}"
 
 
 WitWorld = cairn.export(Approval)
