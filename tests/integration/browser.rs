@@ -23,7 +23,7 @@ fn on_path(cmd: &str) -> Option<PathBuf> {
 }
 
 /// The directory holding `node` and `npm`.
-fn node_bin() -> PathBuf {
+pub(crate) fn node_bin() -> PathBuf {
     if let (Some(node), Some(_)) = (on_path("node"), on_path("npm")) {
         return node.parent().unwrap().to_path_buf();
     }
@@ -38,7 +38,7 @@ fn node_bin() -> PathBuf {
     PathBuf::from(dir.trim())
 }
 
-fn run(cmd: &mut Command, what: &str) -> String {
+pub(crate) fn run(cmd: &mut Command, what: &str) -> String {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
@@ -51,7 +51,7 @@ fn run(cmd: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn with_node<'a>(cmd: &'a mut Command, bin: &Path) -> &'a mut Command {
+pub(crate) fn with_node<'a>(cmd: &'a mut Command, bin: &Path) -> &'a mut Command {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![bin.to_path_buf()];
     paths.extend(std::env::split_paths(&path));
@@ -71,24 +71,30 @@ fn npm(bin: &Path) -> Command {
     }
 }
 
-/// target/viewer-tools/node_modules: the viewer's locked packages, installed
-/// once per lockfile (a file lock keeps parallel tests from racing).
+/// target/viewer-tools/node_modules: the viewer's locked packages.
 fn viewer_tools(bin: &Path) -> PathBuf {
-    let dir = target_dir().join("viewer-tools");
+    locked_node_modules(bin, "viewer-tools", &viewer_dir())
+}
+
+/// target/NAME/node_modules: the packages `source`'s `package-lock.json`
+/// pins, installed once per lockfile (a file lock keeps parallel tests from
+/// racing).
+pub(crate) fn locked_node_modules(bin: &Path, name: &str, source: &Path) -> PathBuf {
+    let dir = target_dir().join(name);
     std::fs::create_dir_all(&dir).unwrap();
-    let lock = std::fs::File::create(target_dir().join("viewer-tools.lock")).unwrap();
-    lock.lock().expect("lock target/viewer-tools.lock");
-    let lockfile = std::fs::read(viewer_dir().join("package-lock.json")).unwrap();
+    let lock = std::fs::File::create(target_dir().join(format!("{name}.lock"))).unwrap();
+    lock.lock().expect("lock the tools' directory");
+    let lockfile = std::fs::read(source.join("package-lock.json")).unwrap();
     let stamp = dir.join("installed-from.json");
     if std::fs::read(&stamp).ok().as_deref() != Some(lockfile.as_slice()) {
         for f in ["package.json", "package-lock.json"] {
-            std::fs::copy(viewer_dir().join(f), dir.join(f)).unwrap();
+            std::fs::copy(source.join(f), dir.join(f)).unwrap();
         }
         run(
             with_node(&mut npm(bin), bin)
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                 .current_dir(&dir),
-            "npm ci of the viewer's packages",
+            &format!("npm ci of {}'s packages", source.display()),
         );
         std::fs::write(&stamp, &lockfile).unwrap();
     }

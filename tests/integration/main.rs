@@ -21,6 +21,7 @@ mod fuzz;
 mod fuzz_api;
 mod hostile;
 mod isolation;
+mod js_sdk;
 mod lifecycle;
 mod lock_guard;
 mod mcp;
