@@ -40,6 +40,7 @@ mod queue_open;
 mod restore;
 mod restore_decisions;
 mod runtime;
+mod scaffold;
 mod scale_out;
 mod session_names;
 mod shared_store;

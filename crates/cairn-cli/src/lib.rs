@@ -12,6 +12,7 @@ mod output;
 mod queue;
 mod replay;
 mod run;
+mod scaffold;
 mod serve;
 mod tree;
 
@@ -83,6 +84,9 @@ enum Command {
     /// Helpers for crash tests.
     #[command(subcommand, hide = true)]
     Debug(debug::Debug),
+    /// Make a controller project (Rust, Python or JavaScript) that builds
+    /// with one command and runs with `cairn run`.
+    New(scaffold::NewArgs),
     /// Print a published JSON Schema.
     Schema {
         /// Which schema: `journal` (one journal line), or `replayed` (the
@@ -273,6 +277,7 @@ pub fn main() -> ExitCode {
             Command::Status(target) => queue::status(target).await,
             #[cfg(feature = "bench")]
             Command::Bench(args) => cairn_bench::run(args).await.map(|_| ExitCode::SUCCESS),
+            Command::New(args) => scaffold::new(args),
             Command::Schema { which } => {
                 match which.as_str() {
                     "replayed" => print!("{}", cairn_types::schema::replayed()),
