@@ -327,19 +327,20 @@ pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
             dir.display()
         );
     }
-    let (files, sdk, wit_under): (Vec<(String, String)>, &[(&str, &str)], Option<&str>) =
-        match args.lang.as_str() {
-            "rust" => (rust_files(name), RUST_SDK, None),
-            "python" => (python_files(name), PY_SDK, Some("")),
-            _ => (js_files(name), JS_SDK, Some("")),
-        };
+    // The project's own files, its SDK, and whether cairn's WIT goes at
+    // its root (the Rust SDK carries its own).
+    let (files, sdk, with_wit) = match args.lang.as_str() {
+        "rust" => (rust_files(name), RUST_SDK, false),
+        "python" => (python_files(name), PY_SDK, true),
+        _ => (js_files(name), JS_SDK, true),
+    };
     for (rel, text) in &files {
         write(&dir, rel, text)?;
     }
     for (rel, text) in sdk {
         write(&dir, rel, text)?;
     }
-    if wit_under.is_some() {
+    if with_wit {
         for (rel, text) in WIT {
             write(&dir, rel, text)?;
         }
