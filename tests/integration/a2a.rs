@@ -215,3 +215,30 @@ async fn back_to_back_messages_on_one_context_never_meet_a_held_claim() {
         );
     }
 }
+
+/// The same for `SendStreamingMessage`: once its stream has ended with the
+/// task, the next message on the context finds the claim let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_back_streamed_messages_on_one_context_never_meet_a_held_claim() {
+    let s = server().await;
+    let url = format!("{}/v1/a2a/echo", s.base);
+    let (_, first) = rpc(&s.http, &url, None, send("turn 0")).await;
+    let context = first["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    for i in 1..20 {
+        let body = call(
+            "SendStreamingMessage",
+            json!({ "message": { "messageId": format!("s{i}"), "role": "ROLE_USER", "contextId": context, "parts": [{ "text": format!("turn {i}") }] } }),
+        );
+        let r = s.http.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let text = r.text().await.unwrap();
+        assert!(
+            !text.contains("is claimed"),
+            "message {i} met a held claim: {text}"
+        );
+        assert!(text.contains("TASK_STATE_COMPLETED"), "message {i}: {text}");
+    }
+}

@@ -363,46 +363,60 @@ impl Call {
             .take(&s.rt.host_config().server, &self.ws.0, Some(&begun.session))?;
         let id = self.id.clone();
         let first = success(&id, json!({ "task": begun.view.task(None) }));
-        let state = (Some(source), begun.view, self, Some(first));
-        let frames = stream::unfold(state, move |(source, mut view, call, first)| async move {
-            let data = |v: &Value| Event::default().data(v.to_string());
-            if let Some(first) = first {
-                return Some((vec![data(&first)], (source, view, call, None)));
-            }
-            let mut source = source?;
-            loop {
-                let e = match source.next().await {
-                    Some(Ok(Delivery::Event(e))) => e,
-                    Some(Ok(Delivery::Gap { resumed_at })) => {
-                        // Missed entries: the task as the journal has it.
-                        let through = Seq(resumed_at.0.saturating_sub(1));
-                        let session = view_session(&view);
-                        view = call
-                            .view(view_run(&view), &session, Some(through))
-                            .await
-                            .ok()?;
-                        let snapshot = success(&call.id, json!({ "task": view.task(None) }));
-                        return Some((vec![data(&snapshot)], (Some(source), view, call, None)));
-                    }
-                    Some(Ok(_)) => continue,
-                    _ => return None,
-                };
-                let updates = view.apply(&e);
-                if updates.is_empty() {
-                    continue;
+        let state = (Some(source), begun.view, self, Some(first), begun.claim);
+        let frames = stream::unfold(
+            state,
+            move |(source, mut view, call, first, mut claim)| async move {
+                let data = |v: &Value| Event::default().data(v.to_string());
+                if let Some(first) = first {
+                    return Some((vec![data(&first)], (source, view, call, None, claim)));
                 }
-                let frames: Vec<Event> = updates
-                    .iter()
-                    .map(|u| data(&success(&call.id, u.clone())))
-                    .collect();
-                let done = match until {
-                    Until::Interrupted => view.state().interrupted(),
-                    Until::Ended => view.ended(),
-                };
-                let next = if done { None } else { Some(source) };
-                return Some((frames, (next, view, call, None)));
-            }
-        });
+                let mut source = source?;
+                loop {
+                    let e = match source.next().await {
+                        Some(Ok(Delivery::Event(e))) => e,
+                        Some(Ok(Delivery::Gap { resumed_at })) => {
+                            // Missed entries: the task as the journal has it.
+                            let through = Seq(resumed_at.0.saturating_sub(1));
+                            let session = view_session(&view);
+                            view = call
+                                .view(view_run(&view), &session, Some(through))
+                                .await
+                                .ok()?;
+                            let snapshot = success(&call.id, json!({ "task": view.task(None) }));
+                            return Some((
+                                vec![data(&snapshot)],
+                                (Some(source), view, call, None, claim),
+                            ));
+                        }
+                        Some(Ok(_)) => continue,
+                        _ => return None,
+                    };
+                    let updates = view.apply(&e);
+                    if updates.is_empty() {
+                        continue;
+                    }
+                    let frames: Vec<Event> = updates
+                        .iter()
+                        .map(|u| data(&success(&call.id, u.clone())))
+                        .collect();
+                    let done = match until {
+                        Until::Interrupted => view.state().interrupted(),
+                        Until::Ended => view.ended(),
+                    };
+                    // The run's end is the stream's last word only once the
+                    // task has let go of its claim (the client's next message
+                    // on the context must not find it held).
+                    if view.ended()
+                        && let Some(held) = claim.take()
+                    {
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), held).await;
+                    }
+                    let next = if done { None } else { Some(source) };
+                    return Some((frames, (next, view, call, None, claim)));
+                }
+            },
+        );
         let flat = futures_util::StreamExt::flat_map(frames, |events| {
             stream::iter(events.into_iter().map(Ok::<_, Infallible>))
         });
