@@ -105,6 +105,13 @@ fn a_python_controller_runs_reads_its_history_and_replays() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The first run compiles the 19 MB component, and says so meanwhile.
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("cairn: compiling echo-"), "{said}");
+    assert!(
+        said.contains("MB)") && said.contains("cairn: compiled"),
+        "{said}"
+    );
     let first = lines(&out);
     assert_eq!(finished(&first), "hello from python");
     let text: String = first

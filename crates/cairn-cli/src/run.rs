@@ -118,7 +118,7 @@ pub async fn run_once(
     // A component that cannot be used leaves nothing behind: it is
     // resolved before a session is made for it.
     if let Some(component) = &req.component {
-        rt.add_component(component).await?;
+        load_component(rt, component).await?;
     }
     // A session made here is started by its worker (no lookup to repeat).
     let (session, made) = match (req.worker, &req.session) {
@@ -263,6 +263,46 @@ pub async fn run_once(
             _ => {}
         }
     }
+}
+
+/// Load (compile, or take from the home's cache) the run's component,
+/// saying on stderr what takes time: a big component's first compile is
+/// tens of seconds, and a silent wait looks like a hang.
+async fn load_component(rt: &Runtime, component: &ComponentRef) -> anyhow::Result<()> {
+    let what = match component {
+        ComponentRef::Path(p) => {
+            let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            format!(
+                "{} ({:.1} MB)",
+                name.unwrap_or_else(|| p.display().to_string()),
+                size as f64 / 1e6
+            )
+        }
+        ComponentRef::BuiltIn(n) => n.clone(),
+        ComponentRef::Digest(d) => d.clone(),
+        ComponentRef::Bytes(b) => format!("a component ({:.1} MB)", b.len() as f64 / 1e6),
+    };
+    let started = std::time::Instant::now();
+    let said = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let note = {
+        let (said, what) = (said.clone(), what.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            said.store(true, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("cairn: compiling {what} … (once: the home keeps the compiled code)");
+        })
+    };
+    let loaded = rt.add_component(component).await;
+    note.abort();
+    if said.load(std::sync::atomic::Ordering::SeqCst) {
+        eprintln!(
+            "cairn: compiled {what} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    loaded?;
+    Ok(())
 }
 
 /// How `cairn run` answers decisions without asking: `--answers FILE` in
