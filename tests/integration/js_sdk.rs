@@ -4,6 +4,7 @@
 //! resumed and replayed by cairn.
 
 use super::browser::{locked_node_modules, node_bin, run, with_node};
+use super::sdk::{content_key, files_under, finished, lines, parks_and_resumes};
 use crate::common::{cairn_in, session_of_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,25 +21,17 @@ fn build(name: &str) -> PathBuf {
     let sdk = root.join("guest-sdk-js");
     let modules = locked_node_modules(&bin, "js-sdk-tools", &sdk);
     let example = sdk.join("examples").join(name);
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
     let mut inputs = vec![
         sdk.join("cairn.js"),
         sdk.join("build.mjs"),
         sdk.join("package-lock.json"),
         example.join("app.js"),
     ];
-    let mut wit: Vec<_> = walk(&root.join("wit"));
-    wit.sort();
-    inputs.extend(wit);
-    for f in &inputs {
-        h.update(f.strip_prefix(&root).unwrap().to_string_lossy().as_bytes());
-        h.update(std::fs::read(f).unwrap());
-    }
-    let key = hex::encode(h.finalize());
+    inputs.extend(files_under(&root.join("wit")));
+    let key = content_key(&root, &inputs);
     let out_dir = crate::common::target_dir().join("js-components");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let out = out_dir.join(format!("{name}-{}.wasm", &key[..16]));
+    let out = out_dir.join(format!("{name}-{key}.wasm"));
     let lock = std::fs::File::create(out_dir.join(format!("{name}.lock"))).unwrap();
     lock.lock().unwrap();
     if !out.exists() {
@@ -62,35 +55,6 @@ fn build(name: &str) -> PathBuf {
         std::fs::rename(&tmp, &out).unwrap();
     }
     out
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
-fn lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn finished(entries: &[Value]) -> String {
-    entries
-        .iter()
-        .find(|e| e["payload"]["event"]["type"] == "finished")
-        .and_then(|e| e["payload"]["event"]["text"].as_str())
-        .unwrap_or_else(|| panic!("no finished entry: {entries:?}"))
-        .to_string()
 }
 
 #[test]
@@ -194,50 +158,8 @@ fn a_javascript_controller_runs_reads_its_history_answers_and_replays() {
 /// checkpoint; resumed, it starts from it, asks again and finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_javascript_controller_parks_and_resumes_from_its_checkpoint() {
-    use cairn_runtime::journal::event::{Liveness, LivenessPolicy, RunStatus};
-    use cairn_runtime::runtime::{ComponentRef, StartRun};
     let wasm = tokio::task::spawn_blocking(|| build("approval"))
         .await
         .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let rt = crate::common::runtime(tmp.path()).await;
-    let mut req = StartRun::new(ComponentRef::Path(wasm), "deploy");
-    req.liveness = Liveness {
-        policy: LivenessPolicy::Park,
-        grace_ms: 0,
-    };
-    let started = rt.start(req).await.unwrap();
-    assert_eq!(
-        rt.wait(started.run_id).await.unwrap().status,
-        RunStatus::Parked
-    );
-    let resumed = rt.resume(started.run_id, None).await.unwrap();
-    let t = std::time::Instant::now();
-    loop {
-        if let Some(p) = rt.pending_decisions(Some(&resumed.session_id)).first() {
-            rt.decide(&p.decision_id, serde_json::json!({"approved": true}))
-                .await
-                .unwrap();
-            break;
-        }
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(90),
-            "the resumed run never asked"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        rt.wait(resumed.run_id).await.unwrap().status,
-        RunStatus::Finished
-    );
-    let entries = crate::common::entries_json(&rt, &resumed.session_id).await;
-    let texts: Vec<&str> = entries
-        .iter()
-        .filter(|e| {
-            e["run_id"] == resumed.run_id.to_string()
-                && e["payload"]["event"]["type"] == "text_delta"
-        })
-        .map(|e| e["payload"]["event"]["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(texts, ["resuming after parking on: deploy", "done: deploy"]);
+    parks_and_resumes(wasm).await;
 }

@@ -42,6 +42,7 @@ mod restore_decisions;
 mod runtime;
 mod scaffold;
 mod scale_out;
+mod sdk;
 mod session_names;
 mod shared_store;
 mod skeleton;

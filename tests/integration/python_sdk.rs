@@ -2,28 +2,13 @@
 //! the pinned componentize-py (provisioned by the test) exactly as the
 //! README says, run and replayed by the `cairn` binary.
 
+use super::sdk::{content_key, files_under, finished, lines, parks_and_resumes};
 use crate::common::{cairn_in, session_of_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Every file under `dir`, sorted, for a build's cache key.
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-    entries.sort_by_key(|e| e.path());
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n != "__pycache__") {
-                files(&p, out);
-            }
-        } else {
-            out.push(p);
-        }
-    }
 }
 
 /// `guest-sdk-py/examples/NAME` built into a component with the README's
@@ -36,19 +21,13 @@ pub fn build(name: &str) -> PathBuf {
     let example = root.join("guest-sdk-py/examples").join(name);
     let mut inputs = Vec::new();
     for dir in ["guest-sdk-py/cairn_sdk", "wit"] {
-        files(&root.join(dir), &mut inputs);
+        inputs.extend(files_under(&root.join(dir)));
     }
-    files(&example, &mut inputs);
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
-    for f in &inputs {
-        h.update(f.strip_prefix(&root).unwrap().to_string_lossy().as_bytes());
-        h.update(std::fs::read(f).unwrap());
-    }
-    let key = hex::encode(h.finalize());
+    inputs.extend(files_under(&example));
+    let key = content_key(&root, &inputs);
     let out_dir = crate::common::target_dir().join("py-components");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let out = out_dir.join(format!("{name}-{}.wasm", &key[..16]));
+    let out = out_dir.join(format!("{name}-{key}.wasm"));
     let lock = std::fs::File::create(out_dir.join(format!("{name}.lock"))).unwrap();
     lock.lock().unwrap();
     if !out.exists() {
@@ -72,22 +51,6 @@ pub fn build(name: &str) -> PathBuf {
         std::fs::rename(&tmp, &out).unwrap();
     }
     out
-}
-
-fn lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn finished(entries: &[Value]) -> String {
-    entries
-        .iter()
-        .find(|e| e["payload"]["event"]["type"] == "finished")
-        .and_then(|e| e["payload"]["event"]["text"].as_str())
-        .unwrap_or_else(|| panic!("no finished entry: {entries:?}"))
-        .to_string()
 }
 
 #[test]
@@ -215,46 +178,8 @@ fn a_python_controller_asks_for_approval_and_hears_either_answer() {
 /// checkpoint; resumed, it starts from it, asks again and finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_controller_parks_and_resumes_from_its_checkpoint() {
-    use cairn_runtime::journal::event::{Liveness, LivenessPolicy, RunStatus};
-    use cairn_runtime::runtime::{ComponentRef, StartRun};
     let wasm = tokio::task::spawn_blocking(|| build("approval"))
         .await
         .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let rt = crate::common::runtime(tmp.path()).await;
-    let mut req = StartRun::new(ComponentRef::Path(wasm), "deploy");
-    req.liveness = Liveness {
-        policy: LivenessPolicy::Park,
-        grace_ms: 0,
-    };
-    let started = rt.start(req).await.unwrap();
-    let parked = rt.wait(started.run_id).await.unwrap();
-    assert_eq!(parked.status, RunStatus::Parked);
-    let resumed = rt.resume(started.run_id, None).await.unwrap();
-    let t = std::time::Instant::now();
-    loop {
-        if let Some(p) = rt.pending_decisions(Some(&resumed.session_id)).first() {
-            rt.decide(&p.decision_id, serde_json::json!({"approved": true}))
-                .await
-                .unwrap();
-            break;
-        }
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(60),
-            "the resumed run never asked"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let done = rt.wait(resumed.run_id).await.unwrap();
-    assert_eq!(done.status, RunStatus::Finished);
-    let entries = crate::common::entries_json(&rt, &resumed.session_id).await;
-    let texts: Vec<&str> = entries
-        .iter()
-        .filter(|e| {
-            e["run_id"] == resumed.run_id.to_string()
-                && e["payload"]["event"]["type"] == "text_delta"
-        })
-        .map(|e| e["payload"]["event"]["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(texts, ["resuming after parking on: deploy", "done: deploy"]);
+    parks_and_resumes(wasm).await;
 }
