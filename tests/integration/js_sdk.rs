@@ -4,7 +4,9 @@
 //! resumed and replayed by cairn.
 
 use super::browser::{locked_node_modules, node_bin, run, with_node};
-use super::sdk::{content_key, files_under, finished, lines, parks_and_resumes};
+use super::sdk::{
+    content_key, files_under, finished, hears_either_answer, lines, parks_and_resumes,
+};
 use crate::common::{cairn_in, session_of_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -119,39 +121,7 @@ fn a_javascript_controller_runs_reads_its_history_answers_and_replays() {
         "{report}"
     );
     // Decisions: approved, then denied with a reason.
-    let approval = approval.to_str().unwrap();
-    let out = cairn_in(
-        &home,
-        &[
-            "run",
-            approval,
-            "--prompt",
-            "deploy",
-            "--json",
-            "--answer",
-            "approval=approve",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(finished(&lines(&out)), "done: deploy");
-    let out = cairn_in(
-        &home,
-        &[
-            "run",
-            approval,
-            "--prompt",
-            "drop it",
-            "--json",
-            "--answer",
-            r#"approval={"approved": false, "reason": "not today"}"#,
-        ],
-    );
-    assert!(out.status.success());
-    assert_eq!(finished(&lines(&out)), "not done: not today");
+    hears_either_answer(&home, &approval);
 }
 
 /// Park policy, nobody present: the JavaScript controller parks with its

@@ -319,7 +319,7 @@ fn mcp_tools_are_listed_called_kept_warm_and_replayed_without_the_server() {
     );
 
     // Every file of the home is free of the secret.
-    for entry in walk(&setup.home) {
+    for entry in super::sdk::files_under(&setup.home) {
         let bytes = std::fs::read(&entry).unwrap();
         assert!(
             !String::from_utf8_lossy(&bytes).contains(TOKEN),
@@ -329,7 +329,7 @@ fn mcp_tools_are_listed_called_kept_warm_and_replayed_without_the_server() {
     }
     // The server's stderr went to the generation's log.
     assert!(
-        walk(&setup.home)
+        super::sdk::files_under(&setup.home)
             .iter()
             .any(|p| p.file_name().is_some_and(|n| n == "mcp.notes.err.log")
                 && std::fs::read_to_string(p).unwrap().contains("notes server")),
@@ -353,20 +353,6 @@ fn mcp_tools_are_listed_called_kept_warm_and_replayed_without_the_server() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(served);
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => out.extend(walk(&path)),
-            Ok(t) if t.is_file() => out.push(path),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[test]

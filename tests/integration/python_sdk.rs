@@ -2,7 +2,9 @@
 //! the pinned componentize-py (provisioned by the test) exactly as the
 //! README says, run and replayed by the `cairn` binary.
 
-use super::sdk::{content_key, files_under, finished, lines, parks_and_resumes};
+use super::sdk::{
+    content_key, files_under, finished, hears_either_answer, lines, parks_and_resumes,
+};
 use crate::common::{cairn_in, session_of_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -131,47 +133,7 @@ fn a_python_controller_runs_reads_its_history_and_replays() {
 fn a_python_controller_asks_for_approval_and_hears_either_answer() {
     let wasm = build("approval");
     let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    let wasm = wasm.to_str().unwrap();
-    let out = cairn_in(
-        &home,
-        &[
-            "run",
-            wasm,
-            "--prompt",
-            "deploy",
-            "--json",
-            "--answer",
-            "approval=approve",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let entries = lines(&out);
-    assert_eq!(finished(&entries), "done: deploy");
-    let asked = entries
-        .iter()
-        .find(|e| e["payload"]["event"]["type"] == "decision_requested")
-        .expect("a decision was asked");
-    assert_eq!(asked["payload"]["event"]["prompt"], "may I deploy?");
-    assert_eq!(asked["payload"]["event"]["details"]["action"], "deploy");
-    let out = cairn_in(
-        &home,
-        &[
-            "run",
-            wasm,
-            "--prompt",
-            "drop the database",
-            "--json",
-            "--answer",
-            r#"approval={"approved": false, "reason": "not today"}"#,
-        ],
-    );
-    assert!(out.status.success());
-    assert_eq!(finished(&lines(&out)), "not done: not today");
+    hears_either_answer(&tmp.path().join("home"), &wasm);
 }
 
 /// Park policy, nobody present: the Python controller parks with its

@@ -105,3 +105,37 @@ pub async fn parks_and_resumes(wasm: PathBuf) {
         .collect();
     assert_eq!(texts, ["resuming after parking on: deploy", "done: deploy"]);
 }
+
+/// The `approval` example at `wasm`, in `home`: approved it acts (having
+/// asked `may I deploy?` with the action in the details); denied with a
+/// reason, it says so.
+pub fn hears_either_answer(home: &Path, wasm: &Path) {
+    let wasm = wasm.to_str().unwrap();
+    let run = |prompt: &str, answer: &str| {
+        let out = crate::common::cairn_in(
+            home,
+            &[
+                "run", wasm, "--prompt", prompt, "--json", "--answer", answer,
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lines(&out)
+    };
+    let entries = run("deploy", "approval=approve");
+    assert_eq!(finished(&entries), "done: deploy");
+    let asked = entries
+        .iter()
+        .find(|e| e["payload"]["event"]["type"] == "decision_requested")
+        .expect("a decision was asked");
+    assert_eq!(asked["payload"]["event"]["prompt"], "may I deploy?");
+    assert_eq!(asked["payload"]["event"]["details"]["action"], "deploy");
+    let denied = run(
+        "drop the database",
+        r#"approval={"approved": false, "reason": "not today"}"#,
+    );
+    assert_eq!(finished(&denied), "not done: not today");
+}
