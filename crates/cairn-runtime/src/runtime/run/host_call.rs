@@ -59,6 +59,16 @@ impl Capabilities {
         prepared: &crate::component::Prepared,
         generation: &std::path::Path,
     ) {
+        // Most controllers import no capability to prepare: nothing to
+        // resolve on their run's start.
+        let wanted: Vec<&Arc<dyn Capability>> = self
+            .list
+            .iter()
+            .filter(|c| c.package().is_some_and(|p| prepared.imports_package(p)))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
         let workspace = run.workspace.get().cloned().unwrap_or_default();
         let grants = self.grants(&workspace);
         let session = run.session.to_string();
@@ -71,13 +81,11 @@ impl Capabilities {
             session: &session,
             generation: Some(generation),
         };
-        for cap in &self.list {
-            if cap.package().is_some_and(|p| prepared.imports_package(p)) {
-                let mut cancel = run.cancel.subscribe();
-                tokio::select! {
-                    _ = cap.prepare(&ctx) => {}
-                    _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => return,
-                }
+        for cap in wanted {
+            let mut cancel = run.cancel.subscribe();
+            tokio::select! {
+                _ = cap.prepare(&ctx) => {}
+                _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => return,
             }
         }
     }
