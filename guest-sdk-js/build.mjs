@@ -1,6 +1,6 @@
 // Build a JavaScript controller: bundle APP with this SDK (esbuild; the
 // WIT imports stay imports), then componentize-js against cairn's WIT,
-// world `agent`, without the HTTP features cairn does not provide.
+// world `agent`, with componentize-js's default features (`fetch`).
 //
 //   node guest-sdk-js/build.mjs app.js out.wasm [--wit path/to/cairn/wit]
 import { componentize } from '@bytecodealliance/componentize-js';
@@ -35,7 +35,8 @@ const { component } = await componentize({
   sourcePath: bundle,
   witPath: wit,
   worldName: 'agent',
-  disableFeatures: ['http', 'fetch-event'],
+  // componentize-js's defaults: `fetch` over wasi:http, which cairn
+  // provides (gated by the workspace's allowed_outbound_hosts).
 });
 fs.writeFileSync(out, component);
 fs.rmSync(dir, { recursive: true, force: true });

@@ -16,7 +16,7 @@ export interface Controller {
   name?: string;
   version?: string;
   canPark?: boolean;
-  run(start: Start): string | ReturnType<typeof question> | ReturnType<typeof parked> | void;
+  run(start: Start): Outcome | Promise<Outcome>;
 }
 
 export declare class CairnError extends Error {
@@ -79,4 +79,6 @@ export declare const tools: {
 
 export declare function question(text: string): { readonly kind: 'question' };
 export declare function parked(checkpoint: Uint8Array | string): { readonly kind: 'parked' };
+/** What `run` returns or resolves to. */
+export type Outcome = string | ReturnType<typeof question> | ReturnType<typeof parked> | void;
 export declare function controller(c: Controller): { describe(): unknown; run(start: unknown): unknown };

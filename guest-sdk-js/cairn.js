@@ -182,8 +182,10 @@ function outcome(result) {
 
 /**
  * The component's exports from a controller `{ name, version?, canPark?, run(start) }`:
- * `export const { describe, run } = controller({...})`. `run` returns the
- * final answer (a string), `question(text)` or `parked(bytes)`; a thrown
+ * `export const { describe, run } = controller({...})`. `run` returns (or,
+ * when async, resolves to) the final answer (a string), `question(text)`
+ * or `parked(bytes)`; `fetch` reaches what the workspace's
+ * `allowed_outbound_hosts` allow, through `wasi:http`; a thrown
  * `CairnError` ends the run `failed` with its code (anything else with
  * code `exception`).
  */
@@ -201,12 +203,19 @@ export function controller(c) {
         checkpoint: start.checkpoint,
         tools: start.tools ? JSON.parse(start.tools) : undefined,
       };
-      try {
-        return outcome(c.run(s));
-      } catch (e) {
+      const failed = (e) => {
         if (e instanceof CairnError) return { tag: 'failed', val: { code: e.code, message: e.detail } };
         if (e instanceof EmitError) return { tag: 'failed', val: { code: e.kind, message: e.message } };
         return { tag: 'failed', val: { code: 'exception', message: String(e?.message ?? e) } };
+      };
+      try {
+        const result = c.run(s);
+        // An async `run` (one that awaits `fetch`): the event loop runs
+        // until it settles.
+        if (result && typeof result.then === 'function') return result.then(outcome, failed);
+        return outcome(result);
+      } catch (e) {
+        return failed(e);
       }
     },
   };

@@ -9,11 +9,14 @@
 //!   POSTed signed to a workspace's webhook.
 //! - [`tools::ToolsCapability`]: `cairn:tools/mcp@0.1.0`, the tools of MCP
 //!   servers, kept warm per session.
+//! - [`http::HttpCapability`]: outgoing HTTP (`wasi:http`), gated by a
+//!   workspace's `allowed_outbound_hosts`, secrets only as header templates.
 //! - [`secrets::Secrets`]: `[secrets]` resolved host-side when a call needs
 //!   one; a value never reaches a guest, a journal or a message.
 
 #![deny(missing_docs)]
 
+pub mod http;
 pub mod model;
 pub mod secrets;
 pub mod tools;

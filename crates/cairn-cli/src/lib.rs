@@ -191,8 +191,8 @@ fn init_logs(format: Option<serve::LogFormat>) {
 
 /// A runtime as the `cairn` binary opens it: with the PostgreSQL shared
 /// store registered (`[store] url`, `--store`) and the capabilities: the
-/// model (`[models]`), decisions by webhook, and MCP tools (`[mcp]`), with
-/// `[secrets]`.
+/// model (`[models]`), decisions by webhook, MCP tools (`[mcp]`) and
+/// outgoing HTTP (`allowed_outbound_hosts`), with `[secrets]`.
 pub async fn open_runtime(
     config: cairn_runtime::RuntimeConfig,
 ) -> Result<cairn_runtime::Runtime, cairn_runtime::runtime::RuntimeError> {
@@ -205,11 +205,13 @@ pub async fn open_runtime(
         config.host.mcp.clone(),
         config.host.secrets.clone(),
     );
+    let http = cairn_capabilities::http::HttpCapability::new(config.host.secrets.clone());
     cairn_runtime::Runtime::builder(config)
         .shared_store(cairn_store_postgres::Postgres)
         .capability(std::sync::Arc::new(model))
         .capability(std::sync::Arc::new(webhook))
         .capability(std::sync::Arc::new(tools))
+        .capability(std::sync::Arc::new(http))
         .open()
         .await
 }

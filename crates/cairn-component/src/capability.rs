@@ -18,6 +18,9 @@ pub struct Grants {
     pub secrets: Vec<String>,
     /// MCP servers (`[mcp.servers.NAME]`) the workspace's runs may use.
     pub mcp: Vec<String>,
+    /// Where its controllers' `wasi:http` requests may go (`scheme://host[:port]`
+    /// patterns; see [`cairn_types::http::HostPattern`]).
+    pub allowed_outbound_hosts: Vec<String>,
 }
 
 /// What a capability's call reports while it lasts.
@@ -49,6 +52,8 @@ pub struct CallCtx<'a> {
     /// `artifacts/` is the guest's filesystem); none for calls the runtime
     /// makes on its own behalf.
     pub generation: Option<&'a std::path::Path>,
+    /// The run's limits (`http_body_bytes` bounds a response's body).
+    pub limits: &'a cairn_types::limits::Limits,
 }
 
 impl std::fmt::Debug for CallCtx<'_> {

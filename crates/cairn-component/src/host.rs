@@ -97,6 +97,25 @@ pub trait RunHost: Send + Sync {
             format!("this host provides no {capability} capability"),
         )))
     }
+    /// A call id for a call the guest starts now and whose answer it takes
+    /// later (an outgoing HTTP request): taken in the guest's order, so a
+    /// replay gives each such call the id it had.
+    fn reserve_call_id(&self) -> u64 {
+        0
+    }
+    /// A host call under the id [`RunHost::reserve_call_id`] gave it: its
+    /// entries may lie anywhere in the run's journal (responses arrive in
+    /// any order), so a replay finds them by that id, not in sequence.
+    async fn keyed_call(
+        &self,
+        call_id: u64,
+        capability: &str,
+        op: &str,
+        request: serde_json::Value,
+    ) -> Result<Result<serde_json::Value, cairn_types::event::CallError>, HostFailure> {
+        let _ = call_id;
+        self.host_call(capability, op, request).await
+    }
     /// Whether the epoch callback should stop the instance now (cancelled
     /// past its grace, or a limit was broken).
     fn should_trap(&self) -> bool;

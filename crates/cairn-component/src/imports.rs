@@ -9,11 +9,14 @@ use super::ComponentError;
 /// The interfaces the host links, by `namespace:package/` prefix (any
 /// version the linker matches): WASI 0.2's CLI, clocks, filesystem, I/O,
 /// random and sockets (sockets are linked, and every address is denied),
+/// HTTP's types and outgoing handler,
 /// the controller world, and the capabilities.
 pub const PROVIDED: &[&str] = &[
     "wasi:cli/",
     "wasi:clocks/",
     "wasi:filesystem/",
+    "wasi:http/types@",
+    "wasi:http/outgoing-handler@",
     "wasi:io/",
     "wasi:random/",
     "wasi:sockets/",
@@ -25,11 +28,11 @@ pub const PROVIDED: &[&str] = &[
 /// What to do about an import of `name` this host does not provide.
 fn advice(name: &str) -> &'static str {
     if name.starts_with("wasi:http/") {
-        "outgoing HTTP is not provided by this host yet; build without it (componentize-js: `--disable http`; a Rust guest: do not depend on a wasi:http client)"
+        "this host provides wasi:http's types and outgoing-handler only (a controller sends requests; it serves none)"
     } else if name.starts_with("cairn:") {
         "this host is older than the controller's SDK; upgrade cairn"
     } else {
-        "a controller may import only WASI 0.2 (cli, clocks, filesystem, io, random, sockets), cairn:controller and cairn's capabilities"
+        "a controller may import only WASI 0.2 (cli, clocks, filesystem, http, io, random, sockets), cairn:controller and cairn's capabilities"
     }
 }
 

@@ -10,6 +10,8 @@ pub mod complexity;
 pub mod cpu;
 pub mod fs;
 mod host;
+mod http;
+pub use http::HTTP;
 pub mod imports;
 mod limiter;
 mod metered;
@@ -331,6 +333,7 @@ impl Components {
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         model::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         tools::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        http::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let engine = engine.weak();
@@ -579,6 +582,7 @@ impl Components {
             host: Some(sandbox.host.clone()),
             artifacts: sandbox.meter.clone(),
             tools: None,
+            http: http::Http::new(Some(sandbox.host.clone()), sandbox.limits.http_body_bytes),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -767,6 +771,8 @@ pub struct HostState {
     /// The tool list this run's latest `cairn:tools` `list` answered (a
     /// call finds its tool there; journaled, so a replay finds the same).
     tools: Option<Vec<cairn_types::tools::ToolInfo>>,
+    /// Outgoing HTTP (`wasi:http`).
+    http: http::Http,
 }
 
 impl HostState {
@@ -785,6 +791,7 @@ impl HostState {
             host: None,
             artifacts: None,
             tools: None,
+            http: http::Http::new(None, 0),
         }
     }
 }

@@ -134,6 +134,10 @@ pub struct HttpConfig {
     /// Origins (`https://viewer.example`) whose pages may call the API
     /// (CORS), writes included.
     pub allowed_origins: Vec<String>,
+    /// Where the `local` workspace's controllers may send requests through
+    /// `wasi:http` (`https://api.example.com`, `http://127.0.0.1:*`,
+    /// `https://*.example.com`, as Spin writes them); none by default.
+    pub allowed_outbound_hosts: Vec<String>,
 }
 
 /// `[runs]`: defaults of every run.
@@ -307,6 +311,10 @@ pub struct WorkspaceConfig {
     /// Where its decisions go when nobody present can answer them.
     #[serde(default)]
     pub decisions: Option<DecisionsConfig>,
+    /// Where its controllers may send requests through `wasi:http` (none
+    /// unless named; patterns as in `[http] allowed_outbound_hosts`).
+    #[serde(default)]
+    pub allowed_outbound_hosts: Vec<String>,
 }
 
 /// `[workspaces.W.decisions]`: a decision nobody present can answer is
@@ -400,7 +408,15 @@ impl HostConfig {
                 )));
             }
         }
+        for pattern in &config.http.allowed_outbound_hosts {
+            cairn_types::http::HostPattern::parse(pattern)
+                .map_err(|e| err(format!("[http] {e}")))?;
+        }
         for (name, ws) in &config.workspaces {
+            for pattern in &ws.allowed_outbound_hosts {
+                cairn_types::http::HostPattern::parse(pattern)
+                    .map_err(|e| err(format!("workspace {name:?}: {e}")))?;
+            }
             if let Some(server) = ws.mcp.iter().find(|m| !config.mcp.servers.contains_key(*m)) {
                 return Err(err(format!(
                     "workspace {name:?} is granted the mcp server {server:?}, which [mcp.servers] does not define"
@@ -445,6 +461,7 @@ impl HostConfig {
                 models: self.models.keys().cloned().collect(),
                 secrets: self.secrets.keys().cloned().collect(),
                 mcp: self.mcp.servers.keys().cloned().collect(),
+                allowed_outbound_hosts: self.http.allowed_outbound_hosts.clone(),
             };
         }
         match self.workspaces.get(workspace) {
@@ -452,6 +469,7 @@ impl HostConfig {
                 models: ws.models.clone(),
                 secrets: ws.secrets.clone(),
                 mcp: ws.mcp.clone(),
+                allowed_outbound_hosts: ws.allowed_outbound_hosts.clone(),
             },
             None => crate::component::Grants::default(),
         }

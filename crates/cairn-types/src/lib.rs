@@ -7,6 +7,7 @@
 pub mod code;
 pub mod event;
 pub mod failure;
+pub mod http;
 pub mod ids;
 pub mod json;
 pub mod limits;

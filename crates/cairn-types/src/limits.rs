@@ -83,6 +83,13 @@ pub struct Limits {
     pub model_wall_ms: u64,
     /// Tool calls one run may make (`cairn:tools` `call`).
     pub tool_calls: u64,
+    /// Outgoing HTTP requests one run may make (`wasi:http`).
+    #[serde(alias = "http_requests_per_run")]
+    pub http_requests: u64,
+    /// Bytes of one outgoing request's body, and of one response's.
+    pub http_body_bytes: u64,
+    /// Time one outgoing request may take, its response's body read.
+    pub http_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -113,6 +120,9 @@ impl Default for Limits {
             model_tokens: 10_000_000,
             model_wall_ms: 3_600_000,
             tool_calls: 1_000,
+            http_requests: 1_000,
+            http_body_bytes: 512 << 10,
+            http_timeout_ms: 30_000,
         }
     }
 }
@@ -157,6 +167,15 @@ pub struct LimitsOverride {
     /// See [`Limits::tool_calls`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<u64>,
+    /// See [`Limits::http_requests`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_requests: Option<u64>,
+    /// See [`Limits::http_body_bytes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_body_bytes: Option<u64>,
+    /// See [`Limits::http_timeout_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_timeout_ms: Option<u64>,
 }
 
 /// An override above its ceiling.
@@ -175,7 +194,7 @@ impl Limits {
     /// These limits with `o` applied; each override must be at most the ceiling.
     pub fn with(self, o: &LimitsOverride) -> Result<Limits, AboveCeiling> {
         let mut out = self;
-        let pairs: [(&'static str, Option<u64>, &mut u64); 16] = [
+        let pairs: [(&'static str, Option<u64>, &mut u64); 19] = [
             ("memory_bytes", o.memory_bytes, &mut out.memory_bytes),
             ("wall_ms", o.wall_ms, &mut out.wall_ms),
             ("cpu_ms", o.cpu_ms, &mut out.cpu_ms),
@@ -196,6 +215,17 @@ impl Limits {
             ("model_tokens", o.model_tokens, &mut out.model_tokens),
             ("model_wall_ms", o.model_wall_ms, &mut out.model_wall_ms),
             ("tool_calls", o.tool_calls, &mut out.tool_calls),
+            ("http_requests", o.http_requests, &mut out.http_requests),
+            (
+                "http_body_bytes",
+                o.http_body_bytes,
+                &mut out.http_body_bytes,
+            ),
+            (
+                "http_timeout_ms",
+                o.http_timeout_ms,
+                &mut out.http_timeout_ms,
+            ),
         ];
         for (limit, asked, slot) in pairs {
             if let Some(value) = asked {
@@ -240,6 +270,9 @@ impl Limits {
             model_tokens: self.model_tokens.min(other.model_tokens),
             model_wall_ms: self.model_wall_ms.min(other.model_wall_ms),
             tool_calls: self.tool_calls.min(other.tool_calls),
+            http_requests: self.http_requests.min(other.http_requests),
+            http_body_bytes: self.http_body_bytes.min(other.http_body_bytes),
+            http_timeout_ms: self.http_timeout_ms.min(other.http_timeout_ms),
         }
     }
 }

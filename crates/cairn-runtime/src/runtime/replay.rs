@@ -658,13 +658,7 @@ impl Runtime {
 }
 
 fn script_len(events: &[SessionEvent], run: RunId) -> usize {
-    let s = Script::of_run(events, run, true);
-    let mut n = 0;
-    let mut s = s;
-    while s.pop().is_some() {
-        n += 1;
-    }
-    n
+    Script::of_run(events, run, true).len()
 }
 
 async fn outcome_mismatch(

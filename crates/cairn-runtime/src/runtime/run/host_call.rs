@@ -80,6 +80,7 @@ impl Capabilities {
             timeout: Duration::from_millis(self.config.mcp.call_timeout_ms.max(1)),
             session: &session,
             generation: Some(generation),
+            limits: &run.limits,
         };
         for cap in wanted {
             let mut cancel = run.cancel.subscribe();
@@ -174,6 +175,17 @@ impl RunCtx {
     /// goes out; the limit it would break, as the guest's error value.
     fn charge_call(&self, capability: &str, op: &str) -> Result<(), CallError> {
         let limit_error = |what: String| call_error(CallErrorCode::LimitExceeded, what);
+        if capability == crate::component::HTTP {
+            let requests = self.http_requests.fetch_add(1, Ordering::Relaxed) + 1;
+            if requests > self.limits.http_requests {
+                return Err(limit_error(self.break_limit(
+                    "http_requests",
+                    requests,
+                    self.limits.http_requests,
+                )));
+            }
+            return Ok(());
+        }
         if capability == TOOLS && op == "call" {
             let calls = self.tool_calls.fetch_add(1, Ordering::Relaxed) + 1;
             if calls > self.limits.tool_calls {
@@ -312,8 +324,11 @@ impl RunCtx {
                 usage,
             })
             .await?;
-        // The guest's clock reads the journaled time of its latest input.
-        self.advance_clock(entry.at_ms);
+        // The guest's clock reads the journaled time of its latest input
+        // (a call answered in any order is not one: see `run/keyed.rs`).
+        if !super::keyed::by_id(capability) {
+            self.advance_clock(entry.at_ms);
+        }
         self.count_call(usage);
         Ok(match (response, error) {
             (Some(r), None) => Ok(r),
@@ -372,6 +387,8 @@ impl RunCtx {
             self.limits
                 .model_wall_ms
                 .saturating_sub(self.model_wall_ms.load(Ordering::Relaxed))
+        } else if capability == crate::component::HTTP {
+            self.limits.http_timeout_ms
         } else {
             caps.config.mcp.call_timeout_ms
         };
@@ -388,6 +405,7 @@ impl RunCtx {
             timeout: Duration::from_millis(timeout.max(1)),
             session: &session,
             generation: generation.as_deref(),
+            limits: &self.limits,
         };
         let mut cancel = self.cancel.subscribe();
         tokio::select! {
@@ -450,6 +468,7 @@ impl RunCtx {
         let id = id.clone();
         let cancel = self.cancel.subscribe();
         let session = self.session.to_string();
+        let limits = self.limits;
         tokio::spawn(async move {
             let grants = caps.grants(&workspace);
             let sink = Quiet(cancel);
@@ -460,6 +479,7 @@ impl RunCtx {
                 timeout: Duration::from_secs(60),
                 session: &session,
                 generation: None,
+                limits: &limits,
             };
             if let Err(e) = cap.call(&ctx, "deliver", call).await {
                 tracing::warn!(decision_id = %id, workspace, error = e.message, "a decision's webhook delivery failed");

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 mod env;
 mod host_call;
+mod keyed;
 mod script;
 mod task;
 pub(crate) use env::{RunEnv, Supervisor};
@@ -80,6 +81,8 @@ pub struct RunCtx {
     event_bytes: AtomicU64,
     broken: Mutex<Option<ErrorInfo>>,
     script: Mutex<Option<Script>>,
+    /// The journaled calls a replay finds by id (outgoing HTTP).
+    keyed: Mutex<keyed::Keyed>,
     /// The session's turns before this run, read on the first `history`.
     history: tokio::sync::OnceCell<Vec<Turn>>,
     /// What the guest is doing, for the limit watcher: it measures the
@@ -109,6 +112,8 @@ pub struct RunCtx {
     model_wall_ms: AtomicU64,
     /// Tool calls charged against `tool_calls`.
     tool_calls: AtomicU64,
+    /// Outgoing HTTP requests charged against `http_requests`.
+    http_requests: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +183,7 @@ impl RunCtx {
             event_bytes: AtomicU64::new(0),
             broken: Mutex::new(None),
             script: Mutex::new(None),
+            keyed: Mutex::new(keyed::Keyed::default()),
             history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
             supervisor: std::sync::OnceLock::new(),
@@ -191,6 +197,7 @@ impl RunCtx {
             output_tokens: AtomicU64::new(0),
             model_wall_ms: AtomicU64::new(0),
             tool_calls: AtomicU64::new(0),
+            http_requests: AtomicU64::new(0),
         }
     }
 
@@ -203,7 +210,11 @@ impl RunCtx {
         self.present.store(present, Ordering::Relaxed);
     }
 
-    pub(crate) fn set_script(&self, script: Script) {
+    pub(crate) fn set_script(&self, mut script: Script) {
+        *self.keyed.lock().unwrap_or_else(|p| p.into_inner()) = keyed::Keyed {
+            calls: std::mem::take(&mut script.keyed),
+            offline: script.offline(),
+        };
         *self.script.lock().unwrap_or_else(|p| p.into_inner()) = Some(script);
     }
 
@@ -633,6 +644,20 @@ impl RunHost for RunCtx {
             .map_err(|e| HostFailure(format!("cannot read history: {e}")))?;
         let skip = turns.len().saturating_sub(limit as usize);
         Ok(turns[skip..].to_vec())
+    }
+
+    fn reserve_call_id(&self) -> u64 {
+        self.host_call_ids.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    async fn keyed_call(
+        &self,
+        call_id: u64,
+        capability: &str,
+        op: &str,
+        request: serde_json::Value,
+    ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
+        self.call_by_id(call_id, capability, op, request).await
     }
 
     fn limit_broken(&self, limit: &str, value: u64, max: u64) {

@@ -7,30 +7,81 @@ use crate::SessionEvent;
 use crate::component::{Answer, DecisionRequest, HostFailure};
 use crate::ids::{RunId, Seq};
 use crate::journal::event::{ApprovalRoute, CallError, LifecycleEvent, Payload};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The journaled entries a replay feeds back and checks, in order.
 pub(crate) struct Script {
     entries: VecDeque<SessionEvent>,
     /// Offline replays never write: going past the journal is a divergence.
     offline: bool,
+    /// The calls a replay finds by id, not in order (see `run/keyed.rs`).
+    pub(super) keyed: BTreeMap<u64, KeyedCall>,
+}
+
+/// One journaled call a replay finds by its id: its start, and its end
+/// when the journal has one.
+pub(crate) struct KeyedCall {
+    pub(super) started: SessionEvent,
+    pub(super) finished: Option<SessionEvent>,
+}
+
+impl KeyedCall {
+    /// Its journaled entries.
+    pub(super) fn entries(&self) -> usize {
+        1 + usize::from(self.finished.is_some())
+    }
 }
 
 impl Script {
-    /// The guest-visible entries of `run` after its `Started`.
+    /// The guest-visible entries of `run` after its `Started`; the calls
+    /// whose answers arrive in any order (outgoing HTTP) apart, by id.
     pub(crate) fn of_run(events: &[SessionEvent], run: RunId, offline: bool) -> Script {
-        let entries = events
+        let mut entries = VecDeque::new();
+        let mut keyed: BTreeMap<u64, KeyedCall> = BTreeMap::new();
+        for e in events
             .iter()
             .filter(|e| e.run_id == Some(run))
             .filter(|e| e.payload.replayed())
-            .cloned()
-            .collect();
-        Script { entries, offline }
+        {
+            match &e.payload {
+                Payload::Lifecycle(LifecycleEvent::HostCallStarted {
+                    call_id,
+                    capability,
+                    ..
+                }) if super::keyed::by_id(capability) => {
+                    keyed.insert(
+                        *call_id,
+                        KeyedCall {
+                            started: e.clone(),
+                            finished: None,
+                        },
+                    );
+                }
+                Payload::Lifecycle(LifecycleEvent::HostCallFinished { call_id, .. })
+                    if keyed.contains_key(call_id) =>
+                {
+                    if let Some(call) = keyed.get_mut(call_id) {
+                        call.finished = Some(e.clone());
+                    }
+                }
+                _ => entries.push_back(e.clone()),
+            }
+        }
+        Script {
+            entries,
+            offline,
+            keyed,
+        }
     }
 
-    /// Take the next entry (for counting).
-    pub(crate) fn pop(&mut self) -> Option<SessionEvent> {
-        self.entries.pop_front()
+    /// Its journaled entries, all told.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len() + self.keyed.values().map(KeyedCall::entries).sum::<usize>()
+    }
+
+    /// Whether it is an offline replay's.
+    pub(super) fn offline(&self) -> bool {
+        self.offline
     }
 }
 
@@ -66,7 +117,7 @@ impl RunCtx {
     /// Whether an offline replay consumed its whole script.
     pub(crate) fn script_remaining(&self) -> usize {
         let script = self.script.lock().unwrap_or_else(|p| p.into_inner());
-        script.as_ref().map_or(0, |s| s.entries.len())
+        script.as_ref().map_or(0, |s| s.entries.len()) + self.keyed_remaining()
     }
 
     /// Persist or replay, decided once per host call (golem's
