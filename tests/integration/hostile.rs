@@ -26,6 +26,9 @@ pub fn tight() -> LimitsOverride {
         model_tokens: None,
         model_wall_ms: None,
         tool_calls: None,
+        http_requests: None,
+        http_body_bytes: None,
+        http_timeout_ms: None,
     }
 }
 

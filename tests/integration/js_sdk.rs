@@ -133,3 +133,54 @@ async fn a_javascript_controller_parks_and_resumes_from_its_checkpoint() {
         .unwrap();
     parks_and_resumes(wasm).await;
 }
+
+/// A JavaScript controller built with componentize-js's defaults uses the
+/// ordinary `fetch` (over `wasi:http`): an allowed origin answers, a host
+/// the allowlist does not name is refused unsent, and `cairn replay` sends
+/// nothing.
+#[test]
+fn a_javascript_controller_fetches_what_the_allowlist_allows() {
+    let fetcher = build("fetch");
+    let origin = super::http::Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        format!(
+            "[http]\nallowed_outbound_hosts = [\"http://127.0.0.1:{}\"]\n",
+            origin.port
+        ),
+    )
+    .unwrap();
+    let prompt = format!(
+        "{}\nhttp://localhost:{}/echo\n",
+        origin.url("/echo"),
+        origin.port
+    );
+    let out = cairn_in(
+        &home,
+        &[
+            "run",
+            fetcher.to_str().unwrap(),
+            "--prompt",
+            &prompt,
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Value = serde_json::from_str(&finished(&lines(&out))).unwrap();
+    assert_eq!(answers[0]["status"], 200, "{answers}");
+    let echoed: Value = serde_json::from_str(answers[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(echoed["from"], "js", "{echoed}");
+    assert!(answers[1]["error"].is_string(), "{answers}");
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let session = crate::common::session_of_output(&out.stdout);
+    super::http::replays(&home, &session);
+    assert_eq!(origin.seen().len(), 1, "a replay sent a request");
+}

@@ -20,6 +20,7 @@ mod doctor;
 mod fuzz;
 mod fuzz_api;
 mod hostile;
+mod http;
 mod isolation;
 mod js_sdk;
 mod lifecycle;

@@ -4,7 +4,7 @@
 // compared with its journal entry. The result is "matches" or the first
 // divergence (seq, expected, got).
 import { canon, canonText, big, parseExact } from './json';
-import { ReplayClock, wasiImports } from './wasi';
+import { ReplayClock, httpImports, wasiImports } from './wasi';
 
 /** What a replay found. */
 export interface ReplayResult {
@@ -209,7 +209,15 @@ export async function replayRun(
     throw new Error(`run ${runId} resumes run ${s.resumes}: its park checkpoint is needed`);
   }
   const reserved = [...entries.slice(0, startedAt)].reverse().find((e) => typeOf(e) === 'generation_reserved');
-  const script = entries.slice(startedAt + 1).filter((e) => e.run_id === runId && SCRIPT.has(typeOf(e)));
+  // Outgoing HTTP calls are found by id, not in order (docs/replay.md):
+  // the browser does not replay them, so they are out of the script.
+  const mine = entries.slice(startedAt + 1).filter((e) => e.run_id === runId);
+  const httpCalls = new Set(mine
+    .filter((e) => typeOf(e) === 'host_call_started' && ev(e).capability === 'http')
+    .map((e) => String(ev(e).call_id)));
+  const isHttp = (e: any) =>
+    (typeOf(e) === 'host_call_started' || typeOf(e) === 'host_call_finished') && httpCalls.has(String(ev(e).call_id));
+  const script = mine.filter((e) => SCRIPT.has(typeOf(e)) && !isHttp(e));
   const terminal = entries.slice(startedAt + 1).find((e) => e.run_id === runId && TERMINAL.has(typeOf(e)));
   const clock = new ReplayClock(big(started.at_ms));
   const seed = big(s.seed);
@@ -386,6 +394,9 @@ export async function replayRun(
 
   const imports: any = {
     ...wasiImports(seed, clock),
+    ...httpImports(() => {
+      note ??= 'this run sent HTTP requests (wasi:http), which the browser does not replay: `cairn replay` does';
+    }),
     'cairn:controller/journal': {
       emit(e: any) {
         const got = emittedEntry(e);

@@ -6,6 +6,7 @@
 import * as cli from '@bytecodealliance/preview2-shim/cli';
 import * as filesystem from '@bytecodealliance/preview2-shim/filesystem';
 import * as io from '@bytecodealliance/preview2-shim/io';
+import * as http from '@bytecodealliance/preview2-shim/http';
 import { sha256 } from './sha256';
 
 const te = new TextEncoder();
@@ -109,6 +110,24 @@ function patchDescriptor(): void {
 }
 
 /** The WASI imports of one replay: `seed` and `clock` from its `started` entry. */
+/**
+ * `wasi:http` for a replay: the types, so a component that imports them
+ * (every default componentize-js build does) instantiates; a request is
+ * not answered here (the journal holds it, the page cannot hand it over
+ * synchronously): `sent` is told, and the guest gets an error.
+ */
+export function httpImports(sent: () => void) {
+  return {
+    'wasi:http/types': http.types,
+    'wasi:http/outgoing-handler': {
+      handle: () => {
+        sent();
+        throw { tag: 'internal-error', val: 'outgoing HTTP is not replayed in the browser' };
+      },
+    },
+  };
+}
+
 export function wasiImports(seed: bigint, clock: ReplayClock) {
   patchDescriptor();
   // A fresh, empty worktree (an offline replay's scratch `artifacts/`).

@@ -35,12 +35,9 @@ async fn send(step: &Value) -> Result<Value, String> {
         .map(|(k, v)| (k.to_string(), json!(String::from_utf8_lossy(v.as_bytes()))))
         .collect();
     let mut body = response.into_body();
-    let text = body
-        .str_contents()
-        .await
-        .map_err(|e| format!("{e:?}"))?
-        .to_string();
-    Ok(json!({"status": status, "body": text, "headers": headers}))
+    let bytes = body.contents().await.map_err(|e| format!("{e:?}"))?;
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    Ok(json!({"status": status, "body": text, "bytes": bytes.len(), "headers": headers}))
 }
 
 impl Controller for HttpUser {
