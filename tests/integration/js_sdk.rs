@@ -184,3 +184,89 @@ fn a_javascript_controller_fetches_what_the_allowlist_allows() {
     super::http::replays(&home, &session);
     assert_eq!(origin.seen().len(), 1, "a replay sent a request");
 }
+
+/// An upload of a big component answers once its bytes are stored and
+/// checked (`202`, `state: compiling`), before its compile ends; a run
+/// naming it meanwhile waits for that one compile; `GET /v1/components`
+/// shows it `compiling`, then `ready` with its `describe()`; uploading it
+/// again is `201` at once.
+#[test]
+fn a_big_upload_answers_before_its_compile_ends() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let bytes = std::fs::read(build("echo")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let served = crate::common::serve(&home);
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let r = http
+        .post(format!("{}/v1/components", served.url))
+        .header("content-type", "application/wasm")
+        .body(bytes.clone())
+        .send()
+        .unwrap();
+    let answered = t.elapsed();
+    assert_eq!(r.status(), 202, "{:?}", r.text());
+    let accepted: Value = r.json().unwrap();
+    assert_eq!(accepted["state"], "compiling", "{accepted}");
+    assert!(answered < Duration::from_secs(5), "{answered:?}");
+    let digest = accepted["digest"].as_str().unwrap().to_string();
+    let listed = |http: &reqwest::blocking::Client| -> Value {
+        let all: Vec<Value> = http
+            .get(format!("{}/v1/components", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        all.into_iter()
+            .find(|c| c["digest"] == digest.as_str())
+            .expect("the upload is listed")
+    };
+    assert_eq!(listed(&http)["state"], "compiling");
+    // A run naming it now waits for the compile under way.
+    let run: Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({"component": digest, "prompt": "hello early"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let run_id = run["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let v: Value = http
+            .get(format!("{}/v1/runs/{run_id}", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if v["state"] == "finished" {
+            break;
+        }
+        assert!(
+            v["state"] == "running" || v["state"] == "starting" || v["state"] == "preparing",
+            "{v}"
+        );
+        assert!(Instant::now() < deadline, "the run never ended: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ready = listed(&http);
+    assert_eq!(ready["state"], "ready", "{ready}");
+    assert_eq!(ready["name"], "js-echo", "{ready}");
+    let r = http
+        .post(format!("{}/v1/components", served.url))
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    drop(served);
+}

@@ -226,12 +226,13 @@ pub async fn own_run(s: &AppState, ws: &Workspace, run: RunId) -> Result<Session
 }
 
 /// Whether the caller may run a component digest: a built-in, or one its
-/// workspace uploaded.
+/// workspace uploaded (compiled, or still compiling).
 pub async fn own_component(s: &AppState, ws: &Workspace, digest: &str) -> Result<(), ApiError> {
     let built_in = cairn_examples::BUILT_IN
         .iter()
         .any(|(_, b)| cairn_runtime::component::digest_of(b) == digest);
-    if built_in || s.rt.may_use(&ws.0, digest).await {
+    // An upload still compiling may be run: the run waits for the compile.
+    if built_in || s.uploads.compiling(&ws.0, digest) || s.rt.may_use(&ws.0, digest).await {
         Ok(())
     } else {
         Err(ApiError::not_found(format!("no component {digest}")))

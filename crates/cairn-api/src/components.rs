@@ -4,7 +4,7 @@
 use super::AppState;
 use super::auth::Workspace;
 use super::error::ApiError;
-use super::wire::ComponentInfo;
+use super::wire::{ComponentInfo, ComponentState};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -12,6 +12,11 @@ use axum::{Extension, Json};
 use cairn_runtime::ErrorCode;
 use cairn_runtime::runtime::ComponentRef;
 use std::sync::Arc;
+
+/// How long an upload waits for its compile before it answers `202`
+/// (a Rust controller compiles in well under it; an 18 MB Python one
+/// does not).
+const UPLOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub async fn upload(
     State(s): State<AppState>,
@@ -24,34 +29,107 @@ pub async fn upload(
         ));
     }
     // A new digest counts against the workspace's upload quotas, reserved
-    // before the (long) compile so two uploads at once cannot both slip in.
+    // until its compile ends so two uploads at once cannot both slip in.
     let digest = cairn_runtime::component::digest_of(&body);
     let granted = s.rt.granted(&ws.0).await;
-    let _reserved = match granted.contains(&digest) {
+    let reserved = match granted.contains(&digest) {
         true => None,
         false => Some(s.uploads.reserve(&s, &ws.0, &granted, body.len() as u64)?),
     };
-    let (digest, info) =
-        s.rt.add_component(&ComponentRef::Bytes(Arc::new(body.to_vec())))
-            .await?;
-    s.rt.grant(&ws.0, &digest).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(ComponentInfo {
-            digest,
-            name: info.name,
-            version: info.version,
-            can_park: info.can_park,
-            built_in: None,
-        }),
-    ))
+    // Checked (imports named, the compile budget) and stored at once.
+    let digest = s.rt.store_component(&body).await?;
+    if let Some(info) = s.rt.compiled_info(&digest) {
+        s.rt.grant(&ws.0, &digest).await?;
+        return Ok((StatusCode::CREATED, Json(ready(digest, info, None))));
+    }
+    // The compile goes on past the answer when it outlasts the wait; the
+    // workspace is granted the component once it compiled.
+    s.uploads.begin(&ws.0, &digest);
+    let compile = {
+        let (s, workspace, digest) = (s.clone(), ws.0.clone(), digest.clone());
+        tokio::spawn(async move {
+            let _reserved = reserved;
+            let compiled =
+                s.rt.add_component(&ComponentRef::Digest(digest.clone()))
+                    .await;
+            let granted = match compiled {
+                Ok(c) => s.rt.grant(&workspace, &digest).await.map(|()| c),
+                Err(e) => Err(e),
+            };
+            s.uploads.end(
+                &workspace,
+                &digest,
+                granted.as_ref().err().map(|e| e.to_string()),
+            );
+            granted
+        })
+    };
+    match tokio::time::timeout(UPLOAD_WAIT, compile).await {
+        Ok(Ok(Ok((digest, info)))) => Ok((StatusCode::CREATED, Json(ready(digest, info, None)))),
+        Ok(Ok(Err(e))) => {
+            // Answered here: the upload is refused as a whole.
+            s.uploads.forget(&ws.0, &digest);
+            Err(e.into())
+        }
+        Ok(Err(e)) => Err(ApiError::new(
+            ErrorCode::Internal,
+            format!("the compile stopped: {e}"),
+        )),
+        Err(_) => Ok((
+            StatusCode::ACCEPTED,
+            Json(ComponentInfo {
+                digest,
+                name: String::new(),
+                version: String::new(),
+                can_park: false,
+                built_in: None,
+                state: ComponentState::Compiling,
+                error: None,
+            }),
+        )),
+    }
+}
+
+fn ready(
+    digest: String,
+    info: cairn_runtime::component::Info,
+    built_in: Option<String>,
+) -> ComponentInfo {
+    ComponentInfo {
+        digest,
+        name: info.name,
+        version: info.version,
+        can_park: info.can_park,
+        built_in,
+        state: ComponentState::Ready,
+        error: None,
+    }
 }
 
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
 ) -> Result<Json<Vec<ComponentInfo>>, ApiError> {
-    Ok(Json(usable(&s, &ws).await?))
+    let mut out = usable(&s, &ws).await?;
+    // Uploads still compiling, or whose compile failed after the answer.
+    for (digest, error) in s.uploads.unfinished(&ws.0) {
+        if out.iter().any(|c| c.digest == digest) {
+            continue;
+        }
+        out.push(ComponentInfo {
+            digest,
+            name: String::new(),
+            version: String::new(),
+            can_park: false,
+            built_in: None,
+            state: match error {
+                None => ComponentState::Compiling,
+                Some(_) => ComponentState::Failed,
+            },
+            error,
+        });
+    }
+    Ok(Json(out))
 }
 
 /// The components a workspace may use: the built-in examples, then its
@@ -62,26 +140,14 @@ pub async fn usable(s: &AppState, ws: &Workspace) -> Result<Vec<ComponentInfo>, 
         let (digest, info) =
             s.rt.add_component(&ComponentRef::BuiltIn(name.to_string()))
                 .await?;
-        out.push(ComponentInfo {
-            digest,
-            name: info.name,
-            version: info.version,
-            can_park: info.can_park,
-            built_in: Some(name.to_string()),
-        });
+        out.push(ready(digest, info, Some(name.to_string())));
     }
     for digest in s.rt.granted(&ws.0).await {
         if out.iter().any(|c| c.digest == digest) {
             continue;
         }
         if let Ok((digest, info)) = s.rt.add_component(&ComponentRef::Digest(digest)).await {
-            out.push(ComponentInfo {
-                digest,
-                name: info.name,
-                version: info.version,
-                can_park: info.can_park,
-                built_in: None,
-            });
+            out.push(ready(digest, info, None));
         }
     }
     Ok(out)
@@ -93,6 +159,11 @@ pub async fn usable(s: &AppState, ws: &Workspace) -> Result<Vec<ComponentInfo>, 
 #[derive(Clone, Default)]
 pub struct Uploads {
     reserved: Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, u64)>>>,
+    /// Uploads answered before their compile ended, by (workspace,
+    /// digest): `None` while it goes on, the error once it failed (kept
+    /// for the listing until the process ends or the digest is uploaded
+    /// again); removed once it compiled.
+    unfinished: Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String), Option<String>>>>,
 }
 
 /// A reservation, given back when the upload ends (stored or refused).
@@ -103,6 +174,51 @@ pub struct Reserved {
 }
 
 impl Uploads {
+    fn unfinished_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<(String, String), Option<String>>>
+    {
+        self.unfinished.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn begin(&self, workspace: &str, digest: &str) {
+        self.unfinished_map()
+            .insert((workspace.to_string(), digest.to_string()), None);
+    }
+
+    fn end(&self, workspace: &str, digest: &str, error: Option<String>) {
+        let key = (workspace.to_string(), digest.to_string());
+        match error {
+            None => {
+                self.unfinished_map().remove(&key);
+            }
+            Some(e) => {
+                self.unfinished_map().insert(key, Some(e));
+            }
+        }
+    }
+
+    fn forget(&self, workspace: &str, digest: &str) {
+        self.unfinished_map()
+            .remove(&(workspace.to_string(), digest.to_string()));
+    }
+
+    /// Whether `workspace`'s upload of `digest` is compiling now.
+    pub fn compiling(&self, workspace: &str, digest: &str) -> bool {
+        self.unfinished_map()
+            .get(&(workspace.to_string(), digest.to_string()))
+            .is_some_and(Option::is_none)
+    }
+
+    /// A workspace's uploads not (yet) compiled: (digest, error).
+    fn unfinished(&self, workspace: &str) -> Vec<(String, Option<String>)> {
+        self.unfinished_map()
+            .iter()
+            .filter(|((w, _), _)| w == workspace)
+            .map(|((_, d), e)| (d.clone(), e.clone()))
+            .collect()
+    }
+
     fn reserve(
         &self,
         s: &AppState,

@@ -546,8 +546,13 @@ pub fn document() -> Value {
         summary: "upload a component (stored by digest, validated against the world)",
         query: vec![],
         body: Body::Wasm,
-        ok: (201, Reply::Json(r)),
+        ok: (201, Reply::Json(r.clone())),
         errors: &[400, 413],
+    });
+    // An upload whose compile outlasts the wait answers before it ends.
+    d.paths["/v1/components"]["post"]["responses"]["202"] = json!({
+        "description": "stored and checked; the compile goes on (`state: compiling`; `GET /v1/components` shows when it is `ready` or `failed`)",
+        "content": { "application/json": { "schema": r } }
     });
     let r = d.schema::<Vec<ComponentInfo>>();
     d.add(Op {

@@ -178,6 +178,26 @@ pub struct ComponentInfo {
     /// The built-in example name, when it is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub built_in: Option<String>,
+    /// `ready` (compiled: `name`, `version` and `can_park` are its
+    /// `describe()`), `compiling` (an upload answered before its compile
+    /// ended: those three are empty until then), or `failed` (`error` says
+    /// why; a run naming it is refused the same way).
+    pub state: ComponentState,
+    /// Why its compile failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where a component's compile stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentState {
+    /// Compiled and described.
+    Ready,
+    /// Stored and checked; the compile goes on.
+    Compiling,
+    /// The compile failed.
+    Failed,
 }
 
 /// `?after=&claim=&presence=` of an event stream.

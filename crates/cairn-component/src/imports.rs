@@ -78,3 +78,26 @@ pub fn check(bytes: &[u8]) -> Result<(), ComponentError> {
         .collect();
     Err(ComponentError::Unprovided(lines.join("; ")))
 }
+
+fn is_component(bytes: &[u8]) -> bool {
+    // Magic, then the layer/version word: components are layer 1.
+    bytes.len() >= 8 && bytes.starts_with(b"\0asm") && bytes[6..8] == [1, 0]
+}
+
+/// What is checked of a component before it is compiled, in the time a
+/// parse takes: that it is a component (not a core module), that it
+/// imports only what this host provides, and that it fits the compile
+/// budget. An upload answers these at once, the compile following.
+pub fn precheck(bytes: &[u8]) -> Result<(), ComponentError> {
+    if !is_component(bytes) {
+        return Err(ComponentError::NotAComponent(
+            if bytes.starts_with(b"\0asm") {
+                "it is a core WebAssembly module; build with --target wasm32-wasip2 to get a component".into()
+            } else {
+                "it does not start with the WebAssembly magic bytes".into()
+            },
+        ));
+    }
+    check(bytes)?;
+    super::complexity::check(bytes).map(|_| ())
+}

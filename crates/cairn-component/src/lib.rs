@@ -13,6 +13,7 @@ mod host;
 mod http;
 pub use http::HTTP;
 pub mod imports;
+pub use imports::precheck;
 mod limiter;
 mod metered;
 mod model;
@@ -383,19 +384,7 @@ impl Components {
         if let Some(p) = self.cached(&digest) {
             return Ok(p);
         }
-        if !wasmparser_is_component(bytes) {
-            return Err(ComponentError::NotAComponent(
-                if bytes.starts_with(b"\0asm") {
-                    "it is a core WebAssembly module; build with --target wasm32-wasip2 to get a component".into()
-                } else {
-                    "it does not start with the WebAssembly magic bytes".into()
-                },
-            ));
-        }
-        // What it imports and the compile budget, before any compile:
-        // linear, and cheap beside it.
-        imports::check(bytes)?;
-        complexity::check(bytes)?;
+        precheck(bytes)?;
         // Identical bytes compile once: wait for one in flight, then look
         // in the cache again.
         let slot = self
@@ -662,11 +651,6 @@ fn trap_message(e: &wasmtime::Error) -> String {
         return format!("the controller trapped: {trap}");
     }
     format!("{e:#}")
-}
-
-fn wasmparser_is_component(bytes: &[u8]) -> bool {
-    // Magic, then the layer/version word: components are layer 1.
-    bytes.len() >= 8 && bytes.starts_with(b"\0asm") && bytes[6..8] == [1, 0]
 }
 
 fn check_exports(engine: &Engine, component: &Component) -> Result<(), ComponentError> {

@@ -63,6 +63,27 @@ impl Runtime {
         })
     }
 
+    /// Check a component as far as a parse can (a component, importing
+    /// only what this host provides, within the compile budget) and keep
+    /// its bytes in this home, compiling nothing: an upload answers at once
+    /// and compiles after ([`Runtime::add_component`] by digest). Its
+    /// digest.
+    pub async fn store_component(&self, bytes: &[u8]) -> Result<String, RuntimeError> {
+        crate::component::precheck(bytes)?;
+        let digest = crate::component::digest_of(bytes);
+        self.inner.bytes.put_component(&digest, bytes)?;
+        self.share_component(&digest, bytes).await;
+        Ok(digest)
+    }
+
+    /// What a compiled component said of itself, when it is compiled.
+    pub fn compiled_info(&self, digest: &str) -> Option<Info> {
+        self.inner
+            .components
+            .cached(digest)
+            .map(|p| p.info().clone())
+    }
+
     /// Compile, validate and describe a component, and keep it in this home.
     pub async fn add_component(
         &self,
