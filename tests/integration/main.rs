@@ -50,6 +50,7 @@ mod skeleton;
 mod store;
 mod stress;
 mod update;
+mod update_bulk;
 mod viewer;
 mod vocabulary;
 mod webhook;

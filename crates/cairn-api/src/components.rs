@@ -278,3 +278,35 @@ impl Drop for Reserved {
         }
     }
 }
+
+/// `POST /v1/components/{digest}/update`: move the workspace's sessions
+/// bound to `digest` to another component where shadow replay finds them
+/// compatible; the report (kept: `GET /v1/updates/{id}`).
+pub async fn update_all(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    axum::extract::Path(digest): axum::extract::Path<String>,
+    crate::body::JsonBody(req): crate::body::JsonBody<crate::wire::BulkUpdateRequest>,
+) -> Result<Json<cairn_runtime::runtime::update_bulk::BulkUpdate>, ApiError> {
+    let from = crate::runs::component_ref(&s, &ws, &digest).await?;
+    let to = crate::runs::component_ref(&s, &ws, &req.to).await?;
+    Ok(Json(
+        s.rt.update_all(&from, &to, Some(&ws.0), req.dry_run, &|_, _| {})
+            .await?,
+    ))
+}
+
+/// `GET /v1/updates/{id}`: a bulk update's report (the workspace's own).
+pub async fn update_report(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<cairn_runtime::runtime::update_bulk::BulkUpdate>, ApiError> {
+    let missing = || ApiError::not_found(format!("no update {id}"));
+    let uuid = uuid::Uuid::parse_str(&id).map_err(|_| missing())?;
+    let report = s.rt.update_report(uuid).ok_or_else(missing)?;
+    if report.workspace.as_deref().is_some_and(|w| w != ws.0) {
+        return Err(missing());
+    }
+    Ok(Json(report))
+}

@@ -94,6 +94,11 @@ fn router_of(state: AppState) -> Router {
         .route("/v1/runs/{id}/checkpoint", get(viewer::checkpoint))
         .route("/v1/sessions/{id}/journal", get(viewer::journal))
         .route("/v1/components/{digest}", get(viewer::component))
+        .route(
+            "/v1/components/{digest}/update",
+            post(components::update_all),
+        )
+        .route("/v1/updates/{id}", get(components::update_report))
         .route("/v1/decisions", get(decisions::list))
         .route("/v1/decisions/{id}", post(decisions::decide))
         .route("/v1/approvals/{id}", post(decisions::decide))

@@ -290,6 +290,26 @@ pub fn document() -> Value {
         ok: (200, Reply::Json(r)),
         errors: &[400, 404, 409],
     });
+    let b = d.schema::<crate::wire::BulkUpdateRequest>();
+    let r = d.schema::<cairn_runtime::runtime::update_bulk::BulkUpdate>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/components/{id}/update",
+        summary: "move every session of the workspace bound to this component to `to` where shadow replay finds it compatible (each session compatible, diverges or failed); the report is kept",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (200, Reply::Json(r.clone())),
+        errors: &[400, 404],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/updates/{id}",
+        summary: "a bulk update's report",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(r)),
+        errors: &[404],
+    });
     let b = d.schema::<StartRunRequest>();
     let r = d.schema::<StartedRun>();
     d.add(Op {

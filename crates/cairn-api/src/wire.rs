@@ -67,6 +67,20 @@ pub struct UpdateRequest {
     pub dry_run: bool,
 }
 
+/// `POST /v1/components/{digest}/update`: every session of the workspace
+/// bound to the digest, shadow-replayed against `to`; the compatible ones
+/// switched unless `dry_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkUpdateRequest {
+    /// The component to move to: a built-in example or the `sha256:` digest
+    /// of an upload the workspace may use.
+    pub to: String,
+    /// Check only; switch nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
 /// A liveness policy: a name, or the policy with its grace window.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(untagged)]

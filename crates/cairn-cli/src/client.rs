@@ -431,6 +431,54 @@ impl Client {
         }
     }
 
+    /// Move every session bound to `from` to `to` where shadow replay finds
+    /// it compatible (`cairn update --from --to`); the report. Locally, a
+    /// terminal sees how far it is.
+    pub async fn update_all(
+        &self,
+        from: &str,
+        to: &str,
+        workspace: Option<&str>,
+        dry_run: bool,
+    ) -> anyhow::Result<Value> {
+        use std::io::IsTerminal;
+        match self {
+            Client::Local(rt) => {
+                let terminal = std::io::stderr().is_terminal();
+                let progress = move |done: usize, total: usize| {
+                    if terminal {
+                        eprint!("\rchecking sessions: {done} of {total}");
+                        if done == total {
+                            eprintln!();
+                        }
+                    }
+                };
+                Ok(serde_json::to_value(
+                    rt.update_all(
+                        &cairn_runtime::runtime::ComponentRef::parse(from),
+                        &cairn_runtime::runtime::ComponentRef::parse(to),
+                        workspace,
+                        dry_run,
+                        &progress,
+                    )
+                    .await?,
+                )?)
+            }
+            Client::Remote { .. } => {
+                if workspace.is_some() {
+                    anyhow::bail!(
+                        "over HTTP an update takes the token's workspace: drop --workspace"
+                    );
+                }
+                self.post(
+                    &format!("/v1/components/{}/update", enc(from)),
+                    serde_json::json!({ "to": to, "dry_run": dry_run }),
+                )
+                .await
+            }
+        }
+    }
+
     /// Delete a session.
     pub async fn rm(&self, session: &SessionId) -> anyhow::Result<()> {
         match self {

@@ -100,13 +100,25 @@ pub struct ForkArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct UpdateArgs {
-    /// The session.
-    session: String,
-    /// The component to move to: a built-in example, a file, or `sha256:…`.
-    #[arg(long)]
-    component: String,
+    /// The session (or, with `--from` and `--to`, none: every session bound
+    /// to a component).
+    session: Option<String>,
+    /// The component to move the session to: a built-in example, a file,
+    /// or `sha256:…`.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    component: Option<String>,
+    /// Every session bound to this component (a built-in example, a file
+    /// or `sha256:…`) is checked against `--to`.
+    #[arg(long, requires = "to", conflicts_with = "session")]
+    from: Option<String>,
+    /// The component the sessions bound to `--from` move to.
+    #[arg(long, requires = "from")]
+    to: Option<String>,
+    /// With `--from`: only this workspace's sessions.
+    #[arg(long, requires = "from")]
+    workspace: Option<String>,
     /// `replay` (every ended run re-run against it first; switched only if
-    /// all match) or `next-run` (unchecked).
+    /// all match) or `next-run` (unchecked; one session only).
     #[arg(long, default_value = "replay", value_parser = ["replay", "next-run"])]
     mode: String,
     /// Check only; switch nothing.
@@ -116,10 +128,19 @@ pub struct UpdateArgs {
     target: TargetArgs,
 }
 
-/// `cairn update`: move a session to another component.
+/// `cairn update`: move a session, or every session bound to a component,
+/// to another component.
 pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     use cairn_runtime::journal::event::UpdateMode;
-    let session = super::session_arg(&args.session)?;
+    if let (Some(from), Some(to)) = (&args.from, &args.to) {
+        return update_all(&args, from, to).await;
+    }
+    let (Some(session), Some(component)) = (&args.session, &args.component) else {
+        anyhow::bail!(
+            "name a session and --component, or --from and --to for every session bound to a component"
+        );
+    };
+    let session = super::session_arg(session)?;
     let mode = match args.mode.as_str() {
         "next-run" => UpdateMode::NextRun,
         _ => UpdateMode::Replay,
@@ -128,7 +149,7 @@ pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
         .target
         .writer("update")
         .await?
-        .update(&session, &args.component, mode, args.dry_run)
+        .update(&session, component, mode, args.dry_run)
         .await?;
     if args.target.json {
         println!("{out}");
@@ -160,6 +181,62 @@ pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             out["to"].as_str().unwrap_or("")
         ),
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cairn update --from A --to B`: the bulk form; the report, and the
+/// sessions that stay on A with why.
+async fn update_all(args: &UpdateArgs, from: &str, to: &str) -> anyhow::Result<ExitCode> {
+    if args.mode != "replay" {
+        anyhow::bail!(
+            "a bulk update checks every session by shadow replay: --mode next-run names one session"
+        );
+    }
+    let out = args
+        .target
+        .writer("update")
+        .await?
+        .update_all(from, to, args.workspace.as_deref(), args.dry_run)
+        .await?;
+    if args.target.json {
+        println!("{out}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let n = |k: &str| out[k].as_u64().unwrap_or(0);
+    println!(
+        "{} sessions on {}: {} compatible, {} diverge, {} failed",
+        n("total"),
+        out["from"].as_str().unwrap_or(""),
+        n("compatible"),
+        n("diverges"),
+        n("failed")
+    );
+    for s in out["sessions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        if s["outcome"] != "compatible" {
+            println!(
+                "  {} {}: {}",
+                s["session_id"].as_str().unwrap_or(""),
+                s["outcome"].as_str().unwrap_or(""),
+                s["message"].as_str().unwrap_or("")
+            );
+        }
+    }
+    match args.dry_run {
+        true => println!("dry run: nothing switched"),
+        false => println!(
+            "{} switched to {}",
+            n("switched"),
+            out["to"].as_str().unwrap_or("")
+        ),
+    }
+    println!(
+        "report: GET /v1/updates/{}",
+        out["update_id"].as_str().unwrap_or("")
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -32,6 +32,7 @@ mod supervise;
 pub mod telemetry;
 mod tree;
 pub mod update;
+pub mod update_bulk;
 
 use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};

@@ -87,6 +87,12 @@ pub trait ComponentBytes: Send + Sync + 'static {
 
     /// The digests `workspace` may run.
     fn granted(&self, workspace: &str) -> Vec<String>;
+
+    /// Keep a bulk component update's report, replacing the last.
+    fn put_update_report(&self, id: uuid::Uuid, bytes: &[u8]) -> Result<(), WorkerError>;
+
+    /// A bulk component update's report.
+    fn update_report(&self, id: uuid::Uuid) -> Option<Vec<u8>>;
 }
 
 impl Workers for Home {
@@ -161,5 +167,11 @@ impl ComponentBytes for Home {
     }
     fn granted(&self, workspace: &str) -> Vec<String> {
         Home::granted(self, workspace)
+    }
+    fn put_update_report(&self, id: uuid::Uuid, bytes: &[u8]) -> Result<(), WorkerError> {
+        Home::put_update_report(self, id, bytes)
+    }
+    fn update_report(&self, id: uuid::Uuid) -> Option<Vec<u8>> {
+        Home::update_report(self, id)
     }
 }

@@ -104,3 +104,24 @@ impl Home {
         self.inner.root.open_dir("components").ok()?.read(name).ok()
     }
 }
+
+impl Home {
+    /// Keep a bulk update's report (`updates/<id>.json`), replaced as the
+    /// update goes on.
+    pub fn put_update_report(&self, id: uuid::Uuid, bytes: &[u8]) -> Result<(), WorkerError> {
+        let dir = fsutil::ensure_dir(&self.inner.root, "updates")
+            .map_err(io_err("cannot open updates/"))?;
+        fsutil::write_document(&dir, &format!("{id}.json"), bytes)
+            .map_err(io_err(format!("cannot write updates/{id}.json")))
+    }
+
+    /// A bulk update's report, if this home keeps it.
+    pub fn update_report(&self, id: uuid::Uuid) -> Option<Vec<u8>> {
+        self.inner
+            .root
+            .open_dir("updates")
+            .ok()?
+            .read(format!("{id}.json"))
+            .ok()
+    }
+}
