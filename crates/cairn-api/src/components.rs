@@ -163,8 +163,12 @@ pub struct Uploads {
     /// digest): `None` while it goes on, the error once it failed (kept
     /// for the listing until the process ends or the digest is uploaded
     /// again); removed once it compiled.
-    unfinished: Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String), Option<String>>>>,
+    unfinished: Arc<std::sync::Mutex<Unfinished>>,
 }
+
+/// Uploads answered before their compile ended: (workspace, digest) →
+/// the compile's error once it failed.
+type Unfinished = std::collections::BTreeMap<(String, String), Option<String>>;
 
 /// A reservation, given back when the upload ends (stored or refused).
 pub struct Reserved {
