@@ -238,3 +238,118 @@ async fn a_bulk_update_cut_short_leaves_no_session_half_switched() {
     let done = bindings(&home);
     assert_eq!(done.iter().filter(|(_, _, u)| *u).count(), 9);
 }
+
+/// A fork may name a component: the runs it carries are shadow-replayed
+/// against it first (a divergence refuses the fork and makes nothing),
+/// unless `next-run` says otherwise; the fork's journal records the switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_onto_another_component_is_checked_by_the_runs_it_carries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let rt = cairn_cli::open_runtime(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    // Two sessions of two runs: one shouted first, one calm first.
+    let mut made = Vec::new();
+    for (first, second) in [("shout a", "calm b"), ("calm a", "shout b")] {
+        let (one, _, _) = run_to_end(&rt, crate::common::start_req("echo", first), None).await;
+        let mut next = crate::common::start_req("echo", second);
+        next.session = Some(one.session_id.clone());
+        next.component = None;
+        let (two, _, events) = run_to_end(&rt, next, None).await;
+        let second_started = events
+            .iter()
+            .find(|e| {
+                e.run_id == Some(two.run_id)
+                    && serde_json::to_value(&e.payload).unwrap()["event"]["type"] == "started"
+            })
+            .map(|e| e.seq.0)
+            .unwrap();
+        made.push((one.session_id.to_string(), second_started));
+    }
+    rt.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(rt);
+    let workers = || std::fs::read_dir(home.join("workers")).unwrap().count();
+    let v2 = fixture("echo-v2");
+    let v2 = v2.to_str().unwrap();
+    let fork = |session: &str, before: u64, extra: &[&str]| {
+        let before = before.to_string();
+        let mut args = vec![
+            "fork",
+            session,
+            "--before",
+            &before,
+            "--component",
+            v2,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        cairn_in(&home, &args)
+    };
+    // The shouting run it would carry does not replay against v2.
+    let before = workers();
+    let out = fork(&made[0].0, made[0].1, &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not forked") && err.contains("diverged at seq"),
+        "{err}"
+    );
+    assert_eq!(workers(), before, "a refused fork made a worker");
+    // Unchecked, it is made.
+    let out = fork(&made[0].0, made[0].1, &["--mode", "next-run"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The calm run replays: the fork is made, bound to v2, and says so.
+    let out = fork(&made[1].0, made[1].1, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let forked: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let session = forked["session_id"].as_str().unwrap();
+    let export = cairn_in(&home, &["export", session]);
+    let text = String::from_utf8_lossy(&export.stdout);
+    let entry: Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["payload"]["event"]["type"] == "component_updated")
+        .expect("the fork records its component");
+    assert_eq!(entry["payload"]["event"]["mode"], "replay");
+    assert_eq!(entry["payload"]["event"]["checked_runs"], 1);
+    // Its worker is bound to v2: a run naming v2 needs no update, and
+    // shouts.
+    let worker = forked["worker_id"].as_str().unwrap();
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(home.join("workers").join(worker).join("worker.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(doc["component"], entry["payload"]["event"]["to"]);
+    let out = cairn_in(
+        &home,
+        &[
+            "run", v2, "--worker", worker, "--prompt", "shout c", "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("SHOUT"),
+        "v2 did not run"
+    );
+    let export = cairn_in(&home, &["export", session]);
+    assert_eq!(
+        String::from_utf8_lossy(&export.stdout)
+            .matches("\"component_updated\"")
+            .count(),
+        1
+    );
+}

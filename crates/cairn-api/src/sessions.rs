@@ -155,8 +155,16 @@ pub async fn fork(
 ) -> Result<(StatusCode, Json<Forked>), ApiError> {
     let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     let new_id = req.id.as_deref().map(SessionId::parse).transpose()?;
-    Ok((
-        StatusCode::CREATED,
-        Json(s.rt.fork(&session, Seq(req.before_seq), new_id).await?),
-    ))
+    let forked = match &req.component {
+        None => s.rt.fork(&session, Seq(req.before_seq), new_id).await?,
+        Some(c) => {
+            let component = crate::runs::component_ref(&s, &ws, c).await?;
+            let mode = req
+                .mode
+                .unwrap_or(cairn_runtime::journal::event::UpdateMode::Replay);
+            s.rt.fork_onto(&session, Seq(req.before_seq), new_id, &component, mode)
+                .await?
+        }
+    };
+    Ok((StatusCode::CREATED, Json(forked)))
 }

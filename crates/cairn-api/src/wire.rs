@@ -49,6 +49,15 @@ pub struct ForkRequest {
     /// The new session's id (default: minted).
     #[serde(default)]
     pub id: Option<String>,
+    /// Bind the fork to another component (a built-in example or the
+    /// `sha256:` digest of an upload the workspace may use).
+    #[serde(default)]
+    pub component: Option<String>,
+    /// With `component`: `replay` (default: every run the fork carries
+    /// shadow-replayed first; a divergence is `409` and nothing is made)
+    /// or `next_run` (unchecked).
+    #[serde(default)]
+    pub mode: Option<cairn_runtime::journal::event::UpdateMode>,
 }
 
 /// `POST /v1/sessions/{id}/update`.

@@ -372,9 +372,19 @@ impl Client {
             Client::Local(rt) => Ok(match op {
                 SegmentOp::Compact => serde_json::to_value(rt.compact(session).await?)?,
                 SegmentOp::Branch(at) => serde_json::to_value(rt.branch(session, Seq(at)).await?)?,
-                SegmentOp::Fork(before) => {
+                SegmentOp::Fork(before, None) => {
                     serde_json::to_value(rt.fork(session, Seq(before), None).await?)?
                 }
+                SegmentOp::Fork(before, Some((component, mode))) => serde_json::to_value(
+                    rt.fork_onto(
+                        session,
+                        Seq(before),
+                        None,
+                        &cairn_runtime::runtime::ComponentRef::parse(&component),
+                        mode,
+                    )
+                    .await?,
+                )?,
             }),
             Client::Remote { .. } => {
                 let s = enc(session.name());
@@ -390,12 +400,13 @@ impl Client {
                         )
                         .await
                     }
-                    SegmentOp::Fork(before) => {
-                        self.post(
-                            &format!("/v1/sessions/{s}/fork"),
-                            serde_json::json!({ "before_seq": before }),
-                        )
-                        .await
+                    SegmentOp::Fork(before, onto) => {
+                        let mut body = serde_json::json!({ "before_seq": before });
+                        if let Some((component, mode)) = onto {
+                            body["component"] = serde_json::json!(component);
+                            body["mode"] = serde_json::json!(mode);
+                        }
+                        self.post(&format!("/v1/sessions/{s}/fork"), body).await
                     }
                 }
             }
@@ -502,14 +513,18 @@ impl Client {
 }
 
 /// A segment operation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum SegmentOp {
     /// Compact.
     Compact,
     /// Branch at a seq.
     Branch(u64),
-    /// Fork before a seq.
-    Fork(u64),
+    /// Fork before a seq, onto another component (checked as by the mode)
+    /// when one is named.
+    Fork(
+        u64,
+        Option<(String, cairn_runtime::journal::event::UpdateMode)>,
+    ),
 }
 
 /// Percent-encode a path segment.

@@ -94,6 +94,14 @@ pub struct ForkArgs {
     /// A user message (a `started` entry): the fork carries what came before.
     #[arg(long, value_name = "SEQ")]
     before: u64,
+    /// Bind the fork to another component (a built-in example, a file or
+    /// `sha256:…`), checked as `--mode` says.
+    #[arg(long)]
+    component: Option<String>,
+    /// With `--component`: `replay` (every run the fork carries re-run
+    /// against it first; a divergence refuses the fork) or `next-run`.
+    #[arg(long, default_value = "replay", value_parser = ["replay", "next-run"], requires = "component")]
+    mode: String,
     #[command(flatten)]
     target: TargetArgs,
 }
@@ -249,7 +257,7 @@ async fn segment(
     let command = match op {
         super::client::SegmentOp::Compact => "compact",
         super::client::SegmentOp::Branch(_) => "branch",
-        super::client::SegmentOp::Fork(_) => "fork",
+        super::client::SegmentOp::Fork(..) => "fork",
     };
     let out = target.writer(command).await?.segment(&session, op).await?;
     if target.json {
@@ -294,7 +302,16 @@ pub async fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
     segment(
         &args.target,
         &args.session,
-        super::client::SegmentOp::Fork(args.before),
+        super::client::SegmentOp::Fork(
+            args.before,
+            args.component.clone().map(|c| {
+                let mode = match args.mode.as_str() {
+                    "next-run" => cairn_runtime::journal::event::UpdateMode::NextRun,
+                    _ => cairn_runtime::journal::event::UpdateMode::Replay,
+                };
+                (c, mode)
+            }),
+        ),
     )
     .await
 }

@@ -515,6 +515,17 @@ impl Runtime {
         session: &SessionId,
         against: Option<&ComponentRef>,
     ) -> Result<Vec<RunReplay>, RuntimeError> {
+        self.replay_offline_before(session, against, None).await
+    }
+
+    /// [`Runtime::replay_offline_against`] of the runs that started before
+    /// `before` (all when none): what a fork taken there carries.
+    pub(crate) async fn replay_offline_before(
+        &self,
+        session: &SessionId,
+        against: Option<&ComponentRef>,
+        before: Option<Seq>,
+    ) -> Result<Vec<RunReplay>, RuntimeError> {
         let against = match against {
             Some(c) => Some(self.resolve(c).await?.0),
             None => None,
@@ -524,6 +535,11 @@ impl Runtime {
         let journal = self.inner.journals.open(session).await?;
         let mut report = Vec::new();
         for (run, started, terminal) in runs_of(&events) {
+            if let (Some(before), Some(started)) = (before, &started)
+                && started.seq >= before
+            {
+                continue;
+            }
             let (Some(started), Some(terminal)) = (started, terminal) else {
                 report.push(RunReplay::Skipped {
                     run_id: run,

@@ -98,6 +98,23 @@ impl Runtime {
             .iter()
             .filter(|r| matches!(r, RunReplay::Matched { .. }))
             .count() as u64;
+        self.switch(session, &worker, from, &to, mode, checked_runs)
+            .await?;
+        report.switched = true;
+        Ok(report)
+    }
+
+    /// Journal a switch of `session`'s worker from `from` to `to`, then
+    /// follow it in `worker.json`.
+    pub(crate) async fn switch(
+        &self,
+        session: &SessionId,
+        worker: &crate::worker::WorkerDir,
+        from: Option<String>,
+        to: &str,
+        mode: UpdateMode,
+        checked_runs: u64,
+    ) -> Result<(), RuntimeError> {
         let journal = self
             .inner
             .journals
@@ -111,7 +128,7 @@ impl Runtime {
                 None,
                 Payload::Lifecycle(LifecycleEvent::ComponentUpdated {
                     from: from.clone().unwrap_or_default(),
-                    to: to.clone(),
+                    to: to.to_string(),
                     mode,
                     checked_runs,
                     at_seq,
@@ -120,9 +137,57 @@ impl Runtime {
             .await
             .map_err(|e| RuntimeError::from(e).for_session(session))?;
         crate::fsutil::crash_point("update-journaled");
-        rebind(&worker, &to).map_err(|e| RuntimeError::from(e).for_session(session))?;
-        report.switched = true;
-        Ok(report)
+        rebind(worker, to).map_err(|e| RuntimeError::from(e).for_session(session))?;
+        Ok(())
+    }
+
+    /// Fork `session` before the user message at `before` (see
+    /// [`Runtime::fork`]) onto `component`: in `replay` mode every ended run
+    /// the fork carries is shadow-replayed against it first, and a
+    /// divergence refuses the fork (nothing is made); `next_run` binds it
+    /// unchecked. The new session's journal records the switch.
+    pub async fn fork_onto(
+        &self,
+        session: &SessionId,
+        before: crate::ids::Seq,
+        new_id: Option<SessionId>,
+        component: &ComponentRef,
+        mode: UpdateMode,
+    ) -> Result<super::segments::Forked, RuntimeError> {
+        let (prepared, bytes) = self.resolve(component).await?;
+        let to = prepared.digest().to_string();
+        let mut checked_runs = 0;
+        if mode == UpdateMode::Replay {
+            let runs = self
+                .replay_offline_before(session, Some(component), Some(before))
+                .await?;
+            for r in &runs {
+                match r {
+                    RunReplay::Diverged { run_id, error } => {
+                        return Err(RuntimeError::UpdateDiverged {
+                            session: session.clone(),
+                            message: format!(
+                                "not forked: run {run_id} does not replay against {to}: {}",
+                                error.message
+                            ),
+                        });
+                    }
+                    RunReplay::Matched { .. } => checked_runs += 1,
+                    _ => {}
+                }
+            }
+        }
+        if let Some(bytes) = &bytes {
+            self.inner.bytes.put_component(&to, bytes)?;
+        }
+        let forked = self.fork(session, before, new_id).await?;
+        let worker = self.open_worker_of(&forked.session_id)?;
+        let from = worker.record()?.component;
+        if from.as_deref() != Some(to.as_str()) {
+            self.switch(&forked.session_id, &worker, from, &to, mode, checked_runs)
+                .await?;
+        }
+        Ok(forked)
     }
 
     /// The live run of `session` in this process, if any.
