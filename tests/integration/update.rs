@@ -157,7 +157,7 @@ async fn an_incompatible_version_is_refused_and_the_session_untouched_unless_nex
 }
 
 #[tokio::test]
-async fn the_update_route_is_workspace_scoped_and_refuses_a_live_session() {
+async fn the_update_route_is_workspace_scoped_and_waits_for_a_live_run() {
     let (_tmp, rt, base) = crate::common::served_here(None).await;
     let http = reqwest::Client::new();
     let v2 = std::fs::read(fixture("echo-v2")).unwrap();
@@ -192,7 +192,8 @@ async fn the_update_route_is_workspace_scoped_and_refuses_a_live_session() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404, "a component the workspace cannot name");
-    // A session with a live run waits: 409 live_run.
+    // A session with a live run is never switched mid-run: 202, the
+    // update pending on the session until its next run starts.
     let live = rt
         .start(crate::common::start_req("approval", "wait"))
         .await
@@ -203,9 +204,47 @@ async fn the_update_route_is_workspace_scoped_and_refuses_a_live_session() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 409);
+    assert_eq!(r.status(), 202);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "live_run", "{body}");
+    assert_eq!(body["pending"], true, "{body}");
+    assert_eq!(body["switched"], false, "{body}");
+    let summary: Value = http
+        .get(format!("{base}/v1/sessions/{}", live.session_id))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(summary["pending_update"]["to"], digest, "{summary}");
+    assert_ne!(summary["component"], digest, "switched mid-run: {summary}");
+    // The run ends (its approval answered); the next run takes the update.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let decision = loop {
+        if let Some(p) = rt.pending_decisions(Some(&live.session_id)).first() {
+            break p.decision_id.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the approval was never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    rt.decide(&decision, json!({"approved": true}))
+        .await
+        .unwrap();
+    while rt.live_runs().iter().any(|(s, _)| *s == live.session_id) {
+        assert!(std::time::Instant::now() < deadline, "the run never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut next = crate::common::start_req("echo", "after the update");
+    next.session = Some(live.session_id.clone());
+    next.component = None;
+    let (started, _, _) = run_to_end(&rt, next, None).await;
+    assert_eq!(
+        started.component, digest,
+        "the next run did not take the update"
+    );
     let r = http
         .post(format!("{base}/v1/sessions/{session}/update"))
         .json(&json!({"component": digest}))

@@ -284,11 +284,15 @@ pub fn document() -> Value {
     d.add(Op {
         method: "post",
         path: "/v1/sessions/{id}/update",
-        summary: "move the session to another component: every ended run shadow-replayed against it first (mode replay), or unchecked (next_run); 409 names the first divergence",
+        summary: "move the session to another component: every ended run shadow-replayed against it first (mode replay), or unchecked (next_run); 409 names the first divergence; 202 when a run is live (the update is taken at the next run's start, shown as the session's pending_update)",
         query: vec![],
         body: Body::Json(b, true),
-        ok: (200, Reply::Json(r)),
+        ok: (200, Reply::Json(r.clone())),
         errors: &[400, 404, 409],
+    });
+    d.paths["/v1/sessions/{id}/update"]["post"]["responses"]["202"] = json!({
+        "description": "a run is live: the update waits for the next run's start (`pending: true`)",
+        "content": { "application/json": { "schema": r } }
     });
     let b = d.schema::<crate::wire::BulkUpdateRequest>();
     let r = d.schema::<cairn_runtime::runtime::update_bulk::BulkUpdate>();

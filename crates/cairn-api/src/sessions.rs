@@ -136,15 +136,25 @@ pub async fn update(
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<crate::wire::UpdateRequest>,
-) -> Result<Json<cairn_runtime::runtime::update::UpdateReport>, ApiError> {
+) -> Result<
+    (
+        StatusCode,
+        Json<cairn_runtime::runtime::update::UpdateReport>,
+    ),
+    ApiError,
+> {
     let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     let component = crate::runs::component_ref(&s, &ws, &req.component).await?;
     let mode = req
         .mode
         .unwrap_or(cairn_runtime::journal::event::UpdateMode::Replay);
-    Ok(Json(
-        s.rt.update(&session, &component, mode, req.dry_run).await?,
-    ))
+    let report = s.rt.update(&session, &component, mode, req.dry_run).await?;
+    // A live run: the update is taken at the next run's start.
+    let status = match report.pending {
+        true => StatusCode::ACCEPTED,
+        false => StatusCode::OK,
+    };
+    Ok((status, Json(report)))
 }
 
 pub async fn fork(

@@ -175,6 +175,14 @@ pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             out["to"].as_str().unwrap_or("")
         );
     }
+    if out["pending"] == true {
+        println!(
+            "session {} has a live run: the update to {} is taken at its next run's start",
+            out["session_id"].as_str().unwrap_or(""),
+            out["to"].as_str().unwrap_or("")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     match (out["switched"].as_bool(), args.dry_run) {
         (Some(true), _) => println!(
             "session {} moved from {} to {}",

@@ -156,5 +156,6 @@ fn corrupt_row(entry: WorkerEntry, reason: String) -> SessionSummary {
         children: vec![],
         peers: vec![],
         parent: None,
+        pending_update: None,
     }
 }

@@ -169,6 +169,9 @@ pub(crate) struct Inner {
     /// replay has not asked again yet: answered `409 restoring` (retry),
     /// never `404`.
     restoring: std::sync::Mutex<HashMap<DecisionId, SessionId>>,
+    /// Component updates asked while a session's run was live: applied at
+    /// its next run's start.
+    pub(crate) pending_updates: std::sync::Mutex<HashMap<SessionId, update::PendingUpdate>>,
     config: RuntimeConfig,
 }
 
@@ -332,6 +335,7 @@ impl Runtime {
                 closing: watch::channel(false).0,
                 ended: Default::default(),
                 restoring: Default::default(),
+                pending_updates: Default::default(),
                 config,
             }),
         };

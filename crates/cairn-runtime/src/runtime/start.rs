@@ -326,6 +326,10 @@ impl Runtime {
                 }
             });
         }
+        // An update asked while the last run was live is taken now.
+        if let Some(session) = &req.session {
+            self.take_pending_update(session).await;
+        }
         self.start_inner(req, None).await
     }
 

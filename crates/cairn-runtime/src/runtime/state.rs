@@ -98,6 +98,10 @@ pub struct SessionSummary {
     /// The worker that spawned it, when it is a child.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<crate::worker::ParentRef>,
+    /// A component update asked while a run was live, taken at the next
+    /// run's start (or why it was not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_update: Option<super::update::PendingUpdate>,
 }
 
 impl Runtime {
@@ -193,6 +197,7 @@ impl Runtime {
             children: meta.children,
             peers: meta.peers,
             parent: record.parent,
+            pending_update: self.pending_update(session),
         })
     }
 }

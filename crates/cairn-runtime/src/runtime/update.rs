@@ -5,7 +5,8 @@
 //! the switch happens only when all match; `next_run` switches unchecked.
 //! Each run keeps replaying with the component its `started` names, so old
 //! runs replay as they ran either way. A live run is never switched: the
-//! update waits for the session to be idle (`409 live_run` meanwhile).
+//! update waits, pending on the session, and is taken (checked as asked)
+//! at the next run's start.
 
 use super::replay::RunReplay;
 use super::{ComponentRef, Runtime, RuntimeError};
@@ -29,6 +30,25 @@ pub struct UpdateReport {
     pub switched: bool,
     /// Each ended run's shadow replay (`replay` mode).
     pub runs: Vec<RunReplay>,
+    /// The session had a live run: the update waits for its next run's
+    /// start (`pending_update` on the session).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
+}
+
+/// A component update waiting for a session's next run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct PendingUpdate {
+    /// The digest asked for.
+    pub to: String,
+    /// How it is checked when taken.
+    pub mode: UpdateMode,
+    /// When it was asked, ms since the epoch.
+    pub asked_ms: u64,
+    /// Why it was not taken (a divergence found when the run ended), if
+    /// it was not; it is not tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Runtime {
@@ -49,12 +69,7 @@ impl Runtime {
         let record = worker
             .record()
             .map_err(|e| RuntimeError::from(e).for_session(session))?;
-        if let Some(run) = self.live_run_of(session) {
-            return Err(RuntimeError::LiveRun {
-                session: session.clone(),
-                run,
-            });
-        }
+        let live = self.live_run_of(session);
         let (prepared, bytes) = self.resolve(component).await?;
         let to = prepared.digest().to_string();
         let from = record.component.clone();
@@ -65,8 +80,27 @@ impl Runtime {
             mode,
             switched: false,
             runs: Vec::new(),
+            pending: false,
         };
         if from.as_deref() == Some(to.as_str()) {
+            return Ok(report);
+        }
+        // A live run is never switched: the update waits for the next
+        // run's start (a dry run checks the ended runs now).
+        if live.is_some() && !dry_run {
+            if let Some(bytes) = &bytes {
+                self.inner.bytes.put_component(&to, bytes)?;
+            }
+            self.pending_map().insert(
+                session.clone(),
+                PendingUpdate {
+                    to,
+                    mode,
+                    asked_ms: crate::fsutil::now_ms(),
+                    error: None,
+                },
+            );
+            report.pending = true;
             return Ok(report);
         }
         if mode == UpdateMode::Replay {
@@ -188,6 +222,49 @@ impl Runtime {
                 .await?;
         }
         Ok(forked)
+    }
+
+    fn pending_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<SessionId, PendingUpdate>> {
+        self.inner
+            .pending_updates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The update waiting for `session`'s next run, if one is.
+    pub(crate) fn pending_update(&self, session: &SessionId) -> Option<PendingUpdate> {
+        self.pending_map().get(session).cloned()
+    }
+
+    /// Take the update waiting for `session`'s next run, now that no run
+    /// is live: checked as it was asked; a divergence leaves the session
+    /// where it is, the reason kept on the session.
+    pub(crate) async fn take_pending_update(&self, session: &SessionId) {
+        let pending = {
+            let mut map = self.pending_map();
+            match map.get(session) {
+                Some(p) if p.error.is_none() && self.live_run_of(session).is_none() => {
+                    map.remove(session)
+                }
+                _ => None,
+            }
+        };
+        let Some(p) = pending else {
+            return;
+        };
+        let to = ComponentRef::Digest(p.to.clone());
+        if let Err(e) = self.update(session, &to, p.mode, false).await {
+            tracing::warn!(session = %session, error = %e, "a pending component update was not taken");
+            self.pending_map().insert(
+                session.clone(),
+                PendingUpdate {
+                    error: Some(self.strip_home(&e.to_string())),
+                    ..p
+                },
+            );
+        }
     }
 
     /// The live run of `session` in this process, if any.

@@ -1,7 +1,8 @@
 //! Bulk component updates (`cairn update --from A --to B`, `POST
 //! /v1/components/{digest}/update`): every session bound to A is
 //! shadow-replayed against B, several at once (one per core), and reported
-//! `compatible`, `diverges` or `failed`; without `dry_run` exactly the
+//! `compatible`, `diverges`, `failed` or `pending` (a live run: checked and
+//! taken at its next run's start); without `dry_run` exactly the
 //! compatible ones switch (each as a single `update`: its journal entry
 //! first, so a crash leaves every session on A or on B, `worker.json`
 //! following the journal at the next open). The report is kept
@@ -39,8 +40,11 @@ pub enum SessionUpdateOutcome {
     Compatible,
     /// A run does not.
     Diverges,
-    /// It could not be checked (a live run, an unreadable journal).
+    /// It could not be checked (an unreadable journal, a missing component).
     Failed,
+    /// A run was live: the update waits for its next run's start, and is
+    /// checked then (`pending_update` on the session).
+    Pending,
 }
 
 /// A bulk update's report.
@@ -68,6 +72,9 @@ pub struct BulkUpdate {
     pub diverges: usize,
     /// See [`SessionUpdateOutcome::Failed`].
     pub failed: usize,
+    /// See [`SessionUpdateOutcome::Pending`].
+    #[serde(default)]
+    pub pending: usize,
     /// Sessions switched to `to`.
     pub switched: usize,
     /// Each session checked so far.
@@ -85,6 +92,7 @@ impl BulkUpdate {
             SessionUpdateOutcome::Compatible => self.compatible += 1,
             SessionUpdateOutcome::Diverges => self.diverges += 1,
             SessionUpdateOutcome::Failed => self.failed += 1,
+            SessionUpdateOutcome::Pending => self.pending += 1,
         }
         self.switched += usize::from(s.switched);
         self.sessions.push(s);
@@ -139,6 +147,7 @@ impl Runtime {
             compatible: 0,
             diverges: 0,
             failed: 0,
+            pending: 0,
             switched: 0,
             sessions: Vec::new(),
             started_ms: crate::fsutil::now_ms(),
@@ -171,6 +180,15 @@ impl Runtime {
         dry_run: bool,
     ) -> SessionUpdate {
         match self.update(&session, to, UpdateMode::Replay, dry_run).await {
+            Ok(r) if r.pending => SessionUpdate {
+                session_id: session,
+                outcome: SessionUpdateOutcome::Pending,
+                checked_runs: 0,
+                switched: false,
+                message: Some(
+                    "a run is live: the update is checked and taken at its next run's start".into(),
+                ),
+            },
             Ok(r) => SessionUpdate {
                 session_id: session,
                 outcome: SessionUpdateOutcome::Compatible,
