@@ -353,3 +353,90 @@ async fn a_fork_onto_another_component_is_checked_by_the_runs_it_carries() {
         1
     );
 }
+
+/// `snapshot` mode: a parked `counter` session, and one whose run waits
+/// live on an approval (asked to park first), move to `counter-v2`, which
+/// resumes each from version 1's checkpoint; `cairn replay` then matches
+/// every run, each with its own component.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_update_resumes_the_checkpoint_on_the_new_component() {
+    use cairn_runtime::journal::event::{Liveness, LivenessPolicy};
+    use cairn_runtime::runtime::ComponentRef;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let rt = cairn_cli::open_runtime(RuntimeConfig::load(&home, None).unwrap())
+        .await
+        .unwrap();
+    let counter = || ComponentRef::Path(fixture("counter"));
+    let v2 = ComponentRef::Path(fixture("counter-v2"));
+    let mut parks = cairn_runtime::runtime::StartRun::new(counter(), "5 2");
+    parks.liveness = Liveness {
+        policy: LivenessPolicy::Park,
+        grace_ms: 0,
+    };
+    let (parked, facts, _) = run_to_end(&rt, parks, None).await;
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Parked);
+    let live = rt
+        .start(cairn_runtime::runtime::StartRun::new(counter(), "5 2"))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while rt.pending_decisions(Some(&live.session_id)).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the live run never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for session in [&parked.session_id, &live.session_id] {
+        let report = rt
+            .update(
+                session,
+                &v2,
+                cairn_runtime::journal::event::UpdateMode::Snapshot,
+                false,
+            )
+            .await
+            .unwrap();
+        assert!(report.switched, "{report:?}");
+        let resumed = report.resumed.expect("the parked run resumed on v2");
+        let end = loop {
+            if let Ok((_, f)) = rt.find_run(resumed).await {
+                break f;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the resumed run never ended"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!(end.status, cairn_runtime::RunStatus::Finished, "{end:?}");
+    }
+    rt.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(rt);
+    for session in [&parked.session_id, &live.session_id] {
+        let out = cairn_in(&home, &["export", &session.to_string()]);
+        let entries: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let update = entries
+            .iter()
+            .find(|e| e["payload"]["event"]["type"] == "component_updated")
+            .expect("the switch is journaled");
+        assert_eq!(update["payload"]["event"]["mode"], "snapshot");
+        let finished = entries
+            .iter()
+            .rev()
+            .find(|e| e["payload"]["event"]["type"] == "finished")
+            .unwrap();
+        assert_eq!(
+            finished["payload"]["event"]["text"], "v2 counted 3..5 from a v1 checkpoint",
+            "{finished}"
+        );
+        let out = cairn_in(&home, &["replay", &session.to_string()]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("2 of 2"), "{text}");
+    }
+}

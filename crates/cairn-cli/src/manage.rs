@@ -126,8 +126,9 @@ pub struct UpdateArgs {
     #[arg(long, requires = "from")]
     workspace: Option<String>,
     /// `replay` (every ended run re-run against it first; switched only if
-    /// all match) or `next-run` (unchecked; one session only).
-    #[arg(long, default_value = "replay", value_parser = ["replay", "next-run"])]
+    /// all match), `next-run` (unchecked; one session only) or `snapshot`
+    /// (a live run parks; the new component resumes from the checkpoint).
+    #[arg(long, default_value = "replay", value_parser = ["replay", "next-run", "snapshot"])]
     mode: String,
     /// Check only; switch nothing.
     #[arg(long)]
@@ -151,6 +152,7 @@ pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     let session = super::session_arg(session)?;
     let mode = match args.mode.as_str() {
         "next-run" => UpdateMode::NextRun,
+        "snapshot" => UpdateMode::Snapshot,
         _ => UpdateMode::Replay,
     };
     let out = args
@@ -174,6 +176,14 @@ pub async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             runs.len(),
             out["to"].as_str().unwrap_or("")
         );
+    }
+    if let Some(run) = out["resumed"].as_str() {
+        println!(
+            "session {} moved to {}; run {run} resumes its checkpoint there",
+            out["session_id"].as_str().unwrap_or(""),
+            out["to"].as_str().unwrap_or("")
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     if out["pending"] == true {
         println!(

@@ -163,6 +163,7 @@ pub fn line(event: &SessionEvent) -> String {
                 match mode {
                     cairn_runtime::journal::event::UpdateMode::Replay => "replay",
                     cairn_runtime::journal::event::UpdateMode::NextRun => "next run",
+                    cairn_runtime::journal::event::UpdateMode::Snapshot => "snapshot",
                 }
             ),
             LifecycleEvent::ChildNotification {

@@ -193,6 +193,10 @@ pub enum UpdateMode {
     Replay,
     /// Switched unchecked: runs before it replay with their own component.
     NextRun,
+    /// The run the session had live parked (or its parked run as it is),
+    /// and the new component resumed from that checkpoint: the path for a
+    /// change of the checkpoint's format.
+    Snapshot,
 }
 
 /// Who wrote an agent event the controller did not emit itself.

@@ -34,6 +34,10 @@ pub struct UpdateReport {
     /// start (`pending_update` on the session).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pending: bool,
+    /// `snapshot` mode: the run the new component resumed from the parked
+    /// run's checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<crate::ids::RunId>,
 }
 
 /// A component update waiting for a session's next run.
@@ -81,8 +85,20 @@ impl Runtime {
             switched: false,
             runs: Vec::new(),
             pending: false,
+            resumed: None,
         };
         if from.as_deref() == Some(to.as_str()) {
+            return Ok(report);
+        }
+        if mode == UpdateMode::Snapshot {
+            if dry_run {
+                return Ok(report);
+            }
+            if let Some(bytes) = &bytes {
+                self.inner.bytes.put_component(&to, bytes)?;
+            }
+            report.resumed = self.update_by_snapshot(session, &worker, from, &to).await?;
+            report.switched = true;
             return Ok(report);
         }
         // A live run is never switched: the update waits for the next
@@ -224,6 +240,53 @@ impl Runtime {
         Ok(forked)
     }
 
+    /// `snapshot` mode: a live run is asked to park (at its next decision
+    /// wait) and waited for; the binding moves; a parked last run resumes
+    /// on the new component from its checkpoint.
+    async fn update_by_snapshot(
+        &self,
+        session: &SessionId,
+        worker: &crate::worker::WorkerDir,
+        from: Option<String>,
+        to: &str,
+    ) -> Result<Option<crate::ids::RunId>, RuntimeError> {
+        let live = self
+            .inner
+            .registry
+            .sessions()
+            .get(session)
+            .and_then(|l| l.live_run().cloned());
+        if let Some(run) = live {
+            run.request_park(&format!(
+                "a component update (snapshot) moves the session to {to}"
+            ));
+            let deadline = std::time::Instant::now() + SNAPSHOT_PARK_WAIT;
+            while self.live_run_of(session).is_some() {
+                if std::time::Instant::now() > deadline {
+                    return Err(RuntimeError::LiveRun {
+                        session: session.clone(),
+                        run: run.run_id,
+                    });
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+        let last = self.session_runs(session).await?.pop();
+        self.switch(session, worker, from, to, UpdateMode::Snapshot, 0)
+            .await?;
+        match last.filter(|r| {
+            r.facts
+                .as_ref()
+                .is_some_and(|f| f.status == crate::RunStatus::Parked)
+        }) {
+            // Boxed: a start may update, and this update starts.
+            Some(parked) => Ok(Some(
+                Box::pin(self.resume(parked.run_id, None)).await?.run_id,
+            )),
+            None => Ok(None),
+        }
+    }
+
     fn pending_map(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<SessionId, PendingUpdate>> {
@@ -276,6 +339,9 @@ impl Runtime {
             .and_then(|l| l.live_run().map(|r| r.run_id))
     }
 }
+
+/// How long a `snapshot` update waits for a live run to park.
+const SNAPSHOT_PARK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The component the journal's last `component_updated` binds to, if any.
 pub(crate) fn journaled_binding(events: &[crate::SessionEvent]) -> Option<String> {
