@@ -12,6 +12,7 @@ pub mod migrate;
 pub mod model;
 pub mod postgres;
 pub mod runtime;
+pub mod update;
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -69,7 +70,7 @@ impl Row {
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Which group to run (default: all).
-    #[arg(value_parser = ["journal", "runtime", "migrate", "model"])]
+    #[arg(value_parser = ["journal", "runtime", "migrate", "model", "update"])]
     group: Option<String>,
     /// Fewer iterations: a smoke run, not figures to quote.
     #[arg(long)]
@@ -86,16 +87,16 @@ pub struct BenchArgs {
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Only these figures, comma-separated: append, emit, start, density,
-    /// parked, restore, reopen, fanout, replay, migrate, model (for
+    /// parked, restore, reopen, fanout, replay, migrate, model, update (for
     /// profiling one of them).
     #[arg(long, value_name = "FIGURES", value_delimiter = ',', value_parser = FIGURES)]
     only: Vec<String>,
 }
 
 /// The figure families `--only` selects.
-pub const FIGURES: [&str; 11] = [
+pub const FIGURES: [&str; 12] = [
     "append", "emit", "start", "density", "parked", "restore", "reopen", "fanout", "replay",
-    "migrate", "model",
+    "migrate", "model", "update",
 ];
 
 /// Which figure families to measure.
@@ -157,6 +158,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
     if args.group.as_deref().is_none_or(|g| g == "model") && only.wants("model") {
         rows.extend(
             model::run_bench(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
+        );
+    }
+    if args.group.as_deref().is_none_or(|g| g == "update") && only.wants("update") {
+        rows.extend(
+            update::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
         );
     }
     print_table(&rows);
