@@ -290,6 +290,7 @@ async fn the_viewer_in_a_real_browser() {
         "cairn": env!("CARGO_BIN_EXE_cairn"),
         "agent": agent,
         "parent": super::common::fixture("parent"),
+        "echoV2": super::common::fixture("echo-v2"),
     });
     let script = ws.path().join("tests/browser.mjs");
     let node = bin.join("node");
@@ -333,7 +334,11 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 12, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 13, "{report}");
+    let shadow = replays["shadow-loud"].as_str().unwrap_or_default();
+    assert!(shadow.contains("first divergence"), "{shadow}");
+    let shadow = replays["shadow-calm"].as_str().unwrap_or_default();
+    assert!(shadow.starts_with("all 1 runs replay"), "{shadow}");
     // The browser's replay answered every model call from the journal.
     assert_eq!(provider.requests(), 4, "a replay called the provider");
 }

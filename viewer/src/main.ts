@@ -159,6 +159,13 @@ async function livePage(session: string): Promise<void> {
       const checkpoint = run.resumes ? await api.getBytes(`/v1/runs/${encodeURIComponent(run.resumes)}/checkpoint`) : null;
       return replayRun(component, entries, run.id, checkpoint);
     },
+    shadow: async (run: RunView, digest: string) => {
+      const entries = await exactJournal(session);
+      const component = await api.getBytes(`/v1/components/${encodeURIComponent(digest)}`);
+      const checkpoint = run.resumes ? await api.getBytes(`/v1/runs/${encodeURIComponent(run.resumes)}/checkpoint`) : null;
+      return replayRun(component, entries, run.id, checkpoint);
+    },
+    components: () => [...componentNames.entries()],
   });
   // The header's facts come when they come; the journal paints first.
   api.getJson(`/v1/sessions/${encodeURIComponent(session)}`).then(

@@ -87,6 +87,8 @@ export function summarize(e: any): string {
       return `${x.name} ${short(x.data, 100)}`;
     case 'started':
       return `prompt ${short(x.prompt, 80)}`;
+    case 'component_updated':
+      return `${x.from} → ${x.to} (${x.mode}, ${x.checked_runs} runs checked)`;
     case 'decision_requested':
       return `${x.request_kind}: ${short(x.prompt, 80)}`;
     case 'decision_recorded':
@@ -115,6 +117,8 @@ export class SessionModel {
   lastSeq = 0;
   /** Seqs that were never delivered and could not be read (compacted away). */
   holes: { from: number; to: number }[] = [];
+  /** The worker's component switches (`component_updated`), in order. */
+  updates: { seq: number; from: string; to: string; mode: string; checkedRuns: number }[] = [];
   version = 0;
 
   run(id: string): RunView {
@@ -137,6 +141,9 @@ export class SessionModel {
     this.rows.push({ seq, run: e.run_id ?? '', type, summary: summarize(e) });
     if (type === 'segment_created') {
       this.segments.push({ id: x.segment_id, seq, compactedFrom: x.compacted_from, forkedFrom: x.forked_from });
+    }
+    if (type === 'component_updated') {
+      this.updates.push({ seq, from: x.from, to: x.to, mode: x.mode, checkedRuns: Number(x.checked_runs ?? 0) });
     }
     if (type === 'forked_from') {
       this.forkedFrom = { session: x.parent_session_id, beforeSeq: x.before_seq, prompt: x.prompt };

@@ -12,6 +12,11 @@ export interface Source {
   live: boolean;
   decide?(decisionId: string, value: unknown): Promise<void>;
   replay(run: RunView): Promise<import('./replay').ReplayResult>;
+  /** The run replayed by another component (a shadow replay, as an
+   * update checks it), by digest. */
+  shadow?(run: RunView, digest: string): Promise<import('./replay').ReplayResult>;
+  /** The components a shadow replay may name: (digest, label). */
+  components?(): [string, string][];
 }
 
 export class SessionPage {
@@ -24,6 +29,8 @@ export class SessionPage {
   private readonly list: VirtualList<Row>;
   private readonly replays = new Map<string, HTMLElement>();
   private drawnVersion = -1;
+  /** The shadow-replay control, made once (`null`: none offered). */
+  private shadowEl: HTMLElement | null | undefined;
   private frame = 0;
   info: any = null;
 
@@ -85,7 +92,56 @@ export class SessionPage {
           : h('span', { class: 'badge' }, 'from a file'),
         i.parent ? h('a', { href: `#/s/${i.parent.session_id}` }, 'parent session') : null,
         this.source.live ? this.status : null),
+      ...(this.shadowEl ??= this.drawShadow()) ? [this.shadowEl] : [],
     );
+  }
+
+  /** "Replay against another component": every ended run of the session
+   * re-run by the chosen component in the page, each run's result (the
+   * first divergence, with its seq marked in the list) in its section. */
+  private drawShadow(): HTMLElement | null {
+    const choices = this.source.components?.() ?? [];
+    if (!this.source.shadow || !choices.length) return null;
+    const select = h('select', { 'data-testid': 'shadow-component' },
+      ...choices.map(([digest, label]) => h('option', { value: digest }, label))) as HTMLSelectElement;
+    const summary = h('span', { class: 'shadow-summary', 'data-testid': 'shadow-summary' });
+    const go = async () => {
+      const digest = select.value;
+      const label = componentLabel(digest);
+      const runs = [...this.model.runs.values()].filter((r) => r.status !== 'running' && r.status !== 'waiting' && r.status !== 'cancelled');
+      let matched = 0;
+      let first: string | null = null;
+      summary.textContent = `replaying ${runs.length} runs against ${label}…`;
+      summary.dataset.state = 'running';
+      for (const r of runs) {
+        const out = this.replays.get(r.id);
+        try {
+          const res = await this.source.shadow!(r, digest);
+          if (res.matches) {
+            matched++;
+            if (out) out.textContent = `against ${label}: matches (${res.checked} entries)`;
+          } else {
+            const d = res.divergence!;
+            first ??= `run ${shortId(r.id, 8)} at seq ${d.seq ?? '(end)'}: expected ${d.expected}, got ${d.got}`;
+            if (out) {
+              out.dataset.state = 'diverges';
+              out.textContent = `against ${label}: diverges at seq ${d.seq ?? '(end)'}: expected ${d.expected}, got ${d.got}`;
+            }
+            if (d.seq !== null) this.el.querySelector(`[data-seq="${d.seq}"]`)?.classList.add('diverged');
+          }
+        } catch (e) {
+          first ??= `run ${shortId(r.id, 8)}: ${e instanceof Error ? e.message : String(e)}`;
+        }
+      }
+      summary.dataset.state = first ? 'diverges' : 'matches';
+      summary.textContent = first
+        ? `${matched} of ${runs.length} runs replay against ${label}; first divergence: ${first}`
+        : `all ${runs.length} runs replay against ${label}: an update to it would be taken`;
+    };
+    return h('div', { class: 'shadow' },
+      h('span', {}, 'Replay every run against '), select,
+      h('button', { class: 'shadow-go', 'data-testid': 'shadow-go', onclick: () => void go() }, 'Check'),
+      ' ', summary);
   }
 
   private draw(): void {
@@ -94,8 +150,14 @@ export class SessionPage {
     (this.el.querySelector('[data-testid=event-count]') as HTMLElement).textContent = String(this.model.rows.length);
     this.list.update();
     this.drawLineage();
-    const sections = [...this.model.runs.values()].map((r) => this.drawRun(r));
-    this.runsEl.replaceChildren(...sections);
+    // Runs and component switches on one timeline, by seq.
+    const items: [number, HTMLElement][] = [...this.model.runs.values()].map((r) => [r.firstSeq, this.drawRun(r)]);
+    for (const u of this.model.updates) {
+      items.push([u.seq, h('div', { class: 'component-update', 'data-testid': 'component-update', 'data-seq-at': String(u.seq) },
+        `component updated at #${u.seq}: ${componentLabel(u.from)} → ${componentLabel(u.to)} (${u.mode.replace('_', ' ')}, ${u.checkedRuns} runs checked)`)]);
+    }
+    items.sort((a, b) => a[0] - b[0]);
+    this.runsEl.replaceChildren(...items.map(([, el]) => el));
     if (this.model.holes.length) {
       this.runsEl.prepend(h('p', { class: 'warn' }, `entries ${this.model.holes.map((x) => `${x.from}–${x.to}`).join(', ')} could not be read (compacted away)`));
     }

@@ -255,6 +255,39 @@ await step('in-browser replay: an agent, its model calls answered from the journ
   await shot('agent-replayed');
 });
 
+await step('a component update on the timeline, and a shadow replay against another component in the page', async () => {
+  const v2 = await api('POST', '/v1/components', fs.readFileSync(cfg.echoV2), { 'content-type': 'application/wasm' });
+  const calm = await api('POST', '/v1/runs', { component: 'echo', prompt: 'calm words' });
+  const loud = await api('POST', '/v1/runs', { component: 'echo', prompt: 'shout words' });
+  await ended(calm.run_id, 'finished');
+  await ended(loud.run_id, 'finished');
+  const updated = await api('POST', `/v1/sessions/${calm.session_id}/update`, { component: v2.digest });
+  assert.equal(updated.switched, true);
+  // The session that shouted: v2 shouts where echo did not.
+  // A page load lists the components (v2 is new since the last one).
+  await page.goto(`${base}/ui/#/s/${loud.session_id}`);
+  await page.reload();
+  await page.locator('[data-testid=shadow-component]').waitFor({ timeout: TIMEOUT });
+  await page.selectOption('[data-testid=shadow-component]', v2.digest);
+  await page.click('[data-testid=shadow-go]');
+  const summary = page.locator('[data-testid=shadow-summary]');
+  await summary.and(page.locator('[data-state=matches], [data-state=diverges]')).waitFor({ timeout: TIMEOUT });
+  assert.equal(await summary.getAttribute('data-state'), 'diverges', await summary.textContent());
+  assert.match(await summary.textContent(), /0 of 1 runs replay against echo-v2 .*first divergence: run .* at seq \d+: expected .*WORDS|0 of 1 runs replay against echo-v2 .*first divergence/);
+  report.replays['shadow-loud'] = await summary.textContent();
+  // The calm one: its switch is on the timeline, and its run replays by v2.
+  await page.goto(`${base}/ui/#/s/${calm.session_id}`);
+  const mark = page.locator('[data-testid=component-update]');
+  await mark.waitFor({ timeout: TIMEOUT });
+  assert.match(await mark.textContent(), /echo 0\.1\.0 → echo-v2 .*replay, 1 runs checked/);
+  await page.selectOption('[data-testid=shadow-component]', v2.digest);
+  await page.click('[data-testid=shadow-go]');
+  await summary.and(page.locator('[data-state=matches], [data-state=diverges]')).waitFor({ timeout: TIMEOUT });
+  assert.equal(await summary.getAttribute('data-state'), 'matches', await summary.textContent());
+  report.replays['shadow-calm'] = await summary.textContent();
+  await shot('component-update');
+});
+
 await step('a home with more than 1,000 sessions lists its newest (x-next-cursor followed)', async () => {
   const before = (await api('GET', '/v1/sessions')).length;
   for (let made = before; made <= 1000; made += 50) {
