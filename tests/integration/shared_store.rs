@@ -340,3 +340,104 @@ fn a_sessions_decisions_are_listed_at_any_instance() {
     assert_eq!(filtered.as_array().map(Vec::len), Some(1), "{filtered}");
     assert_eq!(filtered[0]["decision_id"], asked.as_str(), "{filtered}");
 }
+
+/// A component update on a shared store: asked at an instance that does
+/// not hold the session, it is done at the one that does (a shadow replay
+/// there, the journal entry, the catalog's binding); after that holder is
+/// killed, the instance that takes the session over runs the new component.
+#[test]
+fn a_session_updates_at_whichever_instance_holds_it() {
+    let (_tokio, _pg, store, dir) = shared_store();
+    let mut nodes = vec![
+        Instance::start(dir.path(), "u0", &store),
+        Instance::start(dir.path(), "u1", &store),
+    ];
+    let http = client();
+    let post = |base: &str, path: &str, body: serde_json::Value| {
+        let r = http
+            .post(format!("{base}{path}"))
+            .json(&body)
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<serde_json::Value>().unwrap_or_default())
+    };
+    let ended = |base: &str, run: &str| -> serde_json::Value {
+        let t = std::time::Instant::now();
+        loop {
+            let v: serde_json::Value = http
+                .get(format!("{base}/v1/runs/{run}"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            if v["state"] == "finished" || v["state"] == "failed" {
+                return v;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "{v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let (code, first) = post(
+        &nodes[0].url,
+        "/v1/runs",
+        serde_json::json!({"component": "echo", "prompt": "calm words", "session": "u"}),
+    );
+    assert_eq!(code, 202, "{first}");
+    ended(&nodes[0].url, first["run_id"].as_str().unwrap());
+    let uploaded: serde_json::Value = http
+        .post(format!("{}/v1/components", nodes[0].url))
+        .header("content-type", "application/wasm")
+        .body(std::fs::read(crate::common::fixture("echo-v2")).unwrap())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let v2 = uploaded["digest"].as_str().unwrap().to_string();
+    // Asked at u1; done where the session is held.
+    let (code, report) = post(
+        &nodes[1].url,
+        "/v1/sessions/u/update",
+        serde_json::json!({"component": v2}),
+    );
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["switched"], true, "{report}");
+    assert_eq!(report["runs"][0]["result"], "matched", "{report}");
+    let summary: serde_json::Value = http
+        .get(format!("{}/v1/sessions/u", nodes[1].url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(summary["component"], v2.as_str(), "{summary}");
+    // The holder dies; the next run, at u1, takes the session over and
+    // runs v2 (the catalog's binding).
+    drop(nodes.remove(0));
+    std::thread::sleep(Duration::from_millis(TTL_MS + 500));
+    let t = std::time::Instant::now();
+    let second = loop {
+        let (code, r) = post(
+            &nodes[0].url,
+            "/v1/runs",
+            serde_json::json!({"prompt": "v2 after the takeover", "session": "u"}),
+        );
+        if code == 202 {
+            break r;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{code} {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let run = second["run_id"].as_str().unwrap();
+    let end = ended(&nodes[0].url, run);
+    assert_eq!(end["state"], "finished", "{end}");
+    let journal = http
+        .get(format!("{}/v1/sessions/u/journal", nodes[0].url))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        journal.contains("version 2 thinks before it echoes"),
+        "the run after the takeover did not run v2"
+    );
+}

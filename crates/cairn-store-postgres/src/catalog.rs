@@ -23,6 +23,25 @@ impl Catalog for PgStore {
         self.bind_worker(session, digest).await
     }
 
+    async fn rebind(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE cairn_workers
+                 SET record = jsonb_set(record::jsonb, '{component}', to_jsonb($2::TEXT))::TEXT
+                 WHERE session_id = $1",
+                &[&session.as_str(), &digest],
+            )
+            .await
+            .map_err(db(format!(
+                "session {session}: moving its worker to {digest}"
+            )))?;
+        if n == 0 {
+            return Err(StoreError::UnknownSession(session.clone()));
+        }
+        Ok(())
+    }
+
     async fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
         self.catalog_sessions().await
     }

@@ -322,8 +322,10 @@ impl Runtime {
             None => self.inner.workers.adopt_worker(&record)?,
         };
         let local = worker.record()?;
-        if local.component.is_none()
-            && let Some(bound) = &record.component
+        // The catalog binds the worker (an update at another instance
+        // moved it there).
+        if let Some(bound) = &record.component
+            && local.component.as_deref() != Some(bound.as_str())
         {
             worker.record_generation(local.last_generation, Some(bound))?;
         }

@@ -64,11 +64,8 @@ impl Runtime {
         mode: UpdateMode,
         dry_run: bool,
     ) -> Result<UpdateReport, RuntimeError> {
-        if self.inner.cluster.is_some() {
-            return Err(RuntimeError::InvalidRequest(
-                "component updates are not available on a shared store yet".into(),
-            ));
-        }
+        // On a shared store the instance holding the session updates it
+        // (the HTTP seam forwards there); its catalog row follows.
         let worker = self.open_worker_of(session)?;
         let record = worker
             .record()
@@ -188,6 +185,9 @@ impl Runtime {
             .map_err(|e| RuntimeError::from(e).for_session(session))?;
         crate::fsutil::crash_point("update-journaled");
         rebind(worker, to).map_err(|e| RuntimeError::from(e).for_session(session))?;
+        if let Some(c) = &self.inner.cluster {
+            c.shared.rebind(session, to).await?;
+        }
         Ok(())
     }
 

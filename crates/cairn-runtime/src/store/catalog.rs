@@ -27,6 +27,10 @@ pub trait Catalog: Send + Sync + 'static {
     /// binding).
     async fn bind(&self, session: &SessionId, digest: &str) -> Result<(), StoreError>;
 
+    /// Move a session's worker to another component (a component update,
+    /// journaled in its session first).
+    async fn rebind(&self, session: &SessionId, digest: &str) -> Result<(), StoreError>;
+
     /// Every session, oldest first.
     async fn sessions(&self) -> Result<Vec<SessionId>, StoreError>;
 
@@ -79,6 +83,15 @@ impl Catalog for Home {
         worker
             .record_generation(record.last_generation, Some(digest))
             .map_err(worker_err)
+    }
+
+    async fn rebind(&self, session: &SessionId, digest: &str) -> Result<(), StoreError> {
+        let id = self
+            .lookup(session)
+            .map_err(worker_err)?
+            .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
+        let worker = self.open_worker(id).map_err(worker_err)?;
+        crate::runtime::update::rebind(&worker, digest).map_err(worker_err)
     }
 
     async fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {

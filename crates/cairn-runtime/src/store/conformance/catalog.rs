@@ -78,6 +78,16 @@ pub async fn catalog(
         Some(a),
         "{name}: Catalog::bind binds an unbound worker once; a bound one keeps its binding"
     );
+    catalog.rebind(&session, &b).await.expect("rebind");
+    assert_eq!(
+        catalog
+            .record(&session)
+            .await
+            .expect("record")
+            .and_then(|r| r.component),
+        Some(b),
+        "{name}: Catalog::rebind moves a bound worker to another component"
+    );
     assert!(
         catalog
             .sessions()
