@@ -264,3 +264,73 @@ fn every_operation_has_an_id_a_tag_and_its_security() {
         "{ids:?}"
     );
 }
+
+/// Query-string errors and methods a route does not serve answer the JSON
+/// error body too; an ended run's event stream reconnected after its last
+/// entry is `204`, not a stream held open forever.
+#[tokio::test]
+async fn query_and_method_errors_are_json_and_an_ended_runs_stream_closes() {
+    let s = server().await;
+    let r = s
+        .http
+        .get(format!("{}/v1/sessions?limit=abc", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+    let (status, code) = status_and_code(r).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_request"));
+    let r = s
+        .http
+        .delete(format!("{}/v1/runs", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().contains_key("allow"), "{:?}", r.headers());
+    assert_eq!(status_and_code(r).await, (405, "method_not_allowed".into()));
+    let started: serde_json::Value = s
+        .http
+        .post(format!("{}/v1/runs", s.base))
+        .json(&json!({"component": "echo", "prompt": "to the end"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap();
+    // The whole stream: it ends after the run's last entry.
+    let whole = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        s.http
+            .get(format!("{}/v1/runs/{run}/events", s.base))
+            .send()
+            .await
+            .unwrap()
+            .text(),
+    )
+    .await
+    .expect("the stream of an ended run ends")
+    .unwrap();
+    let last: u64 = whole
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .filter_map(|id| id.trim().parse().ok())
+        .max()
+        .unwrap();
+    // A reconnect after it: nothing more will come.
+    let again = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        s.http
+            .get(format!("{}/v1/runs/{run}/events", s.base))
+            .header("last-event-id", last.to_string())
+            .send(),
+    )
+    .await
+    .expect("answered at once")
+    .unwrap();
+    assert_eq!(again.status(), 204);
+}

@@ -56,3 +56,23 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
     })
 }
+
+/// A query string of type `T`: an error is the JSON error body
+/// (`invalid_request`, naming what is wrong), never axum's plain text.
+pub struct QueryArgs<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for QueryArgs<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(q)| QueryArgs(q))
+            .map_err(|e| {
+                ApiError::invalid(format!("the query string does not read: {}", e.body_text()))
+            })
+    }
+}

@@ -5,7 +5,7 @@ use super::auth::{Workspace, is_own, own_session};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::wire::{DecideRequest, Decided, DecisionsQuery};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use cairn_runtime::ids::{DecisionId, SessionId};
 use cairn_runtime::runtime::PendingDecision;
@@ -13,7 +13,7 @@ use cairn_runtime::runtime::PendingDecision;
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
-    Query(q): Query<DecisionsQuery>,
+    crate::body::QueryArgs(q): crate::body::QueryArgs<DecisionsQuery>,
 ) -> Result<Json<Vec<PendingDecision>>, ApiError> {
     let session = match q.session.as_deref().map(SessionId::parse).transpose()? {
         Some(name) => Some(own_session(&s, &ws, &name)?),

@@ -8,7 +8,7 @@ use super::error::ApiError;
 use super::runs::run_id;
 use super::wire::EventsQuery;
 use axum::Extension;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use cairn_runtime::ids::{Seq, SessionId};
@@ -123,7 +123,7 @@ pub async fn session_events(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
-    Query(q): Query<EventsQuery>,
+    crate::body::QueryArgs(q): crate::body::QueryArgs<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
@@ -140,15 +140,23 @@ pub async fn run_events(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
-    Query(q): Query<EventsQuery>,
+    crate::body::QueryArgs(q): crate::body::QueryArgs<EventsQuery>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     let run = run_id(&id)?;
     let session = own_run(&s, &ws, run).await?;
+    // A reconnect after the run's last entry: nothing more will come.
+    let spec = attach_spec(&q, &headers)?;
+    if let Ok((_, facts)) = s.rt.find_run(run).await
+        && spec.after >= facts.last_seq
+    {
+        return Ok(axum::http::StatusCode::NO_CONTENT.into_response());
+    }
     let slot = s
         .streams
         .take(&s.rt.host_config().server, &ws.0, Some(&session))?;
-    let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
+    let obs = s.rt.attach(&session, spec).await?;
     let mine = move |d: &Delivery| match d {
         Delivery::Event(e) => e.run_id == Some(run),
         _ => true,
@@ -156,5 +164,6 @@ pub async fn run_events(
     let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
     let stream = stream_of(s.rt.clone(), obs, mine, end);
     Ok(Sse::new(super::streams::holding(stream, slot))
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
 }

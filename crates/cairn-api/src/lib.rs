@@ -130,6 +130,12 @@ fn router_of(state: AppState) -> Router {
             metrics::record,
         ))
         .fallback(|| async { error::ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|req: axum::extract::Request| async move {
+            error::ApiError::new(
+                cairn_runtime::ErrorCode::MethodNotAllowed,
+                format!("{} is not served at {}", req.method(), req.uri().path()),
+            )
+        })
         .layer(axum::extract::DefaultBodyLimit::max(body::MAX_JSON_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

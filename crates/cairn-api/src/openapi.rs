@@ -377,12 +377,13 @@ pub fn document() -> Value {
     d.add(Op {
         method: "get",
         path: "/v1/runs/{id}/events",
-        summary: "follow one run (SSE); ends after its terminal event",
+        summary: "follow one run (SSE); ends after its terminal event; 204 for a reconnect after it",
         query: events_query(),
         body: Body::None,
         ok: (200, Reply::Stream),
         errors: &[400, 404, 409, 429],
     });
+    d.paths["/v1/runs/{id}/events"]["get"]["responses"]["204"] = json!({ "description": "the run ended at or before `after` / `Last-Event-ID`: nothing more will come" });
     let r = d.schema::<Vec<PendingDecision>>();
     d.add(Op {
         method: "get",

@@ -6,7 +6,7 @@ use super::body::{JsonBody, parse};
 use super::error::ApiError;
 use super::wire::{CancelAccepted, ResumeRequest, StartRunRequest, StartedRun};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use cairn_runtime::ids::{RunId, SessionId};
@@ -109,7 +109,7 @@ pub async fn start(
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
-    Query(q): Query<super::wire::RunsQuery>,
+    crate::body::QueryArgs(q): crate::body::QueryArgs<super::wire::RunsQuery>,
 ) -> Result<(axum::http::HeaderMap, Json<Vec<RunSummary>>), ApiError> {
     if let Some(session) = &q.session {
         let session = own_session(&s, &ws, &cairn_runtime::ids::SessionId::parse(session)?)?;

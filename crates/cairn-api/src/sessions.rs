@@ -7,7 +7,7 @@ use super::body::{JsonBody, parse};
 use super::error::ApiError;
 use super::wire::{BranchRequest, CreateSession, CreatedSession, ForkRequest, PageQuery};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::{Extension, Json};
 use cairn_runtime::ids::{Seq, SessionId};
@@ -49,7 +49,7 @@ pub async fn create(
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
-    Query(q): Query<PageQuery>,
+    crate::body::QueryArgs(q): crate::body::QueryArgs<PageQuery>,
 ) -> Result<(HeaderMap, Json<Vec<SessionSummary>>), ApiError> {
     let page =
         s.rt.sessions_page(

@@ -6,7 +6,7 @@
 use super::AppState;
 use super::auth::{Workspace, own_run, own_session};
 use super::error::ApiError;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -97,7 +97,7 @@ pub async fn journal(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
     Path(id): Path<String>,
-    Query(q): Query<JournalQuery>,
+    crate::body::QueryArgs(q): crate::body::QueryArgs<JournalQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
     let limit = q.limit.unwrap_or(1000);

@@ -21,6 +21,9 @@ pub enum ErrorCode {
     InvalidId,
     /// No such session, run, decision, card or component (for this caller).
     NotFound,
+    /// The route is served, but not with this method (`Allow` names those
+    /// that are).
+    MethodNotAllowed,
     /// The session has a live run.
     LiveRun,
     /// The request conflicts with the state it found.
@@ -69,6 +72,7 @@ impl ErrorCode {
         ErrorCode::InvalidRequest,
         ErrorCode::InvalidId,
         ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
         ErrorCode::LiveRun,
         ErrorCode::Conflict,
         ErrorCode::Corrupt,
@@ -103,6 +107,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::LiveRun
             | ErrorCode::Conflict
             | ErrorCode::Corrupt
@@ -133,6 +138,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::InvalidId => "invalid_id",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::LiveRun => "live_run",
             ErrorCode::Conflict => "conflict",
             ErrorCode::Corrupt => "corrupt",
