@@ -92,6 +92,9 @@ async def before(base):
         assert iface.protocol_binding == "JSONRPC" and iface.url == f"{base}/v1/a2a/echo", iface
         approval_card = await A2ACardResolver(http, f"{base}/v1/a2a/approval").get_agent_card()
         assert approval_card.name == "approval", approval_card
+        # A base URL written with a trailing slash resolves the same card.
+        slashed = await A2ACardResolver(http, f"{base}/v1/a2a/approval/").get_agent_card()
+        assert slashed.name == "approval", slashed
     echo = await create_client(base)  # the host's default agent
     once = await create_client(base, ClientConfig(streaming=False))
 
@@ -115,6 +118,27 @@ async def before(base):
     assert got.status.state == S.TASK_STATE_COMPLETED and got.context_id == context
     listed = await echo.list_tasks(ListTasksRequest(context_id=context))
     assert {t.id for t in listed.tasks} == {task.id, streamed}, listed
+    # More tasks than a page: pages of 2 follow nextPageToken and lose
+    # nothing, each task once, totalSize counting them all.
+    made = {task.id, streamed}
+    for i in range(5):
+        [r] = await collect(once.send_message(message(f"paged {i}", context_id=context)))
+        made.add(r.task.id)
+    seen, token, pages = [], "", 0
+    while True:
+        page = await echo.list_tasks(ListTasksRequest(context_id=context, page_size=2, page_token=token))
+        pages += 1
+        assert page.total_size == len(made), page
+        assert len(page.tasks) == 2 or not page.next_page_token, page
+        seen += [t.id for t in page.tasks]
+        token = page.next_page_token
+        if not token:
+            break
+    assert pages == 4 and sorted(seen) == sorted(made) and len(seen) == len(set(seen)), (pages, seen)
+    done = await echo.list_tasks(
+        ListTasksRequest(context_id=context, page_size=2, status=S.TASK_STATE_FAILED)
+    )
+    assert not done.tasks and done.total_size == 0 and not done.next_page_token, done
     try:
         await echo.get_task(GetTaskRequest(id=str(uuid.uuid4())))
         raise AssertionError("an unknown task was found")

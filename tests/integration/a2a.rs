@@ -145,6 +145,17 @@ async fn a_task_of_one_workspace_is_not_found_from_another() {
     let url = format!("{base}/v1/a2a/echo");
     let (status, _) = rpc(&http, &url, None, send("no token")).await;
     assert_eq!(status, 401);
+    // The challenge names the scheme (RFC 6750).
+    let r = http
+        .post(&url)
+        .json(&send("no token"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["www-authenticate"].to_str().unwrap(),
+        "Bearer realm=\"cairn\""
+    );
     let (_, mine) = rpc(&http, &url, Some(A), send("mine")).await;
     let task = mine["result"]["task"]["id"].as_str().unwrap().to_string();
     let context = mine["result"]["task"]["contextId"]

@@ -89,6 +89,13 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("1"),
             );
         }
+        // RFC 6750: a 401 names the scheme a client should answer with.
+        if self.code == ErrorCode::Unauthorized {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"cairn\""),
+            );
+        }
         response
     }
 }

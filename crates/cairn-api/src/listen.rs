@@ -79,6 +79,7 @@ async fn connection(
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(true);
+    let app = tower::ServiceExt::map_request(app, normalize_path);
     let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
@@ -105,4 +106,68 @@ async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
         let _ = stream.shutdown().await;
     })
     .await;
+}
+
+/// A path as clients write it when they join a base URL that ends in `/`
+/// with a path that starts with one (`…/echo//.well-known/agent-card.json`),
+/// or add a trailing `/`: runs of `/` are one, and a trailing `/` goes
+/// (the root aside), so every documented URL resolves either way.
+fn normalize_path<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
+    let path = req.uri().path();
+    if !(path.contains("//") || (path.len() > 1 && path.ends_with('/'))) {
+        return req;
+    }
+    let mut clean = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && clean.ends_with('/')) {
+            clean.push(c);
+        }
+    }
+    while clean.len() > 1 && clean.ends_with('/') {
+        clean.pop();
+    }
+    if clean.is_empty() {
+        clean.push('/');
+    }
+    // `/ui/` is the viewer's own page: its trailing `/` stays.
+    if path.starts_with("/ui/") && clean == "/ui" {
+        return req;
+    }
+    let with_query = match req.uri().query() {
+        Some(q) => format!("{clean}?{q}"),
+        None => clean,
+    };
+    if let Ok(pq) = with_query.parse::<axum::http::uri::PathAndQuery>() {
+        let mut parts = req.uri().clone().into_parts();
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn paths_are_normalized_as_clients_join_them() {
+        let norm = |p: &str| {
+            super::normalize_path(axum::http::Request::builder().uri(p).body(()).unwrap())
+                .uri()
+                .to_string()
+        };
+        assert_eq!(
+            norm("/v1/a2a/echo//.well-known/agent-card.json"),
+            "/v1/a2a/echo/.well-known/agent-card.json"
+        );
+        assert_eq!(
+            norm("/.well-known/agent-card.json/"),
+            "/.well-known/agent-card.json"
+        );
+        assert_eq!(norm("/v1/sessions/?limit=2"), "/v1/sessions?limit=2");
+        assert_eq!(norm("/ui/"), "/ui/");
+        assert_eq!(norm("/ui/#x"), "/ui/");
+        assert_eq!(norm("/"), "/");
+        assert_eq!(norm("/v1/runs"), "/v1/runs");
+    }
 }

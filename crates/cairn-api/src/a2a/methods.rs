@@ -435,7 +435,9 @@ impl Call {
     }
 
     /// `ListTasks`: this agent's tasks in the caller's workspace (of one
-    /// context with `contextId`), newest first, filtered by `status`.
+    /// context with `contextId`), newest first, filtered by `status`, then
+    /// paged (`pageSize`, `pageToken` = the last task of the page before;
+    /// `totalSize` counts every task that matches).
     pub async fn list(self, params: Value) -> Result<Response, RpcError> {
         let size = params
             .get("pageSize")
@@ -453,7 +455,10 @@ impl Call {
         let history = params.get("historyLength").and_then(Value::as_u64);
         let artifacts = params.get("includeArtifacts") == Some(&json!(true));
         let rt = self.rt();
-        let (runs, next) = match str_field(&params, "contextId") {
+        // Every run of the context (or of the workspace), newest first;
+        // filtered before it is paged, so a page is full and the token
+        // goes on exactly where it stopped.
+        let runs: Vec<_> = match str_field(&params, "contextId") {
             Some(c) => {
                 let session = own_session(
                     &self.s,
@@ -467,44 +472,70 @@ impl Call {
                     .map(|r| (r.run_id, r.session_id))
                     .collect();
                 runs.reverse();
-                (runs, None)
+                runs
             }
             None => {
-                let page = rt
-                    .runs_page(Some(&self.ws.0), str_field(&params, "pageToken"), size)
-                    .await?;
-                let runs = page
-                    .items
-                    .into_iter()
-                    .map(|r| (r.run_id, r.session_id))
-                    .collect();
-                (runs, page.next_cursor)
+                let mut all = Vec::new();
+                let mut cursor: Option<String> = None;
+                loop {
+                    let page = rt
+                        .runs_page(Some(&self.ws.0), cursor.as_deref(), 1000)
+                        .await?;
+                    all.extend(page.items.into_iter().map(|r| (r.run_id, r.session_id)));
+                    match page.next_cursor {
+                        Some(next) => cursor = Some(next),
+                        None => break,
+                    }
+                }
+                all
             }
         };
-        let mut tasks = Vec::new();
+        let mut matching = Vec::new();
         for (run, session) in runs {
             let view = self.view(run, &session, None).await?;
-            if view.component() != Some(self.agent.digest.as_str())
-                || status.is_some_and(|s| s != view.state())
+            if view.component() == Some(self.agent.digest.as_str())
+                && status.is_none_or(|s| s == view.state())
             {
-                continue;
-            }
-            let mut task = view.task(history.map(|h| h as usize));
-            if !artifacts {
-                task.as_object_mut().map(|t| t.remove("artifacts"));
-            }
-            tasks.push(task);
-            if tasks.len() == size {
-                break;
+                matching.push((run, view));
             }
         }
+        let start = match str_field(&params, "pageToken").filter(|t| !t.is_empty()) {
+            None => 0,
+            Some(token) => {
+                matching
+                    .iter()
+                    .position(|(run, _)| run.to_string() == token)
+                    .ok_or_else(|| {
+                        RpcError::params(format!(
+                            "pageToken {token:?} names no task of this list (take it from the last page's nextPageToken)"
+                        ))
+                    })?
+                    + 1
+            }
+        };
+        let total = matching.len();
+        let page: Vec<_> = matching.into_iter().skip(start).take(size).collect();
+        let next = match start + page.len() < total {
+            true => page.last().map(|(run, _)| run.to_string()),
+            false => None,
+        };
+        let tasks: Vec<Value> = page
+            .into_iter()
+            .map(|(_, view)| {
+                let mut task = view.task(history.map(|h| h as usize));
+                if !artifacts {
+                    task.as_object_mut().map(|t| t.remove("artifacts"));
+                }
+                task
+            })
+            .collect();
         let body = success(
             &self.id,
             json!({
                 "tasks": tasks,
                 "nextPageToken": next.unwrap_or_default(),
                 "pageSize": size,
-                "totalSize": tasks.len(),
+                "totalSize": total,
             }),
         );
         Ok(Json(body).into_response())
