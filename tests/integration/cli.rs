@@ -670,3 +670,45 @@ sys.exit(p.returncode)
     let again = crate::common::cairn_in(&home, &["decide", &id, "--value", "1"]);
     assert!(!again.status.success());
 }
+
+/// A directory lists its entries sorted by name on every filesystem: the
+/// run sees them so, and `cairn replay` with its scratch worktree on
+/// another filesystem (tmpfs, where the order differs) matches.
+#[test]
+fn a_directory_listing_is_sorted_and_replays_on_another_filesystem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let lister = super::common::fixture("lister");
+    let names = "zeta alpha mid beta omega gamma";
+    let out = super::common::cairn_in(
+        &home,
+        &["run", lister.to_str().unwrap(), "--prompt", names, "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let session = super::common::session_of_output(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#""text":"alpha beta gamma mid omega zeta""#),
+        "{text}"
+    );
+    // The replay's scratch worktree on tmpfs when the machine has one.
+    let shm = std::path::Path::new("/dev/shm");
+    let scratch = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let out = super::common::cairn_bin()
+        .args(["replay", &session, "--json", "--home"])
+        .arg(&home)
+        .env("TMPDIR", &scratch)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("\"matched\""), "{report}");
+}

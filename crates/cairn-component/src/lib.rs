@@ -317,10 +317,11 @@ impl Components {
             HostState,
             stable_fs::StableFsData,
         >(&mut linker, |s| {
-            let meter = s.artifacts.clone();
+            let (meter, listings) = (s.artifacts.clone(), s.listings.clone());
             stable_fs::StableFs(
                 wasmtime_wasi::filesystem::WasiFilesystemView::filesystem(s),
                 meter,
+                listings,
             )
         })
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
@@ -572,6 +573,7 @@ impl Components {
             artifacts: sandbox.meter.clone(),
             tools: None,
             http: http::Http::new(Some(sandbox.host.clone()), sandbox.limits.http_body_bytes),
+            listings: Default::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -757,6 +759,8 @@ pub struct HostState {
     tools: Option<Vec<cairn_types::tools::ToolInfo>>,
     /// Outgoing HTTP (`wasi:http`).
     http: http::Http,
+    /// Open directory streams, sorted (see `stable_fs`).
+    listings: stable_fs::Listings,
 }
 
 impl HostState {
@@ -776,6 +780,7 @@ impl HostState {
             artifacts: None,
             tools: None,
             http: http::Http::new(None, 0),
+            listings: Default::default(),
         }
     }
 }

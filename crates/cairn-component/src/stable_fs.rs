@@ -3,8 +3,10 @@
 //! replay is made constant — the three timestamps of a `stat` are absent
 //! (`none`; Rust's `Metadata::modified` then reports them unsupported), and
 //! the metadata hash is a digest of the object's type, size and link count
-//! rather than of its device, inode and times. A guest that reads them
-//! replays the same (`cairn replay` matches). Writes that grow the
+//! rather than of its device, inode and times; a directory lists its
+//! entries sorted by name, whatever order the host's filesystem keeps
+//! (ext4, tmpfs and the browser's in-memory tree differ). A guest that
+//! reads them replays the same (`cairn replay` matches). Writes that grow the
 //! worktree are charged to the run's budget first ([`super::metered`]);
 //! everything else is delegated unchanged.
 
@@ -22,7 +24,16 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 pub struct StableFs<'a>(
     pub WasiFilesystemCtxView<'a>,
     pub Option<Arc<crate::worktree::ArtifactMeter>>,
+    pub Listings,
 );
+
+/// The entries of each open directory stream, read whole when it opened
+/// and sorted by name (by the stream's resource handle).
+pub type Listings = Arc<
+    std::sync::Mutex<
+        std::collections::HashMap<u32, std::collections::VecDeque<FsResult<types::DirectoryEntry>>>,
+    >,
+>;
 
 /// A metered run's file: its meter, the file, its size when looked at.
 type MeteredFile = (Arc<crate::worktree::ArtifactMeter>, Arc<std::fs::File>, u64);
@@ -245,7 +256,31 @@ impl HostDescriptor for StableFs<'_> {
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
-        HostDescriptor::read_directory(&mut self.0, fd).await
+        let stream = HostDescriptor::read_directory(&mut self.0, fd).await?;
+        let mut entries = Vec::new();
+        let mut failed = None;
+        loop {
+            let borrowed = Resource::new_borrow(stream.rep());
+            match HostDirectoryEntryStream::read_directory_entry(&mut self.0, borrowed).await {
+                Ok(Some(e)) => entries.push(e),
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut queue: std::collections::VecDeque<FsResult<types::DirectoryEntry>> =
+            entries.into_iter().map(Ok).collect();
+        if let Some(e) = failed {
+            queue.push_back(Err(e));
+        }
+        self.2
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(stream.rep(), queue);
+        Ok(stream)
     }
 
     async fn sync(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
@@ -412,10 +447,25 @@ impl HostDirectoryEntryStream for StableFs<'_> {
         &mut self,
         stream: Resource<types::DirectoryEntryStream>,
     ) -> FsResult<Option<types::DirectoryEntry>> {
-        HostDirectoryEntryStream::read_directory_entry(&mut self.0, stream).await
+        let next = self
+            .2
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&stream.rep())
+            .map(|q| q.pop_front());
+        match next {
+            Some(Some(entry)) => entry.map(Some),
+            Some(None) => Ok(None),
+            // Not opened through `read_directory` here: as the host has it.
+            None => HostDirectoryEntryStream::read_directory_entry(&mut self.0, stream).await,
+        }
     }
 
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        self.2
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&stream.rep());
         HostDirectoryEntryStream::drop(&mut self.0, stream)
     }
 }
