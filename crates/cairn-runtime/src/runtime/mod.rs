@@ -8,6 +8,7 @@ mod builder;
 mod cache_mirror;
 mod catalog;
 pub mod cluster;
+mod components;
 mod config;
 pub mod decisions;
 pub(crate) mod delegation;
