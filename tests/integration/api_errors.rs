@@ -334,3 +334,36 @@ async fn query_and_method_errors_are_json_and_an_ended_runs_stream_closes() {
     .unwrap();
     assert_eq!(again.status(), 204);
 }
+
+/// `POST /v1/runs` with an `Idempotency-Key`: sent again (a client that
+/// timed out before the `202`), it answers with the run the first attempt
+/// started and starts none; another key starts another run.
+#[tokio::test]
+async fn a_retried_start_with_an_idempotency_key_is_one_run() {
+    let s = server().await;
+    let start = |key: &'static str| {
+        s.http
+            .post(format!("{}/v1/runs", s.base))
+            .header("idempotency-key", key)
+            .json(&json!({"component": "echo", "prompt": "once"}))
+            .send()
+    };
+    let first: serde_json::Value = start("k-1").await.unwrap().json().await.unwrap();
+    let again = start("k-1").await.unwrap();
+    assert_eq!(again.status(), 202);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["run_id"], first["run_id"], "{again} {first}");
+    assert_eq!(again["session_id"], first["session_id"]);
+    let other: serde_json::Value = start("k-2").await.unwrap().json().await.unwrap();
+    assert_ne!(other["run_id"], first["run_id"]);
+    let sessions: Vec<serde_json::Value> = s
+        .http
+        .get(format!("{}/v1/sessions", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+}

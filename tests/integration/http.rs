@@ -496,3 +496,66 @@ fn a_wrong_allowlist_entry_is_refused_by_name() {
         assert!(stderr.contains(named), "{stderr}");
     }
 }
+
+/// One chat call, one run: the official openai SDK with a timeout shorter
+/// than the run (a controller waiting 1.5 s on an HTTP origin) retries, and
+/// each retry joins the first attempt's run — the origin sees the request
+/// once, the session holds one run, and the SDK's last attempt gets the
+/// answer.
+#[test]
+fn a_retried_chat_call_joins_its_first_run() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_for(tmp.path(), &origin, "");
+    let served = serve(&home);
+    let http = reqwest::blocking::Client::new();
+    let uploaded: Value = http
+        .post(format!("{}/v1/components", served.url))
+        .header("content-type", "application/wasm")
+        .body(std::fs::read(fixture("http-user")).unwrap())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let digest = uploaded["digest"].as_str().unwrap();
+    let steps = json!([{"url": origin.url("/slow?ms=1500&id=chat")}]).to_string();
+    let python = crate::common::py_tools();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/chat_retry.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .args([served.url.as_str(), digest, steps.as_str()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["ok"], true, "{result}");
+    assert!(
+        result["retries"].as_u64().unwrap() >= 1,
+        "the SDK never retried: {result}"
+    );
+    assert!(
+        result["text"].as_str().unwrap().contains("slow done"),
+        "{result}"
+    );
+    assert_eq!(
+        origin.count("GET", "/slow?ms=1500&id=chat"),
+        1,
+        "a retry ran the call again"
+    );
+    let sessions: Vec<Value> = http
+        .get(format!("{}/v1/sessions", served.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sessions.len(), 1, "each retry made a session: {sessions:?}");
+    drop(served);
+    let entries = exported(&home, result["session"].as_str().unwrap());
+    assert_eq!(events(&entries, "started").len(), 1, "one call, one run");
+    assert_eq!(events(&entries, "finished").len(), 1);
+}

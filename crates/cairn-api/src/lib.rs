@@ -36,6 +36,8 @@ pub struct AppState {
     pub streams: streams::Streams,
     /// Uploads being compiled, counted against the upload quotas.
     pub uploads: components::Uploads,
+    /// Chat calls lately answered, so a retry joins its first attempt's run.
+    pub calls: chat::retry::Calls,
     /// The work queue of the served home.
     pub queue: std::sync::Arc<cairn_orchestration::Queue>,
     /// Where clients reach this server (`[store] advertise`, else the
@@ -61,6 +63,7 @@ pub fn router_with(rt: Runtime, queue: std::sync::Arc<cairn_orchestration::Queue
         rt,
         streams: Default::default(),
         uploads: Default::default(),
+        calls: Default::default(),
         queue,
         public_url: Default::default(),
     };
@@ -194,6 +197,7 @@ pub async fn serve(
         rt: rt.clone(),
         streams: Default::default(),
         uploads: Default::default(),
+        calls: Default::default(),
         queue,
         public_url: Default::default(),
     };

@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::auth::{Workspace, own_component, own_run, own_session, session_key};
-use super::body::{JsonBody, parse};
+use super::body::parse;
 use super::error::ApiError;
 use super::wire::{CancelAccepted, ResumeRequest, StartRunRequest, StartedRun};
 use axum::body::Bytes;
@@ -47,8 +47,22 @@ fn state_name(status: RunStatus) -> String {
 pub async fn start(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
-    JsonBody(req): JsonBody<StartRunRequest>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
+    let req: StartRunRequest = crate::body::parse(&body)?;
+    // A retried start (the same `Idempotency-Key`, or an SDK's retry of
+    // the same body) answers with the run its first attempt started.
+    let call = crate::chat::retry::Call::of(&ws.0, &headers, &body);
+    if let Some(prev) = call.as_ref().and_then(|c| s.calls.joinable(c)) {
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(StartedRun {
+                run_id: prev.run,
+                session_id: prev.session,
+            }),
+        ));
+    }
     // The caller's session of that name, or the key a new one gets:
     // another workspace's session of the name is not in the way.
     let mut session = match req.session.as_deref().map(SessionId::parse).transpose()? {
@@ -97,6 +111,16 @@ pub async fn start(
             resume_on_start: req.resume_on_start,
         })
         .await?;
+    if let Some(c) = call {
+        s.calls.remember(
+            c,
+            crate::chat::retry::Started {
+                session: started.session_id.clone(),
+                run: started.run_id,
+                after: cairn_runtime::ids::Seq(0),
+            },
+        );
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(StartedRun {

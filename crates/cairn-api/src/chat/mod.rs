@@ -18,12 +18,12 @@
 
 mod request;
 mod respond;
+pub mod retry;
 
 pub use request::{ChatMessage, ChatRequest};
 
 use super::AppState;
 use super::auth::{Workspace, find_own};
-use super::body::JsonBody;
 use super::error::ApiError;
 use super::runs::component_ref;
 use axum::extract::State;
@@ -38,8 +38,16 @@ pub async fn completions(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
     headers: HeaderMap,
-    JsonBody(req): JsonBody<ChatRequest>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
+    let req: ChatRequest = crate::body::parse(&body)?;
+    // One call, one run: a retry of a call (the same `Idempotency-Key`, or
+    // the OpenAI SDKs' `x-stainless-retry-count` ≥ 1 with the same body)
+    // joins the run the first attempt started.
+    let call = retry::Call::of(&ws.0, &headers, &body);
+    if let Some(prev) = call.as_ref().and_then(|c| s.calls.joinable(c)) {
+        return join(&s, &ws, prev, &req).await;
+    }
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid("only n = 1 is supported"));
     }
@@ -96,9 +104,14 @@ pub async fn completions(
             worker: made,
             component: Some(component),
             prompt,
+            // A call that may be retried leaves its run a moment for the
+            // retry to claim it.
             liveness: Liveness {
                 policy: LivenessPolicy::Cancel,
-                grace_ms: 0,
+                grace_ms: match call {
+                    Some(_) => retry::GRACE_MS,
+                    None => 0,
+                },
             },
             timeout_ms: None,
             continues: None,
@@ -110,6 +123,16 @@ pub async fn completions(
         })
         .await?;
     let run = started.run_id;
+    if let Some(c) = call {
+        s.calls.remember(
+            c,
+            retry::Started {
+                session: session.clone(),
+                run,
+                after,
+            },
+        );
+    }
     let shape = respond::Shape {
         run,
         model: req.model.clone(),
@@ -129,6 +152,56 @@ pub async fn completions(
         h.insert("x-cairn-session", v);
     }
     if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
+        h.insert("x-cairn-run", v);
+    }
+    Ok(response)
+}
+
+/// A retry joins the first attempt's run: the run's entries from its start
+/// (what the first attempt was answering), then the rest live, answered as
+/// the first would have been; the claim is taken over from an attempt the
+/// server has not yet seen go.
+async fn join(
+    s: &AppState,
+    ws: &Workspace,
+    prev: retry::Started,
+    req: &ChatRequest,
+) -> Result<Response, ApiError> {
+    let streamed = req.stream.unwrap_or(false);
+    let slot = match streamed {
+        true => Some(s.streams.take(&s.rt.host_config().server, &ws.0, None)?),
+        false => None,
+    };
+    let obs =
+        s.rt.attach(
+            &prev.session,
+            AttachSpec {
+                takeover: true,
+                ..AttachSpec::claiming_present(prev.after)
+            },
+        )
+        .await?;
+    if s.rt.live_runs().iter().any(|(_, r)| *r == prev.run) {
+        obs.leave_with_run();
+    }
+    let shape = respond::Shape {
+        run: prev.run,
+        model: req.model.clone(),
+        include_usage: req.include_usage(),
+        offered: req.offered_tools(),
+    };
+    let mut response = match slot {
+        Some(slot) => respond::streamed(obs, shape, slot).into_response(),
+        None => match respond::once(obs, shape).await {
+            Ok(body) => body.into_response(),
+            Err(e) => e.into_response(),
+        },
+    };
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(prev.session.name()) {
+        h.insert("x-cairn-session", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&prev.run.to_string()) {
         h.insert("x-cairn-run", v);
     }
     Ok(response)

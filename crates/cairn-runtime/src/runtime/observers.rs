@@ -357,7 +357,12 @@ impl Runtime {
     ) {
         let rt = self.clone();
         let task_session = session.clone();
-        let grace = Duration::from_millis(run.liveness.grace_ms);
+        // A claimant that handed the run over decided its policy: no window
+        // for it to come back.
+        let grace = match policy {
+            Some(_) => Duration::ZERO,
+            None => Duration::from_millis(run.liveness.grace_ms),
+        };
         let mut sessions = self.inner.registry.sessions();
         let task = tokio::spawn(async move {
             tokio::time::sleep(grace).await;
