@@ -145,6 +145,25 @@ async fn a_task_of_one_workspace_is_not_found_from_another() {
     let url = format!("{base}/v1/a2a/echo");
     let (status, _) = rpc(&http, &url, None, send("no token")).await;
     assert_eq!(status, 401);
+    // A built-in agent's card is public, as the default one is, and names
+    // the scheme its calls need; an upload's card is its workspace's.
+    let card = http
+        .get(format!("{base}/v1/a2a/echo/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(card.status(), 200);
+    let card: Value = card.json().await.unwrap();
+    assert!(card["securitySchemes"]["bearer"].is_object(), "{card}");
+    let upload = http
+        .get(format!(
+            "{base}/v1/a2a/sha256:{}/.well-known/agent-card.json",
+            "0".repeat(64)
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 401);
     // The challenge names the scheme (RFC 6750).
     let r = http
         .post(&url)
