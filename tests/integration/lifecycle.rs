@@ -486,3 +486,74 @@ fn rm_removes_a_worktree_deeper_than_the_descriptor_limit() {
     );
     assert_eq!(std::fs::read_dir(home.join("workers")).unwrap().count(), 0);
 }
+
+/// Seed 002's retention window: an ended run stays as it ended for
+/// `[retention] ended_runs_ms`, then retires — its state reads `retired`
+/// (`facts.status` still says how it ended), a `run_retired` entry says
+/// when, and its journal stays readable and replays.
+#[test]
+fn an_ended_run_retires_after_the_retention_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        "[retention]\nended_runs_ms = 400\n",
+    )
+    .unwrap();
+    let served = serve(&home);
+    let http = reqwest::blocking::Client::new();
+    let started: serde_json::Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&serde_json::json!({"component": "echo", "prompt": "then retire"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap().to_string();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let state = || -> serde_json::Value {
+        http.get(format!("{}/v1/runs/{run}", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let t = std::time::Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let v = state();
+        let s = v["state"].as_str().unwrap_or_default().to_string();
+        if seen.last() != Some(&s) {
+            seen.push(s.clone());
+        }
+        if s == "retired" {
+            assert_eq!(v["facts"]["status"], "finished", "{v}");
+            break;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{seen:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(seen.contains(&"finished".to_string()), "{seen:?}");
+    // The entry is written once the window passed.
+    let t = std::time::Instant::now();
+    let entries = loop {
+        let text = http
+            .get(format!("{}/v1/sessions/{session}/journal", served.url))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        if text.contains("\"run_retired\"") {
+            break text;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let finished = entries.find("\"finished\"").unwrap();
+    assert!(entries.find("\"run_retired\"").unwrap() > finished);
+    drop(served);
+    let out = crate::common::cairn_in(&home, &["replay", &session]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1 of 1"), "{text}");
+}

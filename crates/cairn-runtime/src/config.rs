@@ -224,12 +224,17 @@ impl Default for ServerConfig {
 pub struct Retention {
     /// Generations whose worktree is kept (0: keep every one).
     pub keep_generations: u64,
+    /// How long an ended run stays on its session in memory, so a late
+    /// observer sees its ending; then it retires (`run_retired`; its state
+    /// reads `retired`, its journal stays readable).
+    pub ended_runs_ms: u64,
 }
 
 impl Default for Retention {
     fn default() -> Self {
         Retention {
             keep_generations: 8,
+            ended_runs_ms: 600_000,
         }
     }
 }

@@ -614,6 +614,13 @@ pub enum LifecycleEvent {
         /// The session's last seq before the switch.
         at_seq: Seq,
     },
+    /// The run (the entry's `run_id`) retired: its retention window
+    /// (`[retention] ended_runs_ms`) passed since it ended. Its entries stay
+    /// readable; the host keeps no record of it in memory.
+    RunRetired {
+        /// How long it had ended, in milliseconds.
+        after_ms: u64,
+    },
     /// A `workers` call (delegation) and the answer the controller got,
     /// journaled before it saw it: a replay answers the call from here and
     /// spawns nothing again.

@@ -25,6 +25,10 @@ pub enum RunState {
     Cancelled,
     /// Parked.
     Parked,
+    /// Ended longer ago than the retention window (`[retention]
+    /// ended_runs_ms`): `facts.status` says how it ended; its journal stays
+    /// readable.
+    Retired,
 }
 
 impl From<RunStatus> for RunState {
@@ -56,6 +60,18 @@ pub struct RunSummary {
 }
 
 impl Runtime {
+    /// An ended run's state: how it ended, or `retired` once the retention
+    /// window passed since.
+    fn ended_state(&self, facts: &RunFacts) -> RunState {
+        let window = self.inner.config.retention.as_millis() as u64;
+        match crate::fsutil::now_ms().saturating_sub(facts.ended_at_ms) >= window {
+            true => RunState::Retired,
+            false => facts.status.into(),
+        }
+    }
+}
+
+impl Runtime {
     fn counts(&self, session: &SessionId) -> ObserverCounts {
         let (collecting, claiming, present) = self.observer_counts(session);
         ObserverCounts {
@@ -83,7 +99,7 @@ impl Runtime {
         for (run, _, terminal) in runs_of(events) {
             let facts = terminal.and_then(|t| t.facts).map(|f| *f);
             let state = match (&facts, &live) {
-                (Some(f), _) => f.status.into(),
+                (Some(f), _) => self.ended_state(f),
                 (None, Some(ctx)) if ctx.run_id == run => {
                     if ctx.running.load(Ordering::Relaxed) {
                         RunState::Running
@@ -147,7 +163,7 @@ impl Runtime {
             .into_iter()
             .map(|(run_id, r)| {
                 let state = match (&r.facts, live.get(&run_id)) {
-                    (Some(f), _) => f.status.into(),
+                    (Some(f), _) => self.ended_state(f),
                     (None, Some(false)) => RunState::Preparing,
                     // Running here, or interrupted and awaiting restore.
                     (None, _) => RunState::Running,

@@ -59,6 +59,7 @@ impl RuntimeConfig {
             .map(PathBuf::from)
             .unwrap_or_else(|| c.home.join("cairn.toml"));
         c.host = crate::config::HostConfig::load(&path)?;
+        c.retention = Duration::from_millis(c.host.retention.ended_runs_ms);
         Ok(c)
     }
 

@@ -579,8 +579,23 @@ impl Runtime {
                 tokio::time::sleep(retention).await;
                 if let Some(inner) = weak.upgrade() {
                     inner.registry.runs().remove(&run_id);
+                    // It retires: said in its journal (while this host may
+                    // still write there).
+                    let rt = Runtime { inner };
+                    if !rt.inner.draining.load(Ordering::SeqCst)
+                        && let Ok(journal) = rt.inner.journals.open(&session).await
+                    {
+                        let _ = journal
+                            .append(
+                                Some(run_id),
+                                Payload::Lifecycle(LifecycleEvent::RunRetired {
+                                    after_ms: retention.as_millis() as u64,
+                                }),
+                            )
+                            .await;
+                    }
                     // The session's live window goes too, once nothing uses it.
-                    inner.journals.close_if_idle(&session);
+                    rt.inner.journals.close_if_idle(&session);
                 }
             },
             span,

@@ -91,6 +91,7 @@ impl LifecycleEvent {
             LifecycleEvent::HostCallFinished { .. } => "host_call_finished",
             LifecycleEvent::WorkerCall { .. } => "worker_call",
             LifecycleEvent::ComponentUpdated { .. } => "component_updated",
+            LifecycleEvent::RunRetired { .. } => "run_retired",
             LifecycleEvent::ChildNotification { .. } => "child_notification",
         }
     }
