@@ -19,17 +19,32 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    ErrorCode::TooLarge,
-                    format!("the body is over {MAX_JSON_BYTES} bytes"),
-                )
-            } else {
-                ApiError::invalid(format!("cannot read the body: {e}"))
-            }
-        })?;
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
         parse(&bytes).map(JsonBody)
+    }
+}
+
+/// A JSON request's bytes, unparsed (a handler that also hashes them),
+/// with the same errors as [`JsonBody`]: `too_large`, `invalid_request`.
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(|e| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        ErrorCode::TooLarge,
+                        format!("the body is over {MAX_JSON_BYTES} bytes"),
+                    )
+                } else {
+                    ApiError::invalid(format!("cannot read the body: {e}"))
+                }
+            })
     }
 }
 

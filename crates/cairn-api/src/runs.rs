@@ -48,7 +48,7 @@ pub async fn start(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
     headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
+    crate::body::RawBody(body): crate::body::RawBody,
 ) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
     let req: StartRunRequest = crate::body::parse(&body)?;
     // A retried start (the same `Idempotency-Key`, or an SDK's retry of

@@ -38,7 +38,7 @@ pub async fn completions(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    crate::body::RawBody(body): crate::body::RawBody,
 ) -> Result<Response, ApiError> {
     let req: ChatRequest = crate::body::parse(&body)?;
     // One call, one run: a retry of a call (the same `Idempotency-Key`, or
