@@ -697,10 +697,9 @@ fn a_directory_listing_is_sorted_and_replays_on_another_filesystem() {
     );
     // The replay's scratch worktree on tmpfs when the machine has one.
     let shm = std::path::Path::new("/dev/shm");
-    let scratch = if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
+    let scratch = match tempfile::tempdir_in(shm) {
+        Ok(_) => shm.to_path_buf(),
+        Err(_) => std::env::temp_dir(),
     };
     let out = super::common::cairn_bin()
         .args(["replay", &session, "--json", "--home"])
