@@ -498,7 +498,7 @@ fn an_ended_run_retires_after_the_retention_window() {
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(
         home.join("cairn.toml"),
-        "[retention]\nended_runs_ms = 400\n",
+        "[retention]\nended_runs_ms = 1500\n",
     )
     .unwrap();
     let served = serve(&home);
