@@ -275,3 +275,19 @@ pub async fn entries_json(rt: &Runtime, s: &cairn_runtime::SessionId) -> Vec<ser
         .filter_map(|i| i.event().map(|e| serde_json::to_value(e).unwrap()))
         .collect()
 }
+
+/// A session's journal as `cairn export` writes it, checked free of
+/// `secret` (a value no journal may ever hold).
+pub fn export_without(home: &Path, session: &str, secret: &str) -> Vec<serde_json::Value> {
+    let out = cairn_in(home, &["export", session]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(secret), "the secret is in the export");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -139,17 +139,7 @@ fn until_ended(http: &reqwest::blocking::Client, base: &str, run: &str) -> Value
 /// The session's journal, as `cairn export` writes it (checked free of the
 /// secret).
 fn journal(home: &Path, session: &str) -> Vec<Value> {
-    let out = cairn_in(home, &["export", session]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!text.contains(TOKEN), "the secret is in the export");
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    crate::common::export_without(home, session, TOKEN)
 }
 
 fn of_type<'a>(entries: &'a [Value], ty: &str) -> Vec<&'a Value> {

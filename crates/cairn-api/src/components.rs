@@ -75,18 +75,7 @@ pub async fn upload(
             ErrorCode::Internal,
             format!("the compile stopped: {e}"),
         )),
-        Err(_) => Ok((
-            StatusCode::ACCEPTED,
-            Json(ComponentInfo {
-                digest,
-                name: String::new(),
-                version: String::new(),
-                can_park: false,
-                built_in: None,
-                state: ComponentState::Compiling,
-                error: None,
-            }),
-        )),
+        Err(_) => Ok((StatusCode::ACCEPTED, Json(unfinished(digest, None)))),
     }
 }
 
@@ -106,6 +95,23 @@ fn ready(
     }
 }
 
+/// An upload not compiled (yet): `compiling`, or `failed` with its error;
+/// its `describe()` fields empty.
+fn unfinished(digest: String, error: Option<String>) -> ComponentInfo {
+    ComponentInfo {
+        digest,
+        name: String::new(),
+        version: String::new(),
+        can_park: false,
+        built_in: None,
+        state: match error {
+            None => ComponentState::Compiling,
+            Some(_) => ComponentState::Failed,
+        },
+        error,
+    }
+}
+
 pub async fn list(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
@@ -116,18 +122,7 @@ pub async fn list(
         if out.iter().any(|c| c.digest == digest) {
             continue;
         }
-        out.push(ComponentInfo {
-            digest,
-            name: String::new(),
-            version: String::new(),
-            can_park: false,
-            built_in: None,
-            state: match error {
-                None => ComponentState::Compiling,
-                Some(_) => ComponentState::Failed,
-            },
-            error,
-        });
+        out.push(unfinished(digest, error));
     }
     Ok(Json(out))
 }

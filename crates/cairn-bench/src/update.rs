@@ -65,7 +65,7 @@ pub async fn run(
             let rt = &rt;
             async move { rt.replay_offline_against(s, Some(against)).await }
         })
-        .buffer_unordered(cores())
+        .buffer_unordered(cairn_runtime::store::file::cores())
         .collect()
         .await;
     let shadow = t.elapsed();
@@ -83,7 +83,7 @@ pub async fn run(
             "update",
             format!(
                 "shadow replay, {n} sessions of {events} events ({} at once)",
-                cores()
+                cairn_runtime::store::file::cores()
             ),
             "sessions/s",
             per_s(shadow),
@@ -101,8 +101,4 @@ pub async fn run(
             "higher",
         ),
     ])
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -139,7 +139,18 @@ pub async fn completions(
         include_usage: req.include_usage(),
         offered: req.offered_tools(),
     };
-    // The run's ids go with every answer, a failed run's error included.
+    Ok(answer(obs, shape, slot, &session).await)
+}
+
+/// The answer to a call following `shape.run` (streamed when it holds a
+/// stream slot), with the run's ids on it, a failed run's error included.
+async fn answer(
+    obs: cairn_runtime::runtime::Observation,
+    shape: respond::Shape,
+    slot: Option<crate::streams::Slot>,
+    session: &SessionId,
+) -> Response {
+    let run = shape.run;
     let mut response = match slot {
         Some(slot) => respond::streamed(obs, shape, slot).into_response(),
         None => match respond::once(obs, shape).await {
@@ -154,7 +165,7 @@ pub async fn completions(
     if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
         h.insert("x-cairn-run", v);
     }
-    Ok(response)
+    response
 }
 
 /// A retry joins the first attempt's run: the run's entries from its start
@@ -190,21 +201,7 @@ async fn join(
         include_usage: req.include_usage(),
         offered: req.offered_tools(),
     };
-    let mut response = match slot {
-        Some(slot) => respond::streamed(obs, shape, slot).into_response(),
-        None => match respond::once(obs, shape).await {
-            Ok(body) => body.into_response(),
-            Err(e) => e.into_response(),
-        },
-    };
-    let h = response.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(prev.session.name()) {
-        h.insert("x-cairn-session", v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&prev.run.to_string()) {
-        h.insert("x-cairn-run", v);
-    }
-    Ok(response)
+    Ok(answer(obs, shape, slot, &prev.session).await)
 }
 
 fn imported(m: &ChatMessage) -> ImportedTurn {
@@ -225,17 +222,20 @@ pub async fn models(
     let data: Vec<_> = super::components::usable(&s, &ws)
         .await?
         .into_iter()
-        .map(|c| {
-            serde_json::json!({
-                "id": c.built_in.clone().unwrap_or_else(|| c.digest.clone()),
-                "object": "model",
-                "created": 0,
-                "owned_by": "cairn",
-                "cairn": c,
-            })
-        })
+        .map(model_entry)
         .collect();
     Ok(Json(serde_json::json!({ "object": "list", "data": data })))
+}
+
+/// A component as an OpenAI model (`id` is what `model` takes).
+fn model_entry(c: super::wire::ComponentInfo) -> serde_json::Value {
+    serde_json::json!({
+        "id": c.built_in.clone().unwrap_or_else(|| c.digest.clone()),
+        "object": "model",
+        "created": 0,
+        "owned_by": "cairn",
+        "cairn": c,
+    })
 }
 
 /// `GET /v1/models/{id}` (OpenAI's `models.retrieve`): one component the
@@ -255,13 +255,7 @@ pub async fn model(
                 "no model {id}: GET /v1/models lists the components this caller may use"
             ))
         })?;
-    Ok(Json(serde_json::json!({
-        "id": found.built_in.clone().unwrap_or_else(|| found.digest.clone()),
-        "object": "model",
-        "created": 0,
-        "owned_by": "cairn",
-        "cairn": found,
-    })))
+    Ok(Json(model_entry(found)))
 }
 
 /// The chat routes' errors tell OpenAI clients not to retry: a retried chat
