@@ -53,7 +53,7 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
     Ok(files)
 }
 
-/// The files under `dir` (what a cache miss adds to).
+/// The compiled artifacts under `dir` (what a cache miss adds to).
 pub(crate) fn files(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -62,7 +62,15 @@ pub(crate) fn files(dir: &Path) -> usize {
         .flatten()
         .map(|e| match e.file_type() {
             Ok(t) if t.is_dir() => files(&e.path()),
-            Ok(t) if t.is_file() => 1,
+            // Compiled code only: wasmtime's cache worker writes its
+            // bookkeeping (`*.stats`, `.cleanup.wip-<pid>`) on its own
+            // thread, whenever it gets to it, in any process that used the
+            // cache — not a sign that anything was compiled.
+            Ok(t) if t.is_file() => {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                usize::from(!name.starts_with('.') && !name.ends_with(".stats"))
+            }
             _ => 0,
         })
         .sum()
