@@ -27,6 +27,7 @@
 //! run can be replayed.
 #![deny(missing_docs)]
 
+pub mod client_tools;
 mod decisions;
 mod history;
 mod journal;
@@ -110,6 +111,9 @@ pub mod __private {
     }
 
     pub fn run<C: crate::Controller>(start: wit::Start) -> wit::Outcome {
+        if let Ok(mut run) = crate::client_tools::RUN.lock() {
+            *run = start.run_id.clone();
+        }
         match C::run(start.into()) {
             Ok(outcome) => outcome.into(),
             Err(error) => wit::Outcome::Failed(wit::ControllerError {

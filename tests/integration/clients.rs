@@ -211,3 +211,68 @@ async fn a_generated_python_client_reads_runs_and_sessions() {
         "{read}"
     );
 }
+
+/// Upload a fixture to a served home; its digest.
+async fn upload(base: &str, component: std::path::PathBuf) -> String {
+    let uploaded: Value = reqwest::Client::new()
+        .post(format!("{base}/v1/components"))
+        .body(std::fs::read(component).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    uploaded["digest"].as_str().unwrap().to_string()
+}
+
+/// The `openai` client's tool loop (`tests/clients/agent_loop.py`): calls
+/// the controller makes mid-run are answered by the client's `tool`
+/// messages on the same run (streamed on the named session, or not
+/// streamed with no session header: the call ids find the run), and calls
+/// a run ends with are answered by a run that continues it, given the
+/// results by call id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_clients_tool_loop_goes_on_mid_run_and_at_the_end() {
+    let (_tmp, rt, base) = served().await;
+    let agent = upload(&base, super::common::fixture("agentloop")).await;
+    let ids = client_script("agent_loop.py", &[&base, &agent]).await;
+
+    // Mid-run: one run, its two waits answered by the client (each names
+    // its call), then finished.
+    let e = entries(&rt, &session(&ids, "streamed_session")).await;
+    assert_eq!(of_type(&e, "started").len(), 1, "{e:?}");
+    let asked = of_type(&e, "decision_requested");
+    let calls: Vec<&str> = of_type(&e, "tool_call")
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked.len(), 2);
+    for (a, call) in asked.iter().zip(&calls) {
+        assert_eq!(a["request_kind"], "tool_result");
+        assert_eq!(a["details"]["tool_call_id"], *call);
+    }
+    let recorded = of_type(&e, "decision_recorded");
+    assert_eq!(recorded[0]["value"], format!("lookup(oslo)"));
+    assert_eq!(recorded[1]["value"], format!("weather(oslo)"));
+    assert_eq!(of_type(&e, "finished").len(), 1);
+    assert!(of_type(&e, "cancelled").is_empty());
+    let once = entries(&rt, &session(&ids, "once_session")).await;
+    assert_eq!(of_type(&once, "started").len(), 1, "{once:?}");
+    assert_eq!(of_type(&once, "decision_recorded").len(), 2);
+
+    // End of run: the second run continues the first, the results in its
+    // Start by call id.
+    let end = entries(&rt, &session(&ids, "end_session")).await;
+    let started = of_type(&end, "started");
+    assert_eq!(started.len(), 2, "{end:?}");
+    assert_eq!(started[1]["continues"], ids["end_first_run"]);
+    let given: Value = serde_json::from_str(started[1]["tools"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        given["tool_results"],
+        serde_json::json!([
+            {"tool_call_id": "end_1", "content": "lookup(stavanger)"},
+            {"tool_call_id": "end_2", "content": "weather(stavanger)"},
+        ])
+    );
+}

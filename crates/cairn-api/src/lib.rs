@@ -19,6 +19,7 @@ pub mod queue;
 mod runs;
 mod sessions;
 mod streams;
+mod tool_results;
 mod ui;
 mod viewer;
 pub mod wire;

@@ -26,10 +26,12 @@ use super::AppState;
 use super::auth::{Workspace, find_own};
 use super::error::ApiError;
 use super::runs::component_ref;
+use super::tool_results;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use cairn_runtime::ErrorCode;
 use cairn_runtime::ids::SessionId;
 use cairn_runtime::journal::event::{ImportedTurn, Liveness, LivenessPolicy};
 use cairn_runtime::runtime::{AttachSpec, StartRun};
@@ -79,6 +81,29 @@ pub async fn completions(
         Some(name) => find_own(&s, &ws, name)?,
         None => None,
     };
+    // Tool results by call id: a run waiting on them goes on with them (on
+    // the named session, or the one session whose run waits on these ids).
+    let results = req.trailing_results();
+    if !results.is_empty() && (named.is_none() || existing.is_some()) {
+        let waits = tool_results::waits(&s, &ws, existing.as_ref()).await;
+        if let Some(m) = tool_results::matching(&waits, &results) {
+            return go_on(&s, m, &req, slot).await;
+        }
+        if let Some(id) = &existing
+            && rt.live_runs().iter().any(|(live, _)| live == id)
+        {
+            return Err(ApiError::new(
+                ErrorCode::LiveRun,
+                tool_results::mismatch(id, &waits, &results),
+            ));
+        }
+    }
+    // Results no run waits on answer the calls a run ended with: a new run
+    // continues the session's last one, given the results.
+    let continues = match (&existing, results.is_empty()) {
+        (Some(id), false) => rt.session_runs(id).await?.last().map(|r| r.run_id),
+        _ => None,
+    };
     // A session made here is started by its worker (no lookup to repeat).
     let (session, made) = if let Some(id) = existing {
         (id, None)
@@ -114,10 +139,10 @@ pub async fn completions(
                 },
             },
             timeout_ms: None,
-            continues: None,
+            continues,
             workspace: Some(ws.0.clone()),
             limits: Default::default(),
-            tools: req.tools_json(),
+            tools: req.tools_json(&results),
             first_commit: cairn_runtime::runtime::FirstCommit::WithRun,
             resume_on_start: None,
         })
@@ -138,13 +163,50 @@ pub async fn completions(
         model: req.model.clone(),
         include_usage: req.include_usage(),
         offered: req.offered_tools(),
+        held: Default::default(),
     };
-    Ok(answer(obs, shape, slot, &session).await)
+    Ok(answer(&s, obs, shape, slot, &session).await)
+}
+
+/// The client's tool results answer the waits of a live run: follow it
+/// from here (claiming, present, so a disconnect cancels it as any chat
+/// call's), answer the waits, and hold the results of calls it has not
+/// waited on yet for when it does.
+async fn go_on(
+    s: &AppState,
+    m: tool_results::Matched,
+    req: &ChatRequest,
+    slot: Option<crate::streams::Slot>,
+) -> Result<Response, ApiError> {
+    let after = s.rt.minted_seq(&m.session).await?;
+    let obs =
+        s.rt.attach(
+            &m.session,
+            AttachSpec {
+                takeover: true,
+                ..AttachSpec::claiming_present(after)
+            },
+        )
+        .await?;
+    obs.leave_with_run();
+    for (decision, content) in m.answers {
+        s.rt.decide(&decision, serde_json::Value::String(content))
+            .await?;
+    }
+    let shape = respond::Shape {
+        run: m.run,
+        model: req.model.clone(),
+        include_usage: req.include_usage(),
+        offered: req.offered_tools(),
+        held: m.held,
+    };
+    Ok(answer(s, obs, shape, slot, &m.session).await)
 }
 
 /// The answer to a call following `shape.run` (streamed when it holds a
 /// stream slot), with the run's ids on it, a failed run's error included.
 async fn answer(
+    s: &AppState,
     obs: cairn_runtime::runtime::Observation,
     shape: respond::Shape,
     slot: Option<crate::streams::Slot>,
@@ -152,8 +214,8 @@ async fn answer(
 ) -> Response {
     let run = shape.run;
     let mut response = match slot {
-        Some(slot) => respond::streamed(obs, shape, slot).into_response(),
-        None => match respond::once(obs, shape).await {
+        Some(slot) => respond::streamed(s.rt.clone(), obs, shape, slot).into_response(),
+        None => match respond::once(s.rt.clone(), obs, shape).await {
             Ok(body) => body.into_response(),
             Err(e) => e.into_response(),
         },
@@ -200,8 +262,9 @@ async fn join(
         model: req.model.clone(),
         include_usage: req.include_usage(),
         offered: req.offered_tools(),
+        held: Default::default(),
     };
-    Ok(answer(obs, shape, slot, &prev.session).await)
+    Ok(answer(s, obs, shape, slot, &prev.session).await)
 }
 
 fn imported(m: &ChatMessage) -> ImportedTurn {

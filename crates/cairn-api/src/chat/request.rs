@@ -220,12 +220,19 @@ pub struct StreamOptions {
 }
 
 impl ChatRequest {
-    /// `{"tools", "tool_choice"}` as JSON text, when the client sent either.
-    pub fn tools_json(&self) -> Option<String> {
-        if self.tools.is_none() && self.tool_choice.is_none() {
+    /// `{"tools", "tool_choice", "tool_results"}` as JSON text, when the
+    /// client sent any.
+    pub fn tools_json(&self, results: &[crate::tool_results::Given]) -> Option<String> {
+        if self.tools.is_none() && self.tool_choice.is_none() && results.is_empty() {
             return None;
         }
         let mut doc = serde_json::Map::new();
+        if !results.is_empty() {
+            doc.insert(
+                "tool_results".into(),
+                crate::tool_results::as_start(results),
+            );
+        }
         if let Some(t) = &self.tools {
             doc.insert("tools".into(), t.clone());
         }
@@ -253,6 +260,29 @@ impl ChatRequest {
             .iter()
             .rposition(|m| m.role == ChatRole::User)?;
         Some(user..user + 1)
+    }
+
+    /// The trailing `tool` messages as results by call id (empty when the
+    /// conversation does not end with tool results, or one lacks its id).
+    pub fn trailing_results(&self) -> Vec<crate::tool_results::Given> {
+        let Some(range) = self.prompt_range() else {
+            return Vec::new();
+        };
+        let trailing = &self.messages[range];
+        let given: Vec<_> = trailing
+            .iter()
+            .filter(|m| m.role == ChatRole::Tool)
+            .filter_map(|m| {
+                Some(crate::tool_results::Given {
+                    tool_call_id: m.tool_call_id.clone()?,
+                    content: m.text(),
+                })
+            })
+            .collect();
+        match given.len() == trailing.len() {
+            true => given,
+            false => Vec::new(),
+        }
     }
 
     /// The names of the function tools the client offered: a controller's

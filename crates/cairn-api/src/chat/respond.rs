@@ -10,11 +10,12 @@ use cairn_runtime::SessionEvent;
 use cairn_runtime::ids::RunId;
 use cairn_runtime::journal::Delivery;
 use cairn_runtime::journal::event::{
-    AgentEvent, FinishOutcome, LifecycleEvent, LivenessPolicy, Payload, Usage,
+    AgentEvent, FinishOutcome, LifecycleEvent, LivenessPolicy, Payload, RequestKind, Usage,
 };
-use cairn_runtime::runtime::Observation;
+use cairn_runtime::runtime::{Observation, Runtime};
 use futures_util::stream;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::convert::Infallible;
 
 /// What every frame of one answer shares.
@@ -25,6 +26,48 @@ pub struct Shape {
     /// The function tools the client offered: a controller's `tool_call`
     /// of one of them is an OpenAI tool call for the client to run.
     pub offered: Vec<String>,
+    /// Results the client sent for calls the run has not waited on yet:
+    /// each answers its wait when it comes.
+    pub held: HashMap<String, String>,
+}
+
+/// What a decision request means to this answer.
+enum Wait {
+    /// A tool result the client already sent: answered here.
+    Answered,
+    /// A client's tool result: the answer ends with the calls, the run
+    /// handed over to wait for the client's follow-up.
+    Client,
+    /// A decision like any other.
+    Other,
+}
+
+/// Sort a decision request: a `tool_result` wait on a client call
+/// (`unlinked`: the client calls this answer emitted and no wait named
+/// yet) is the client's, unless its result is held.
+async fn wait_of(rt: &Runtime, shape: &mut Shape, unlinked: &mut Vec<String>, p: &Payload) -> Wait {
+    let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+        decision_id,
+        request_kind: RequestKind::ToolResult,
+        details,
+        ..
+    }) = p
+    else {
+        return Wait::Other;
+    };
+    let Some(call) = crate::tool_results::call_of(details, unlinked) else {
+        return Wait::Other;
+    };
+    match shape.held.remove(&call) {
+        Some(content) => match rt.decide(decision_id, Value::String(content)).await {
+            Ok(()) => Wait::Answered,
+            Err(e) => {
+                tracing::warn!(decision = %decision_id, "a held tool result was refused: {e}");
+                Wait::Other
+            }
+        },
+        None => Wait::Client,
+    }
 }
 
 /// A controller's tool call as OpenAI's, when it calls a tool the client
@@ -136,26 +179,32 @@ fn ours(d: Delivery, run: RunId) -> Option<std::sync::Arc<SessionEvent>> {
 }
 
 struct Follow {
+    rt: Runtime,
     obs: Option<Observation>,
     shape: Shape,
     head_sent: bool,
     streamed_text: bool,
     tool_calls: usize,
+    /// Client calls emitted and not waited on (end-of-run calls, at the end).
+    unlinked: Vec<String>,
 }
 
 /// The streamed answer: a role chunk, content chunks, decision chunks, the
 /// finish chunk (or an `error` frame), the usage chunk when asked, `[DONE]`.
 pub fn streamed(
+    rt: Runtime,
     obs: Observation,
     shape: Shape,
     slot: Slot,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let follow = Follow {
+        rt,
         obs: Some(obs),
         shape,
         head_sent: false,
         streamed_text: false,
         tool_calls: 0,
+        unlinked: Vec::new(),
     };
     let frames = stream::unfold(follow, |mut f| async move {
         let data = |v: Value| Event::default().data(v.to_string());
@@ -192,13 +241,34 @@ pub fn streamed(
                     };
                     call["index"] = json!(f.tool_calls);
                     f.tool_calls += 1;
+                    f.unlinked.extend(call["id"].as_str().map(str::to_string));
                     let c = f.shape.chunk(json!({ "tool_calls": [call] }), None);
                     return Some((vec![data(c)], f));
                 }
                 p @ Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. }) => {
+                    let rt = f.rt.clone();
+                    let wait = wait_of(&rt, &mut f.shape, &mut f.unlinked, p).await;
                     let mut c = f.shape.chunk(json!({}), None);
                     c["cairn_decision"] = decision_of(run, p).unwrap_or_default();
-                    return Some((vec![data(c)], f));
+                    match wait {
+                        Wait::Answered => continue,
+                        Wait::Other => return Some((vec![data(c)], f)),
+                        Wait::Client => {
+                            // The client runs the calls and answers with a
+                            // follow-up: this answer ends, the run waits.
+                            c["choices"][0]["finish_reason"] = json!("tool_calls");
+                            let mut out = vec![data(c)];
+                            if f.shape.include_usage {
+                                let usage = e.facts.as_ref().map(|x| x.usage).unwrap_or_default();
+                                out.push(data(f.shape.usage_chunk(usage)));
+                            }
+                            out.push(Event::default().data("[DONE]"));
+                            if let Some(obs) = f.obs.take() {
+                                obs.hand_over(LivenessPolicy::Continue).await;
+                            }
+                            return Some((out, f));
+                        }
+                    }
                 }
                 Payload::Lifecycle(end) if end.is_terminal() => {
                     let mut out = Vec::new();
@@ -207,7 +277,7 @@ pub fn streamed(
                             if let Some(text) = text.filter(|t| !f.streamed_text && !t.is_empty()) {
                                 out.push(data(f.shape.chunk(json!({ "content": text }), None)));
                             }
-                            let reason = if f.tool_calls > 0 {
+                            let reason = if !f.unlinked.is_empty() {
                                 "tool_calls"
                             } else {
                                 reason
@@ -239,10 +309,15 @@ pub fn streamed(
 
 /// The answer in one piece: once the run ends, or at once when it waits on
 /// a decision (the run is handed over, liveness `continue`).
-pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, ApiError> {
+pub async fn once(
+    rt: Runtime,
+    mut obs: Observation,
+    mut shape: Shape,
+) -> Result<Json<Value>, ApiError> {
     let internal = |m: String| ApiError::new(ErrorCode::Internal, m);
     let mut text = String::new();
     let mut calls: Vec<Value> = Vec::new();
+    let mut unlinked: Vec<String> = Vec::new();
     loop {
         let e = match obs.next().await {
             Some(Ok(d)) => match ours(d, shape.run) {
@@ -258,13 +333,21 @@ pub async fn once(mut obs: Observation, shape: Shape) -> Result<Json<Value>, Api
                 continue;
             }
             p @ Payload::Agent(AgentEvent::ToolCall { .. }) => {
-                calls.extend(client_tool_call(&shape, p));
+                if let Some(call) = client_tool_call(&shape, p) {
+                    unlinked.extend(call["id"].as_str().map(str::to_string));
+                    calls.push(call);
+                }
                 continue;
             }
             p @ Payload::Lifecycle(LifecycleEvent::DecisionRequested { .. }) => {
+                let finish = match wait_of(&rt, &mut shape, &mut unlinked, p).await {
+                    Wait::Answered => continue,
+                    Wait::Client => "tool_calls",
+                    Wait::Other => "decision_requested",
+                };
                 let decision = decision_of(shape.run, p);
                 obs.hand_over(LivenessPolicy::Continue).await;
-                ("decision_requested", None, decision)
+                (finish, None, decision)
             }
             Payload::Lifecycle(end) if end.is_terminal() => match ending(end) {
                 Ok((reason, final_text)) => {

@@ -1,0 +1,174 @@
+//! Client tool results, on the chat and Responses seams alike: the agent
+//! loop of an OpenAI client. A controller that calls a tool the client
+//! offered emits a `tool_call` and, when it wants the result mid-run,
+//! waits on a `tool_result` decision whose details name the call
+//! (`{"tool_call_id"}`; without it, the oldest call of the run not yet
+//! waited on). The client's follow-up carries the results by call id:
+//! those a live run waits on answer its decisions (the run goes on, on the
+//! same session); with no run waiting, the results start a run that
+//! continues the session's last one, given in `Start.tools` as
+//! `{"tool_results": [{"tool_call_id", "content"}]}`.
+
+use super::AppState;
+use super::auth::{Workspace, is_own};
+use cairn_runtime::ids::{DecisionId, RunId, SessionId};
+use cairn_runtime::journal::event::{AgentEvent, LifecycleEvent, Payload, RequestKind};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// A tool result a client sent back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Given {
+    /// The call it answers.
+    pub tool_call_id: String,
+    /// The tool's text.
+    pub content: String,
+}
+
+/// The `tool_results` a run started by client results is given.
+pub fn as_start(given: &[Given]) -> Value {
+    Value::Array(
+        given
+            .iter()
+            .map(|g| json!({ "tool_call_id": g.tool_call_id, "content": g.content }))
+            .collect(),
+    )
+}
+
+/// A run waiting on a client's tool result.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    pub decision: DecisionId,
+    pub session: SessionId,
+    pub run: RunId,
+    /// The call it waits for.
+    pub call: String,
+}
+
+/// The call a `tool_result` request is for: its details' `tool_call_id`,
+/// else the oldest client call emitted before it and not yet waited on
+/// (`unlinked`, in emission order).
+pub fn call_of(details: &Value, unlinked: &mut Vec<String>) -> Option<String> {
+    if let Some(id) = details["tool_call_id"].as_str() {
+        unlinked.retain(|c| c != id);
+        return Some(id.to_string());
+    }
+    (!unlinked.is_empty()).then(|| unlinked.remove(0))
+}
+
+/// A controller's own tool call (not one its model asked of it).
+pub fn client_call_id(payload: &Payload) -> Option<&str> {
+    match payload {
+        Payload::Agent(AgentEvent::ToolCall { id, by: None, .. }) => Some(id),
+        _ => None,
+    }
+}
+
+/// The client tool waits pending in the caller's workspace (of one
+/// session, when named), read from each waiting run's entries.
+pub async fn waits(s: &AppState, ws: &Workspace, session: Option<&SessionId>) -> Vec<Wait> {
+    let mut by_run: HashMap<RunId, Vec<DecisionId>> = HashMap::new();
+    let mut sessions = HashMap::new();
+    for p in s.rt.pending_decisions(session) {
+        if !is_own(s, ws, &p.session_id) {
+            continue;
+        }
+        sessions.insert(p.run_id, p.session_id.clone());
+        by_run.entry(p.run_id).or_default().push(p.decision_id);
+    }
+    let mut out = Vec::new();
+    for (run, pending) in by_run {
+        let session = sessions[&run].clone();
+        let mut unlinked = Vec::new();
+        let after = s.rt.run_after(run).await;
+        let _ =
+            s.rt.scan(&session, after, |item| {
+                let Some(e) = item.event() else { return true };
+                if e.run_id != Some(run) {
+                    return true;
+                }
+                if let Some(id) = client_call_id(&e.payload) {
+                    unlinked.push(id.to_string());
+                }
+                if let Payload::Lifecycle(LifecycleEvent::DecisionRequested {
+                    decision_id,
+                    request_kind: RequestKind::ToolResult,
+                    details,
+                    ..
+                }) = &e.payload
+                    && let Some(call) = call_of(details, &mut unlinked)
+                    && pending.contains(decision_id)
+                {
+                    out.push(Wait {
+                        decision: decision_id.clone(),
+                        session: session.clone(),
+                        run,
+                        call,
+                    });
+                }
+                true
+            })
+            .await;
+    }
+    out
+}
+
+/// The one run a client's results answer, and how.
+#[derive(Debug)]
+pub struct Matched {
+    pub session: SessionId,
+    pub run: RunId,
+    /// The decisions answered now, with the results.
+    pub answers: Vec<(DecisionId, String)>,
+    /// Results for calls the run has not waited on yet (parallel calls the
+    /// client answered together): each answers its wait when it comes.
+    pub held: HashMap<String, String>,
+}
+
+/// The run the results answer: the one run waiting on any of them (none,
+/// or results spread over several runs, match nothing).
+pub fn matching(waits: &[Wait], given: &[Given]) -> Option<Matched> {
+    let answered = |w: &&Wait| given.iter().any(|g| g.tool_call_id == w.call);
+    let mut runs: Vec<RunId> = waits.iter().filter(answered).map(|w| w.run).collect();
+    runs.dedup();
+    let [run] = runs[..] else { return None };
+    let mine: Vec<&Wait> = waits.iter().filter(|w| w.run == run).collect();
+    let mut answers = Vec::new();
+    let mut held = HashMap::new();
+    for g in given {
+        match mine.iter().find(|w| w.call == g.tool_call_id) {
+            Some(w) => answers.push((w.decision.clone(), g.content.clone())),
+            None => {
+                held.insert(g.tool_call_id.clone(), g.content.clone());
+            }
+        }
+    }
+    Some(Matched {
+        session: mine[0].session.clone(),
+        run,
+        answers,
+        held,
+    })
+}
+
+/// Why the results answer no wait of a session whose run is live: names
+/// the calls it waits on, so the client can see its mistake.
+pub fn mismatch(session: &SessionId, waits: &[Wait], given: &[Given]) -> String {
+    let sent: Vec<&str> = given.iter().map(|g| g.tool_call_id.as_str()).collect();
+    let waited: Vec<&str> = waits
+        .iter()
+        .filter(|w| w.session == *session)
+        .map(|w| w.call.as_str())
+        .collect();
+    match waited.is_empty() {
+        true => format!(
+            "session {session} has a live run that waits on no tool result; the tool messages answer {}",
+            sent.join(", ")
+        ),
+        false => format!(
+            "session {session}'s run waits on the results of {}; the tool messages answer {}",
+            waited.join(", "),
+            sent.join(", ")
+        ),
+    }
+}
