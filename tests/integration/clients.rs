@@ -276,3 +276,56 @@ async fn the_openai_clients_tool_loop_goes_on_mid_run_and_at_the_end() {
         ])
     );
 }
+
+/// The Responses API with the `openai` client's `responses` resource and
+/// the OpenAI Agents SDK (`tests/clients/responses_clients.py`): once,
+/// streamed, chained by `previous_response_id`, in the background (polled,
+/// cancelled), and an agent loop over function tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_responses_api_serves_the_openai_client_and_the_agents_sdk() {
+    let (_tmp, rt, base) = served().await;
+    let agent = upload(&base, super::common::fixture("agentloop")).await;
+    let ids = client_script("responses_clients.py", &[&base, &agent]).await;
+
+    // previous_response_id: the second run continues the first, in one session.
+    let chained = entries(&rt, &session(&ids, "chained_session")).await;
+    let started = of_type(&chained, "started");
+    assert_eq!(started.len(), 2, "{chained:?}");
+    assert!(started[1]["continues"].is_string(), "{:?}", started[1]);
+    // instructions and earlier input: the new session's imported history.
+    let imported = entries(&rt, &session(&ids, "imported_session")).await;
+    let turns = &of_type(&imported, "history_imported")[0]["turns"];
+    let roles: Vec<&str> = turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant"]);
+    assert_eq!(turns[0]["text"], "be brief");
+
+    // The function-tool response and its follow-up are one run: its waits
+    // answered by the function_call_output items.
+    let run = |key: &str| -> cairn_runtime::ids::RunId {
+        let id = ids[key].as_str().unwrap();
+        let (run, _) = id.strip_prefix("resp_").unwrap().rsplit_once('_').unwrap();
+        run.parse().unwrap()
+    };
+    assert_eq!(run("tools_response"), run("tools_followup"));
+    let (s, facts) = rt.find_run(run("tools_response")).await.unwrap();
+    assert_eq!(
+        facts.status,
+        cairn_runtime::journal::event::RunStatus::Finished
+    );
+    let e = entries(&rt, &s).await;
+    assert_eq!(of_type(&e, "decision_recorded").len(), 2, "{e:?}");
+    assert_eq!(of_type(&e, "started").len(), 1);
+
+    // The cancelled background response's run ended cancelled.
+    let (_, facts) = rt.find_run(run("cancelled_run")).await.unwrap();
+    assert_eq!(
+        facts.status,
+        cairn_runtime::journal::event::RunStatus::Cancelled
+    );
+    assert_eq!(ids["agents_runs"], 4);
+}

@@ -152,6 +152,8 @@ pub fn py_tool(requirements: &[&str]) -> std::path::PathBuf {
 pub const PY_TOOLS: &[&str] = &[
     "schemathesis==4.32.5",
     "openai==3.57.0",
+    // The OpenAI Agents SDK, run against the Responses API.
+    "openai-agents==0.24.0",
     "langchain-openai==1.7.4",
     "a2a-sdk==1.3.0",
     // A client generated from /openapi.json (and the ruff it formats with).

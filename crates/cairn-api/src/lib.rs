@@ -16,6 +16,7 @@ mod listen;
 mod metrics;
 pub mod openapi;
 pub mod queue;
+mod responses;
 mod runs;
 mod sessions;
 mod streams;
@@ -110,6 +111,12 @@ fn router_of(state: AppState) -> Router {
             "/v1/chat/completions",
             post(chat::completions).layer(axum::middleware::map_response(chat::no_retry)),
         )
+        .route(
+            "/v1/responses",
+            post(responses::create).layer(axum::middleware::map_response(chat::no_retry)),
+        )
+        .route("/v1/responses/{id}", get(responses::get))
+        .route("/v1/responses/{id}/cancel", post(responses::cancel))
         .route("/v1/models", get(chat::models))
         .route("/v1/models/{id}", get(chat::model))
         .route("/v1/queue", post(queue::add).get(queue::list))

@@ -4,6 +4,7 @@
 
 use super::chat::ChatRequest;
 use super::error::ErrorBody;
+use super::responses::ResponsesRequest;
 use super::wire::*;
 use axum::Json;
 use cairn_runtime::runtime::{PendingDecision, RunSummary, SessionSummary};
@@ -101,7 +102,7 @@ impl Doc {
             }
             Reply::Empty => json!({ "description": "done" }),
             Reply::JsonOrStream(schema) => {
-                json!({ "description": "a chat.completion, or with stream=true chat.completion.chunk events then [DONE]", "content": { "application/json": { "schema": schema }, "text/event-stream": { "schema": { "type": "string" } } } })
+                json!({ "description": "JSON (a chat.completion, a response), or with stream=true Server-Sent Events (chat.completion.chunk events then [DONE]; the Responses API's typed events)", "content": { "application/json": { "schema": schema }, "text/event-stream": { "schema": { "type": "string" } } } })
             }
         };
         responses.insert(op.ok.0.to_string(), ok);
@@ -417,6 +418,34 @@ pub fn document() -> Value {
         ok: (200, Reply::JsonOrStream(json!({ "type": "object" }))),
         errors: &[400, 404, 409, 413, 424],
     });
+    let b = d.schema::<ResponsesRequest>();
+    d.add(Op {
+        method: "post",
+        path: "/v1/responses",
+        summary: "OpenAI Responses API: a run of the component `model` names (background: a headless run)",
+        query: vec![],
+        body: Body::Json(b, true),
+        ok: (200, Reply::JsonOrStream(json!({ "type": "object" }))),
+        errors: &[400, 404, 409, 413, 424],
+    });
+    d.add(Op {
+        method: "get",
+        path: "/v1/responses/{id}",
+        summary: "a response, rebuilt from its run's journal entries",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[404],
+    });
+    d.add(Op {
+        method: "post",
+        path: "/v1/responses/{id}/cancel",
+        summary: "cancel a response's live run; the response as it ended",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Json(json!({ "type": "object" }))),
+        errors: &[404, 409],
+    });
     d.add(Op {
         method: "get",
         path: "/.well-known/agent-card.json",
@@ -636,7 +665,7 @@ fn tag(path: &str) -> &'static str {
         "sessions" => "sessions",
         "runs" => "runs",
         "decisions" | "approvals" => "decisions",
-        "chat" | "models" => "chat",
+        "chat" | "models" | "responses" => "chat",
         "queue" | "doctor" => "queue",
         "a2a" | ".well-known" => "a2a",
         "components" => "components",
