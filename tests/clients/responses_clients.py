@@ -112,6 +112,16 @@ def _():
     out["cancelled_run"] = waiting.id
 
 
+@check("a retried call (the same Idempotency-Key) joins the run its first attempt started")
+def _():
+    key = {"Idempotency-Key": f"responses-{time.time_ns()}"}
+    a = client.responses.with_raw_response.create(model="echo", input="once only", extra_headers=key)
+    b = client.responses.with_raw_response.create(model="echo", input="once only", extra_headers=key)
+    assert a.headers["x-cairn-run"] == b.headers["x-cairn-run"], (a.headers, b.headers)
+    assert a.parse().id == b.parse().id and b.parse().output_text == "once only", b.parse()
+    out["retried_session"] = a.headers["x-cairn-session"]
+
+
 @check("function tools: the calls end the response, function_call_output goes on")
 def _():
     tools = [tool("lookup"), tool("weather")]

@@ -328,4 +328,46 @@ async fn the_responses_api_serves_the_openai_client_and_the_agents_sdk() {
         cairn_runtime::journal::event::RunStatus::Cancelled
     );
     assert_eq!(ids["agents_runs"], 4);
+    // One call, one run: the retried call started nothing.
+    let retried = entries(&rt, &session(&ids, "retried_session")).await;
+    assert_eq!(of_type(&retried, "started").len(), 1, "{retried:?}");
+}
+
+/// The official JavaScript clients (`tests/clients/js_clients.mjs`, their
+/// packages locked in `tests/clients/package-lock.json`): `openai`'s chat
+/// tool loop and Responses API, `@a2a-js/sdk`'s client made from the
+/// agent's URL, paging ListTasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_javascript_clients_loop_tools_stream_responses_and_page_tasks() {
+    use super::browser::{locked_node_modules, node_bin, run, with_node};
+    let (_tmp, rt, base) = served().await;
+    let agent = upload(&base, super::common::fixture("agentloop")).await;
+    let clients = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients");
+    let printed = tokio::task::spawn_blocking(move || {
+        let bin = node_bin();
+        let modules = locked_node_modules(&bin, "client-tools", &clients);
+        // The script beside its packages, as a user's project has them.
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            clients.join("js_clients.mjs"),
+            ws.path().join("js_clients.mjs"),
+        )
+        .unwrap();
+        std::fs::copy(clients.join("package.json"), ws.path().join("package.json")).unwrap();
+        std::os::unix::fs::symlink(&modules, ws.path().join("node_modules")).unwrap();
+        run(
+            with_node(&mut std::process::Command::new(bin.join("node")), &bin)
+                .arg(ws.path().join("js_clients.mjs"))
+                .args([&base, &agent]),
+            "the JavaScript clients",
+        )
+    })
+    .await
+    .unwrap();
+    let ids: Value = serde_json::from_str(printed.lines().last().unwrap_or("")).unwrap();
+    assert_eq!(ids["a2a_tasks"], 5, "{ids}");
+    // The chat loop was one run, its two waits answered by the client.
+    let e = entries(&rt, &session(&ids, "chat_session")).await;
+    assert_eq!(of_type(&e, "started").len(), 1, "{e:?}");
+    assert_eq!(of_type(&e, "decision_recorded").len(), 2);
 }

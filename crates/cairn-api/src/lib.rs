@@ -125,6 +125,10 @@ fn router_of(state: AppState) -> Router {
         .route("/v1/doctor", get(queue::doctor))
         .route("/.well-known/agent-card.json", get(a2a::default_card))
         .route("/v1/a2a", get(a2a::agents))
+        .route(
+            "/v1/a2a/.well-known/agent-card.json",
+            get(a2a::unnamed_card),
+        )
         .route("/v1/a2a/{agent}", post(a2a::rpc))
         .route(
             "/v1/a2a/{agent}/.well-known/agent-card.json",

@@ -182,6 +182,19 @@ pub async fn agent_card(
     Ok(axum::Json(card(&s, &base_url(&s, &headers), &agent)))
 }
 
+/// `GET /v1/a2a/.well-known/agent-card.json`: where a client that
+/// resolves the card relative to its base URL looks when the agent's URL
+/// was given without its trailing slash (`new URL(".well-known/…",
+/// ".../v1/a2a/echo")` drops `echo`). The agent is not in the path, so no
+/// card can be chosen: the error says which URL to give.
+pub async fn unnamed_card() -> ApiError {
+    ApiError::not_found(
+        "no agent is named in this path: an agent's card is /v1/a2a/{agent}/.well-known/agent-card.json; \
+         a client that resolves the card relative to its base URL (@a2a-js/sdk's createFromUrl) \
+         needs the agent's URL with its trailing slash: BASE/v1/a2a/{agent}/",
+    )
+}
+
 /// `GET /v1/a2a`: the cards of every agent the caller may use.
 pub async fn agents(
     State(s): State<AppState>,

@@ -80,7 +80,7 @@ pub async fn create(
     let streamed = req.stream.unwrap_or(false);
     let background = req.background.unwrap_or(false);
     // One call, one run: a retry joins the run its first attempt started.
-    let call = retry::Call::of(&ws.0, &headers, &body);
+    let call = retry::Call::of(&format!("{}\u{0}responses", ws.0), &headers, &body);
     if let Some(prev) = call.as_ref().and_then(|c| s.calls.joinable(c)) {
         let id = ResponseId {
             run: prev.run,
