@@ -45,10 +45,14 @@ export declare function request(kind: DecisionKind, prompt: string, details?: un
 export declare function requestApproval(prompt: string, details?: unknown): { approved: boolean; reason?: string; park: boolean };
 
 export interface Turn {
-  role: 'user' | 'assistant';
+  role: 'user' | 'assistant' | 'system' | 'tool';
   text: string;
   runId: string;
   seq: number;
+  /** A tool turn's call id. */
+  toolCallId?: string;
+  /** An assistant turn's tool calls, as OpenAI's `tool_calls` JSON text. */
+  toolCalls?: string;
 }
 export declare function history(limit?: number): Turn[];
 

@@ -10,9 +10,9 @@
 //     run(start) { emitText(start.prompt); return start.prompt; },
 //   });
 
-import { emit } from 'cairn:controller/journal@0.2.0';
-import { wait } from 'cairn:controller/decisions@0.2.0';
-import { turns } from 'cairn:controller/history@0.2.0';
+import { emit } from 'cairn:controller/journal@0.2.1';
+import { wait } from 'cairn:controller/decisions@0.2.1';
+import { turns } from 'cairn:controller/history@0.2.1';
 import { chat as chatImport } from 'cairn:model/chat@0.1.0';
 import { list as listImport, call as callImport } from 'cairn:tools/mcp@0.1.0';
 
@@ -100,9 +100,20 @@ export function requestApproval(prompt, details = {}) {
   return { approved: v?.approved === true, reason: v?.reason, park: false };
 }
 
-/** The session's latest turns before this run, oldest first: `{ role, text, runId, seq }`. */
+/**
+ * The session's latest turns before this run, oldest first:
+ * `{ role, text, runId, seq, toolCallId?, toolCalls? }` — `role` is `user`,
+ * `assistant`, `system` (imported instructions) or `tool` (a tool's result).
+ */
 export function history(limit = 16) {
-  return turns(limit).map((t) => ({ role: t.role, text: t.text, runId: t.runId, seq: Number(t.seq) }));
+  return turns(limit).map((t) => ({
+    role: t.role,
+    text: t.text,
+    runId: t.runId,
+    seq: Number(t.seq),
+    ...(t.toolCallId != null ? { toolCallId: t.toolCallId } : {}),
+    ...(t.toolCalls != null ? { toolCalls: t.toolCalls } : {}),
+  }));
 }
 
 /** A language model through the host (`cairn:model`). */

@@ -212,24 +212,31 @@ def request_approval(prompt: str, details: Any = None) -> Approval:
 
 @dataclass
 class Turn:
-    """One turn of the session before this run: ``role`` is ``user`` or
-    ``assistant``."""
+    """One turn of the session before this run: ``role`` is ``user``,
+    ``assistant``, ``system`` (imported instructions) or ``tool`` (a tool's
+    result, with its ``tool_call_id``); an assistant turn may carry
+    ``tool_calls`` (OpenAI's JSON text)."""
 
     role: str
     text: str
     run_id: str
     seq: int
+    tool_call_id: Optional[str] = None
+    tool_calls: Optional[str] = None
+
+
+_ROLES = {
+    _history.Role.USER: "user",
+    _history.Role.ASSISTANT: "assistant",
+    _history.Role.SYSTEM: "system",
+    _history.Role.TOOL: "tool",
+}
 
 
 def history(limit: int = 16) -> List[Turn]:
     """The session's latest turns before this run, oldest first."""
     return [
-        Turn(
-            "user" if t.role == _history.Role.USER else "assistant",
-            t.text,
-            t.run_id,
-            t.seq,
-        )
+        Turn(_ROLES[t.role], t.text, t.run_id, t.seq, t.tool_call_id, t.tool_calls)
         for t in _history.turns(limit)
     ]
 

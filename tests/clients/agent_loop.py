@@ -194,4 +194,38 @@ def _():
     out["end_second_run"] = raw2.headers["x-cairn-run"]
 
 
+@check("history holds system, tool and assistant turns as they were said")
+def _():
+    # The session the end-of-run check left: its results are tool turns.
+    raw = client.chat.completions.with_raw_response.create(
+        model=AGENT,
+        messages=[{"role": "user", "content": "history"}],
+        extra_headers={"x-cairn-session": out["end_session"]},
+    )
+    said = raw.parse().choices[0].message.content
+    assert said == (
+        "history: user=end stavanger; assistant=; tool[end_1]=lookup(stavanger); "
+        "tool[end_2]=weather(stavanger); "
+        "assistant=results: end_1=lookup(stavanger); end_2=weather(stavanger)"
+    ), said
+    # A conversation brought by the client: imported as it was said.
+    call = {"id": "call_9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    r = client.chat.completions.create(
+        model=AGENT,
+        messages=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "r"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "history"},
+        ],
+    )
+    said = r.choices[0].message.content
+    assert said == (
+        f"history: system=be brief; user=q; assistant={{{json.dumps([call], separators=(',', ':'), sort_keys=True)}}}; "
+        "tool[call_9]=r; assistant=a"
+    ), said
+
+
 print(json.dumps(out))

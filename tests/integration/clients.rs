@@ -98,7 +98,7 @@ async fn openai_and_langchain_clients_work_unchanged() {
         .collect();
     assert_eq!(roles, ["system", "user", "assistant"]);
     let turns = rt.history(&imported, 16).await.unwrap();
-    let said: Vec<(bool, &str)> = turns.iter().map(|t| (t.user, t.text.as_str())).collect();
+    let said: Vec<(bool, &str)> = turns.iter().map(|t| (t.user(), t.text.as_str())).collect();
     assert_eq!(
         said,
         [(true, "one"), (false, "one"), (true, "two"), (false, "two")]
@@ -265,7 +265,8 @@ async fn the_openai_clients_tool_loop_goes_on_mid_run_and_at_the_end() {
     // Start by call id.
     let end = entries(&rt, &session(&ids, "end_session")).await;
     let started = of_type(&end, "started");
-    assert_eq!(started.len(), 2, "{end:?}");
+    // (A third run then read the session's history.)
+    assert_eq!(started.len(), 3, "{end:?}");
     assert_eq!(started[1]["continues"], ids["end_first_run"]);
     let given: Value = serde_json::from_str(started[1]["tools"].as_str().unwrap()).unwrap();
     assert_eq!(

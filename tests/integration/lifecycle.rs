@@ -28,7 +28,7 @@ fn started_seqs(events: &[SessionEvent]) -> Vec<(Seq, String)> {
 }
 
 fn texts(turns: &[cairn_runtime::component::Turn]) -> Vec<(bool, String)> {
-    turns.iter().map(|t| (t.user, t.text.clone())).collect()
+    turns.iter().map(|t| (t.user(), t.text.clone())).collect()
 }
 
 /// A session with three echo runs.

@@ -332,3 +332,77 @@ async fn an_import_the_host_does_not_provide_is_refused_before_compiling() {
         "{body}"
     );
 }
+
+/// History under 0.2.1 has system and tool turns (with call ids and an
+/// assistant's tool calls); controllers built before it — 0.2.0 and 0.1.0
+/// — still see user and assistant turns only, as they did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_grows_system_and_tool_turns_and_older_controllers_see_what_they_did() {
+    use cairn_runtime::component::TurnRole;
+    use cairn_runtime::journal::event::ImportedTurn;
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let imported = |rt: cairn_runtime::runtime::Runtime| async move {
+        let (session, worker) = rt
+            .create_session_first(None, rt.default_workspace())
+            .await
+            .unwrap();
+        let turn = |role: &str, text: &str| ImportedTurn {
+            role: role.into(),
+            text: text.into(),
+            tool_calls: None,
+            tool_call_id: None,
+        };
+        let call = serde_json::json!([{"id": "c1", "type": "function",
+            "function": {"name": "lookup", "arguments": "{}"}}]);
+        rt.import_history(
+            &session,
+            vec![
+                turn("system", "be brief"),
+                turn("user", "q"),
+                ImportedTurn {
+                    tool_calls: Some(call.clone()),
+                    ..turn("assistant", "")
+                },
+                ImportedTurn {
+                    tool_call_id: Some("c1".into()),
+                    ..turn("tool", "r")
+                },
+                turn("assistant", "a"),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+        (session, worker, call)
+    };
+    let (session, worker, call) = imported(rt.clone()).await;
+    let rich = rt.history(&session, 16).await.unwrap();
+    let roles: Vec<TurnRole> = rich.iter().map(|t| t.role).collect();
+    use TurnRole::*;
+    assert_eq!(roles, [System, User, Assistant, Tool, Assistant]);
+    assert_eq!(rich[3].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(
+        rich[2].tool_calls.as_deref(),
+        Some(call.to_string().as_str())
+    );
+
+    // 0.2.0: user and assistant only.
+    let mut req = StartRun::new(ComponentRef::Path(fixture("legacy-v2")), "what was said?");
+    req.session = Some(session.clone());
+    req.worker = Some(worker);
+    let (_, facts, events) = run_to_end(&rt, req, None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{events:?}");
+    assert_eq!(texts(&events), ["user=q; assistant=; assistant=a"]);
+    // 0.1.0 likewise (the user and the two assistant turns).
+    let (session, worker, _) = imported(rt.clone()).await;
+    let mut req = StartRun::new(ComponentRef::Path(fixture("legacy-v1")), "and now?");
+    req.session = Some(session);
+    req.worker = Some(worker);
+    let (_, _, events) = run_to_end(&rt, req, Some(serde_json::json!({ "approved": true }))).await;
+    let Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) = &events.last().unwrap().payload
+    else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(text, "approved after 3 turns");
+}

@@ -62,6 +62,10 @@ const RUST_SDK: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk/Cargo.toml"),
     ),
     (
+        "cairn-guest/src/client_tools.rs",
+        include_str!("../../../guest-sdk/src/client_tools.rs"),
+    ),
+    (
         "cairn-guest/src/decisions.rs",
         include_str!("../../../guest-sdk/src/decisions.rs"),
     ),

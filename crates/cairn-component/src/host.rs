@@ -57,17 +57,68 @@ pub enum Answer {
     Park,
 }
 
+/// Who spoke a history turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnRole {
+    /// A run's prompt, or an imported user message.
+    User,
+    /// A run's final answer, or an imported assistant message.
+    Assistant,
+    /// Imported instructions (a system or developer message).
+    System,
+    /// A tool's result (imported, or given to a run).
+    Tool,
+}
+
 /// A history turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
     /// Its seq.
     pub seq: u64,
-    /// Its run.
+    /// Its run (empty when imported).
     pub run_id: String,
-    /// True for the user, false for the assistant.
-    pub user: bool,
+    /// Who spoke.
+    pub role: TurnRole,
     /// The text.
     pub text: String,
+    /// A tool turn's call id.
+    pub tool_call_id: Option<String>,
+    /// An assistant turn's tool calls (OpenAI's `tool_calls` JSON).
+    pub tool_calls: Option<String>,
+}
+
+impl Turn {
+    /// Whether the user said it.
+    pub fn user(&self) -> bool {
+        self.role == TurnRole::User
+    }
+}
+
+/// History as controllers built before 0.2.1 see it: user and assistant
+/// turns only, the tool results a run was given one user turn (its prompt,
+/// the results' texts joined by lines, as it was before results were
+/// turns).
+pub fn legacy(turns: Vec<Turn>) -> Vec<Turn> {
+    let mut out: Vec<Turn> = Vec::with_capacity(turns.len());
+    for t in turns {
+        match t.role {
+            TurnRole::User | TurnRole::Assistant => out.push(t),
+            TurnRole::System => {}
+            TurnRole::Tool if t.run_id.is_empty() => {}
+            TurnRole::Tool => match out.last_mut() {
+                Some(prev) if prev.run_id == t.run_id && prev.role == TurnRole::User => {
+                    prev.text.push('\n');
+                    prev.text.push_str(&t.text);
+                }
+                _ => out.push(Turn {
+                    role: TurnRole::User,
+                    tool_call_id: None,
+                    ..t
+                }),
+            },
+        }
+    }
+    out
 }
 
 /// Why an emit was refused (a value the guest sees).
@@ -247,26 +298,61 @@ impl decisions::Host for HostState {
     }
 }
 
+/// The latest `limit` turns as a controller built before 0.2.1 sees them.
+async fn legacy_turns(state: &mut HostState, limit: u32) -> wasmtime::Result<Vec<Turn>> {
+    let mut turns = legacy(host(state)?.history(u32::MAX).await?);
+    let skip = turns.len().saturating_sub(limit.min(256) as usize);
+    Ok(turns.split_off(skip))
+}
+
 impl history::Host for HostState {
     async fn turns(&mut self, limit: u32) -> wasmtime::Result<Vec<history::Turn>> {
-        let turns = host(self)?.history(limit.min(256)).await?;
-        Ok(turns
+        Ok(legacy_turns(self, limit)
+            .await?
             .into_iter()
             .map(|t| history::Turn {
                 seq: t.seq,
-                run_id: t.run_id,
-                role: if t.user {
+                role: if t.user() {
                     history::Role::User
                 } else {
                     history::Role::Assistant
                 },
+                run_id: t.run_id,
                 text: t.text,
             })
             .collect())
     }
 }
 
-/// The current version (0.2.0): the same host, its types converted; a
+/// 0.2.1's history: every role, call ids and calls.
+mod rich {
+    use super::super::bindings::v21::history as h;
+    use super::*;
+
+    impl h::Host for HostState {
+        async fn turns(&mut self, limit: u32) -> wasmtime::Result<Vec<h::Turn>> {
+            let turns = host(self)?.history(limit.min(256)).await?;
+            Ok(turns
+                .into_iter()
+                .map(|t| h::Turn {
+                    seq: t.seq,
+                    run_id: t.run_id,
+                    role: match t.role {
+                        TurnRole::User => h::Role::User,
+                        TurnRole::Assistant => h::Role::Assistant,
+                        TurnRole::System => h::Role::System,
+                        TurnRole::Tool => h::Role::Tool,
+                    },
+                    text: t.text,
+                    tool_call_id: t.tool_call_id,
+                    tool_calls: t.tool_calls,
+                })
+                .collect())
+        }
+    }
+}
+
+/// 0.2.0: the same host, its types converted; a
 /// refused decision request is a value the controller can handle.
 mod current {
     use super::super::bindings::{journal as j1, v2};

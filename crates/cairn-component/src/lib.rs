@@ -23,7 +23,9 @@ pub mod worktree;
 
 pub use capability::{CallCtx, CallReply, CallSink, Capability, Grants};
 pub use clock::JournalClock;
-pub use host::{Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn};
+pub use host::{
+    Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn, TurnRole, legacy,
+};
 
 use bindings::v2::ControllerPre as ControllerPreV2;
 use bindings::{Controller, ControllerPre};
@@ -40,7 +42,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// How often the epoch ticks: the granularity of CPU slices and of cancel.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The world every controller must implement.
-pub const WORLD: &str = "cairn:controller/controller@0.2.0 (or @0.1.0)";
+pub const WORLD: &str = "cairn:controller/controller@0.2.1 (or @0.2.0, @0.1.0)";
 
 /// What a controller says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -333,6 +335,8 @@ impl Components {
             |s| s,
         )
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        bindings::v21::history::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         model::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         tools::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         http::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;

@@ -80,9 +80,12 @@ impl Controller for Agent {
     fn run(start: Start) -> Result<Outcome, Error> {
         let mut messages = vec![Message::system(SYSTEM)];
         for turn in cairn_guest::turns(16) {
+            // A tool result reads as the user's words: the model saw no
+            // call of its own it answers.
             messages.push(match turn.role {
-                Role::User => Message::user(turn.text),
+                Role::User | Role::Tool => Message::user(turn.text),
                 Role::Assistant => Message::assistant(turn.text),
+                Role::System => Message::system(turn.text),
             });
         }
         messages.push(Message::user(start.prompt));

@@ -1,9 +1,13 @@
 //! Session history, derived from the durable journal: each run's `Started`
-//! prompt is a user turn, its `Finished` text the assistant's; a compaction
-//! summary is an assistant turn. It follows the active lineage.
+//! prompt is a user turn (the tool results it was given, when it answers a
+//! run that ended with tool calls: a tool turn each), its `Finished` text
+//! the assistant's; an imported conversation is its turns as said (system,
+//! user, assistant with its tool calls, tool with its call id); a
+//! compaction summary is an assistant turn. It follows the active lineage.
+//! Controllers built before 0.2.1 see it through [`crate::component::legacy`].
 
 use crate::SessionId;
-use crate::component::Turn;
+use crate::component::{Turn, TurnRole};
 use crate::ids::{RunId, Seq};
 use crate::journal::event::{LifecycleEvent, Payload};
 use crate::store::{JournalItem, Store, StoreError};
@@ -74,8 +78,10 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
             turns.push(Turn {
                 seq: e.seq.0,
                 run_id: String::new(),
-                user: false,
+                role: TurnRole::Assistant,
                 text: text.clone(),
+                tool_call_id: None,
+                tool_calls: None,
             });
             continue;
         }
@@ -83,18 +89,21 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
             turns: imported, ..
         }) = &e.payload
         {
-            // Only what the history interface can say: user and assistant.
             turns.extend(imported.iter().filter_map(|t| {
-                let user = match t.role.as_str() {
-                    "user" => true,
-                    "assistant" => false,
+                let role = match t.role.as_str() {
+                    "user" => TurnRole::User,
+                    "assistant" => TurnRole::Assistant,
+                    "system" | "developer" => TurnRole::System,
+                    "tool" | "function" => TurnRole::Tool,
                     _ => return None,
                 };
                 Some(Turn {
                     seq: e.seq.0,
                     run_id: String::new(),
-                    user,
+                    role,
                     text: t.text.clone(),
+                    tool_call_id: t.tool_call_id.clone(),
+                    tool_calls: t.tool_calls.as_ref().map(|c| c.to_string()),
                 })
             }));
             continue;
@@ -103,22 +112,63 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
         if Some(run) == skip {
             continue;
         }
-        let (user, text) = match &e.payload {
+        let (role, text) = match &e.payload {
             Payload::Lifecycle(LifecycleEvent::Started {
                 prompt,
+                tools,
                 resumes: None,
                 ..
-            }) => (true, prompt.clone()),
-            Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) => (false, text.clone()),
+            }) => {
+                let given = tool_results(tools.as_deref());
+                if !given.is_empty() {
+                    turns.extend(given.into_iter().map(|(id, text)| Turn {
+                        seq: e.seq.0,
+                        run_id: run.to_string(),
+                        role: TurnRole::Tool,
+                        text,
+                        tool_call_id: Some(id),
+                        tool_calls: None,
+                    }));
+                    continue;
+                }
+                (TurnRole::User, prompt.clone())
+            }
+            Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) => {
+                (TurnRole::Assistant, text.clone())
+            }
             _ => continue,
         };
         turns.push(Turn {
             seq: e.seq.0,
             run_id: run.to_string(),
-            user,
+            role,
             text,
+            tool_call_id: None,
+            tool_calls: None,
         });
     }
     let skip = turns.len().saturating_sub(limit);
     turns.split_off(skip)
+}
+
+/// The tool results a run was given (`Start.tools`'s `tool_results`), by
+/// call id.
+fn tool_results(tools: Option<&str>) -> Vec<(String, String)> {
+    let Some(doc) = tools.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok()) else {
+        return Vec::new();
+    };
+    doc["tool_results"]
+        .as_array()
+        .map(|given| {
+            given
+                .iter()
+                .filter_map(|r| {
+                    Some((
+                        r["tool_call_id"].as_str()?.to_string(),
+                        r["content"].as_str().unwrap_or_default().to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -101,8 +101,9 @@ impl Runtime {
         self.no_live_run(session).await?;
         let events = self.events_of(session).await?;
         let mut summary = String::new();
-        for turn in super::history::turns_of(&events, None, usize::MAX) {
-            let who = if turn.user { "user" } else { "assistant" };
+        let turns = super::history::turns_of(&events, None, usize::MAX);
+        for turn in crate::component::legacy(turns) {
+            let who = if turn.user() { "user" } else { "assistant" };
             summary.push_str(&format!("{who}: {}\n", turn.text));
         }
         if summary.len() > MAX_SUMMARY_BYTES {

@@ -4,8 +4,10 @@
 //! offered with `{"query": <prompt>}`: mid-run, waiting for each result,
 //! then answers `answers: <name>=<result>; …` — or, when the prompt starts
 //! with `end `, by ending the run with the calls (the client answers them
-//! with a new run). With no tools offered it answers its prompt.
-use cairn_guest::{Controller, Error, Outcome, Start, client_tools};
+//! with a new run). The prompt `history` answers the session's history as
+//! the controller reads it (`<role>[<call id>]=<text>; …`). With no tools
+//! offered it answers its prompt.
+use cairn_guest::{Controller, Error, Outcome, Role, Start, client_tools};
 
 struct AgentLoop;
 
@@ -16,6 +18,23 @@ fn say(text: String) -> Result<Outcome, Error> {
 
 impl Controller for AgentLoop {
     fn run(start: Start) -> Result<Outcome, Error> {
+        if start.prompt == "history" {
+            let turns: Vec<String> = cairn_guest::turns(32)
+                .into_iter()
+                .map(|t| {
+                    let role = match t.role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                        Role::System => "system",
+                        Role::Tool => "tool",
+                    };
+                    let id = t.tool_call_id.map(|i| format!("[{i}]")).unwrap_or_default();
+                    let calls = t.tool_calls.map(|c| format!("{{{c}}}")).unwrap_or_default();
+                    format!("{role}{id}={}{calls}", t.text)
+                })
+                .collect();
+            return say(format!("history: {}", turns.join("; ")));
+        }
         let given = client_tools::results(&start);
         if !given.is_empty() {
             let parts: Vec<String> = given
