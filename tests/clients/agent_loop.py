@@ -166,6 +166,23 @@ def _():
     assert done.choices[0].message.content.startswith("answers: lookup=lookup(tromso)"), done
 
 
+@check("a new message instead of the results: the waiting run is cancelled, the next one runs")
+def _():
+    raw = client.chat.completions.with_raw_response.create(
+        model=AGENT, messages=[{"role": "user", "content": "narvik"}], tools=TOOLS
+    )
+    assert raw.parse().choices[0].finish_reason == "tool_calls", raw.parse()
+    session = raw.headers["x-cairn-session"]
+    went_on = client.chat.completions.with_raw_response.create(
+        model=AGENT,
+        messages=[{"role": "user", "content": "never mind"}],
+        extra_headers={"x-cairn-session": session},
+    )
+    assert went_on.parse().choices[0].message.content == "never mind", went_on.parse()
+    assert went_on.headers["x-cairn-run"] != raw.headers["x-cairn-run"]
+    out["abandoned_session"] = session
+
+
 @check("end of run: the results start a run that continues it")
 def _():
     messages = [{"role": "user", "content": "end stavanger"}]

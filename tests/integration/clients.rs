@@ -85,7 +85,7 @@ async fn openai_and_langchain_clients_work_unchanged() {
     let ids = client_script("chat_clients.py", &[&base, &digest, &toolcaller]).await;
 
     // History import: the new session starts with the earlier messages,
-    // and the history a controller reads holds their user and assistant turns.
+    // and the history a controller reads holds them (the system prompt too).
     let imported = session(&ids, "import_session");
     let e = entries(&rt, &imported).await;
     let import = of_type(&e, "history_imported");
@@ -98,10 +98,17 @@ async fn openai_and_langchain_clients_work_unchanged() {
         .collect();
     assert_eq!(roles, ["system", "user", "assistant"]);
     let turns = rt.history(&imported, 16).await.unwrap();
-    let said: Vec<(bool, &str)> = turns.iter().map(|t| (t.user(), t.text.as_str())).collect();
+    use cairn_runtime::component::TurnRole::*;
+    let said: Vec<_> = turns.iter().map(|t| (t.role, t.text.as_str())).collect();
     assert_eq!(
         said,
-        [(true, "one"), (false, "one"), (true, "two"), (false, "two")]
+        [
+            (System, "be brief"),
+            (User, "one"),
+            (Assistant, "one"),
+            (User, "two"),
+            (Assistant, "two")
+        ]
     );
 
     // On a named session, messages passed back are not imported again.
@@ -260,6 +267,21 @@ async fn the_openai_clients_tool_loop_goes_on_mid_run_and_at_the_end() {
     let once = entries(&rt, &session(&ids, "once_session")).await;
     assert_eq!(of_type(&once, "started").len(), 1, "{once:?}");
     assert_eq!(of_type(&once, "decision_recorded").len(), 2);
+
+    // The client went on: the waiting run cancelled `client_tool`, naming
+    // the calls it abandoned.
+    let gone = entries(&rt, &session(&ids, "abandoned_session")).await;
+    let cancelled = of_type(&gone, "cancelled");
+    assert_eq!(cancelled.len(), 1, "{gone:?}");
+    assert_eq!(cancelled[0]["reason"], "client_tool");
+    assert!(
+        cancelled[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the client went on without the results of call_"),
+        "{cancelled:?}"
+    );
+    assert_eq!(of_type(&gone, "finished").len(), 1);
 
     // End of run: the second run continues the first, the results in its
     // Start by call id.

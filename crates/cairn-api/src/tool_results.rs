@@ -12,6 +12,7 @@
 use super::AppState;
 use super::auth::{Workspace, is_own};
 use cairn_runtime::ids::{DecisionId, RunId, SessionId};
+use cairn_runtime::journal::event::CancelReason;
 use cairn_runtime::journal::event::{AgentEvent, LifecycleEvent, Payload, RequestKind};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -171,4 +172,24 @@ pub fn mismatch(session: &SessionId, waits: &[Wait], given: &[Given]) -> String 
             sent.join(", ")
         ),
     }
+}
+
+/// The client went on — a new message instead of the results its session's
+/// run waits on: that run is cancelled (`client_tool`), its calls
+/// abandoned, so the new message can start the next run. Returns whether a
+/// run was waiting.
+pub async fn abandon(s: &AppState, ws: &Workspace, session: &SessionId) -> bool {
+    let waits = waits(s, ws, Some(session)).await;
+    let Some(run) = waits.first().map(|w| w.run) else {
+        return false;
+    };
+    let calls: Vec<&str> = waits.iter().map(|w| w.call.as_str()).collect();
+    let message = format!(
+        "the client went on without the results of {}",
+        calls.join(", ")
+    );
+    if s.rt.cancel(run, CancelReason::ClientTool, &message).is_ok() {
+        let _ = s.rt.wait(run).await;
+    }
+    true
 }

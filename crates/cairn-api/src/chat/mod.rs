@@ -98,6 +98,13 @@ pub async fn completions(
             ));
         }
     }
+    // A new message while the session's run waits on the client's tools:
+    // the client went on, the calls are abandoned.
+    if results.is_empty()
+        && let Some(id) = &existing
+    {
+        tool_results::abandon(&s, &ws, id).await;
+    }
     // Results no run waits on answer the calls a run ended with: a new run
     // continues the session's last one, given the results.
     let continues = match (&existing, results.is_empty()) {

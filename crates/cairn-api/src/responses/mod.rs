@@ -117,6 +117,13 @@ pub async fn create(
             ));
         }
     }
+    // A new message while the session's run waits on the client's tools:
+    // the client went on, the calls are abandoned.
+    if input.results.is_empty()
+        && let Some((session, _)) = &previous
+    {
+        tool_results::abandon(&s, &ws, session).await;
+    }
     let rt = &s.rt;
     // A streamed answer is an open event stream: its place first.
     let slot = slot_of(&s, &ws, streamed)?;
