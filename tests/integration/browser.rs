@@ -291,6 +291,8 @@ async fn the_viewer_in_a_real_browser() {
         "agent": agent,
         "parent": super::common::fixture("parent"),
         "echoV2": super::common::fixture("echo-v2"),
+        "agentloop": super::common::fixture("agentloop"),
+        "legacyV2": super::common::fixture("legacy-v2"),
     });
     let script = ws.path().join("tests/browser.mjs");
     let node = bin.join("node");
@@ -324,6 +326,8 @@ async fn the_viewer_in_a_real_browser() {
         "counter-offline",
         "agent",
         "parent",
+        "history-0.2.1",
+        "history-0.2.0",
     ] {
         let text = replays[key].as_str().unwrap_or_default();
         assert!(text.starts_with("matches"), "{key}: {text}");
@@ -334,7 +338,7 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 13, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 14, "{report}");
     let shadow = replays["shadow-loud"].as_str().unwrap_or_default();
     assert!(shadow.contains("first divergence"), "{shadow}");
     let shadow = replays["shadow-calm"].as_str().unwrap_or_default();

@@ -173,19 +173,66 @@ function childStatus(v: any): any {
   };
 }
 
-/** The turns `history.turns` answers: the session's turns before the run. */
-function historyTurns(entries: any[], startedSeq: number, limit: number) {
+/** Whether a component reads 0.2.1's history (system and tool turns,
+ * call ids): its import's name is in its bytes. */
+export function readsRichHistory(component: Uint8Array): boolean {
+  const needle = new TextEncoder().encode('cairn:controller/history@0.2.1');
+  outer: for (let i = 0; i + needle.length <= component.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (component[i + j] !== needle[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+const ROLES: Record<string, string> = {
+  user: 'user', assistant: 'assistant', system: 'system', developer: 'system', tool: 'tool', function: 'tool',
+};
+
+/** The tool results a run was given (`Start.tools`'s `tool_results`). */
+function toolResults(tools: unknown): { id: string; text: string }[] {
+  if (typeof tools !== 'string') return [];
+  try {
+    const given = JSON.parse(tools)?.tool_results;
+    return Array.isArray(given)
+      ? given.filter((r) => typeof r?.tool_call_id === 'string')
+        .map((r) => ({ id: r.tool_call_id, text: typeof r.content === 'string' ? r.content : '' }))
+      : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The turns `history.turns` answers: the session's turns before the run, as
+ * the host derives them — every role for a controller built against 0.2.1
+ * (`rich`), user and assistant only for one built before.
+ */
+function historyTurns(entries: any[], startedSeq: number, limit: number, rich: boolean) {
   const turns: any[] = [];
   for (const e of entries) {
     if (seqOf(e) >= startedSeq) break;
     const x = ev(e);
     const run = e.run_id ?? '';
-    if (x.type === 'started' && !x.resumes) turns.push({ seq: big(e.seq), runId: run, role: 'user', text: x.prompt });
+    if (x.type === 'started' && !x.resumes) {
+      const given = rich ? toolResults(x.tools) : [];
+      if (given.length) {
+        for (const g of given) turns.push({ seq: big(e.seq), runId: run, role: 'tool', text: g.text, toolCallId: g.id });
+      } else {
+        turns.push({ seq: big(e.seq), runId: run, role: 'user', text: x.prompt });
+      }
+    }
     if (x.type === 'finished') turns.push({ seq: big(e.seq), runId: run, role: 'assistant', text: x.text });
     if (x.type === 'history_imported') {
-      for (const t of x.turns ?? []) turns.push({ seq: big(e.seq), runId: run, role: t.role === 'assistant' ? 'assistant' : 'user', text: t.text });
+      for (const t of x.turns ?? []) {
+        const role = ROLES[t.role];
+        if (!role || (!rich && role !== 'user' && role !== 'assistant')) continue;
+        const turn: any = { seq: big(e.seq), runId: '', role, text: t.text };
+        if (rich && typeof t.tool_call_id === 'string') turn.toolCallId = t.tool_call_id;
+        if (rich && t.tool_calls != null) turn.toolCalls = JSON.stringify(t.tool_calls);
+        turns.push(turn);
+      }
     }
-    if (x.type === 'compaction_summary') turns.push({ seq: big(e.seq), runId: run, role: 'assistant', text: x.text });
+    if (x.type === 'compaction_summary') turns.push({ seq: big(e.seq), runId: '', role: 'assistant', text: x.text });
   }
   return turns.slice(-Math.min(limit, 256));
 }
@@ -205,6 +252,7 @@ export async function replayRun(
   if (startedAt < 0) throw new Error(`the journal has no started entry for run ${runId}`);
   const started = entries[startedAt];
   const s = ev(started);
+  const rich = readsRichHistory(component);
   if (s.resumes && !checkpoint) {
     throw new Error(`run ${runId} resumes run ${s.resumes}: its park checkpoint is needed`);
   }
@@ -420,7 +468,7 @@ export async function replayRun(
       wait: (req: any) => decide(requestCanon(req)),
     },
     'cairn:controller/history': {
-      turns: (limit: number) => historyTurns(entries, seqOf(started), limit),
+      turns: (limit: number) => historyTurns(entries, seqOf(started), limit, rich),
     },
     'cairn:controller/workers': {
       spawn: (req: any) => workersCall(

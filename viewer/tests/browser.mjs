@@ -255,6 +255,38 @@ await step('in-browser replay: an agent, its model calls answered from the journ
   await shot('agent-replayed');
 });
 
+await step('in-browser replay: history with system and tool turns, read by 0.2.1 and by 0.2.0', async () => {
+  const call = { id: 'call_9', type: 'function', function: { name: 'lookup', arguments: '{}' } };
+  const messages = [
+    { role: 'system', content: 'be brief' },
+    { role: 'user', content: 'q' },
+    { role: 'assistant', content: null, tool_calls: [call] },
+    { role: 'tool', tool_call_id: 'call_9', content: 'r' },
+    { role: 'assistant', content: 'a' },
+    { role: 'user', content: 'history' },
+  ];
+  for (const [key, file, said] of [
+    ['history-0.2.1', cfg.agentloop, /^history: system=be brief; user=q; assistant=\{.*call_9.*\}; tool\[call_9\]=r; assistant=a$/],
+    ['history-0.2.0', cfg.legacyV2, /^user=q; assistant=; assistant=a$/],
+  ]) {
+    const c = await api('POST', '/v1/components', fs.readFileSync(file), { 'content-type': 'application/wasm' });
+    const r = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: c.digest, messages }),
+    });
+    const body = await r.json();
+    assert.ok(r.ok, JSON.stringify(body));
+    assert.match(body.choices[0].message.content, said);
+    const session = r.headers.get('x-cairn-session');
+    const run = r.headers.get('x-cairn-run');
+    await page.goto(`${base}/ui/#/s/${session}`);
+    await page.locator(`article[data-run="${run}"]`).waitFor({ timeout: TIMEOUT });
+    const replayed = await replayIn(run, key);
+    assert.equal(replayed.state, 'matches', replayed.text);
+  }
+});
+
 await step('a component update on the timeline, and a shadow replay against another component in the page', async () => {
   const v2 = await api('POST', '/v1/components', fs.readFileSync(cfg.echoV2), { 'content-type': 'application/wasm' });
   const calm = await api('POST', '/v1/runs', { component: 'echo', prompt: 'calm words' });
