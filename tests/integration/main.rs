@@ -36,6 +36,7 @@ mod peers;
 mod postgres;
 mod python_sdk;
 mod queue;
+mod queue_crash;
 mod queue_files;
 mod queue_open;
 mod restore;

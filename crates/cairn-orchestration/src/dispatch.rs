@@ -97,7 +97,7 @@ impl Queue {
             .filter(|r| r.state == RowState::Processing)
             .collect();
         for row in rows {
-            self.spawn(row);
+            self.spawn(row, true);
         }
         Ok(())
     }
@@ -147,7 +147,7 @@ impl Queue {
             chosen
         };
         for row in chosen {
-            self.spawn(row);
+            self.spawn(row, false);
         }
         Ok(())
     }
@@ -173,7 +173,9 @@ impl Queue {
             .count())
     }
 
-    fn spawn(self: &Arc<Self>, row: Row) {
+    /// Dispatch and follow a row (`recovering`: a row a crash left
+    /// processing, whose journal is read before anything is dispatched).
+    fn spawn(self: &Arc<Self>, row: Row, recovering: bool) {
         let key = format!("{}/{}", row.workspace, row.card);
         if !self
             .inflight
@@ -185,7 +187,15 @@ impl Queue {
         }
         let q = self.clone();
         tokio::spawn(async move {
-            let ending = match q.dispatch(&row).await {
+            let dispatched = match recovering {
+                true => match q.recovered(&row).await {
+                    Ok(Some(d)) => Ok(d),
+                    Ok(None) => q.dispatch(&row).await,
+                    Err(e) => Err(e),
+                },
+                false => q.dispatch(&row).await,
+            };
+            let ending = match dispatched {
                 Ok(d) => Some((q.follow(&d, &row).await, Some(d))),
                 Err(QueueError::Runtime(cairn_runtime::runtime::RuntimeError::ShuttingDown)) => {
                     None
@@ -243,6 +253,96 @@ impl Queue {
             Ok(()) => self.resume(&mut records, &record, row, resume).await,
             Err(why) => self.replay(&mut records, &record, row, resume, why).await,
         }
+    }
+
+    /// What the worker's journal says a crashed dispatch already did, before
+    /// anything is dispatched again: a run started for this attempt (at or
+    /// after the row went processing: the run the crash left, live or
+    /// ended — an ended run ends the card), or the run that recorded the
+    /// row's answer (the answer was delivered). `None`: nothing was done,
+    /// dispatch as usual.
+    async fn recovered(&self, row: &Row) -> Result<Option<Dispatched>, QueueError> {
+        let _guard = self.lock.lock().await;
+        let mut records = self.store.records()?;
+        let Some(record) = records.sessions.get(&row.worker_key).cloned() else {
+            return Ok(None);
+        };
+        let session = record.session_id.clone();
+        let Ok(runs) = self.rt.session_runs(&session).await else {
+            return Ok(None);
+        };
+        let Some(newest) = runs.last() else {
+            return Ok(None);
+        };
+        let live = self.rt.live_runs().iter().any(|(_, r)| *r == newest.run_id);
+        let since = newest
+            .facts
+            .as_ref()
+            .is_some_and(|f| f.started_at_ms >= row.updated_ms);
+        // The answer reached the run that asked, or a run started for it.
+        let (asked, newest_answered) = match &row.resume {
+            Some(Resume::Decide { decision_id, .. }) => {
+                self.journal_records(&session, decision_id, newest.run_id)
+                    .await
+            }
+            _ => (false, false),
+        };
+        let answered = asked || newest_answered;
+        let deciding = matches!(row.resume, Some(Resume::Decide { .. }));
+        // An answer not yet delivered, and no run started for it: delivered
+        // as a dispatch does it (to the run that asked, or the next).
+        if deciding && !answered && !since {
+            return Ok(None);
+        }
+        if !(live || since || answered) {
+            return Ok(None);
+        }
+        if record.last_run != Some(newest.run_id) {
+            self.record_run(&mut records, &row.worker_key, newest.run_id)?;
+        }
+        let prompt = match &row.resume {
+            Some(Resume::Decide { value, .. }) => format!("Answer: {value}"),
+            Some(Resume::Prompt { prompt }) => prompt.clone(),
+            None => row.prompt.clone(),
+        };
+        // A run started for the answer that has not been given it yet
+        // gets it when it asks.
+        let answer = match &row.resume {
+            Some(Resume::Decide { value, .. }) if !answered => Some(value.clone()),
+            _ => None,
+        };
+        Ok(Some(Dispatched {
+            session,
+            run: newest.run_id,
+            prompt,
+            answer,
+        }))
+    }
+
+    /// Whether the session's journal records an answer to `decision`, and
+    /// whether it records any answer in `run`.
+    async fn journal_records(
+        &self,
+        session: &SessionId,
+        decision: &DecisionId,
+        run: RunId,
+    ) -> (bool, bool) {
+        let (mut asked, mut in_run) = (false, false);
+        let _ = self
+            .rt
+            .scan(session, Seq(0), |item| {
+                if let Some(e) = item.event()
+                    && let Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
+                        decision_id, ..
+                    }) = &e.payload
+                {
+                    asked |= decision_id == decision;
+                    in_run |= e.run_id == Some(run);
+                }
+                true
+            })
+            .await;
+        (asked, in_run)
     }
 
     /// Why the stored worker cannot be resumed, if it cannot.
@@ -733,6 +833,7 @@ impl Queue {
         }
         cairn_runtime::fsutil::crash_point("queue-ledgered");
         self.store.put_records(&records)?;
+        cairn_runtime::fsutil::crash_point("queue-recorded");
         self.store.put_cards(&cards)?;
         Ok(())
     }
