@@ -37,14 +37,14 @@ enum Ending {
 }
 
 /// A dispatch under way: its run and the prompt it was given.
-struct Dispatched {
-    session: SessionId,
-    run: RunId,
-    prompt: String,
+pub(crate) struct Dispatched {
+    pub(crate) session: SessionId,
+    pub(crate) run: RunId,
+    pub(crate) prompt: String,
     /// An answer for the run's first decision request: the card's answer
     /// when the run that asked is gone (parked, or stopped by a shutdown)
     /// and this one asks again.
-    answer: Option<serde_json::Value>,
+    pub(crate) answer: Option<serde_json::Value>,
 }
 
 fn component_of(name: &str) -> Result<ComponentRef, String> {
@@ -255,96 +255,6 @@ impl Queue {
         }
     }
 
-    /// What the worker's journal says a crashed dispatch already did, before
-    /// anything is dispatched again: a run started for this attempt (at or
-    /// after the row went processing: the run the crash left, live or
-    /// ended — an ended run ends the card), or the run that recorded the
-    /// row's answer (the answer was delivered). `None`: nothing was done,
-    /// dispatch as usual.
-    async fn recovered(&self, row: &Row) -> Result<Option<Dispatched>, QueueError> {
-        let _guard = self.lock.lock().await;
-        let mut records = self.store.records()?;
-        let Some(record) = records.sessions.get(&row.worker_key).cloned() else {
-            return Ok(None);
-        };
-        let session = record.session_id.clone();
-        let Ok(runs) = self.rt.session_runs(&session).await else {
-            return Ok(None);
-        };
-        let Some(newest) = runs.last() else {
-            return Ok(None);
-        };
-        let live = self.rt.live_runs().iter().any(|(_, r)| *r == newest.run_id);
-        let since = newest
-            .facts
-            .as_ref()
-            .is_some_and(|f| f.started_at_ms >= row.updated_ms);
-        // The answer reached the run that asked, or a run started for it.
-        let (asked, newest_answered) = match &row.resume {
-            Some(Resume::Decide { decision_id, .. }) => {
-                self.journal_records(&session, decision_id, newest.run_id)
-                    .await
-            }
-            _ => (false, false),
-        };
-        let answered = asked || newest_answered;
-        let deciding = matches!(row.resume, Some(Resume::Decide { .. }));
-        // An answer not yet delivered, and no run started for it: delivered
-        // as a dispatch does it (to the run that asked, or the next).
-        if deciding && !answered && !since {
-            return Ok(None);
-        }
-        if !(live || since || answered) {
-            return Ok(None);
-        }
-        if record.last_run != Some(newest.run_id) {
-            self.record_run(&mut records, &row.worker_key, newest.run_id)?;
-        }
-        let prompt = match &row.resume {
-            Some(Resume::Decide { value, .. }) => format!("Answer: {value}"),
-            Some(Resume::Prompt { prompt }) => prompt.clone(),
-            None => row.prompt.clone(),
-        };
-        // A run started for the answer that has not been given it yet
-        // gets it when it asks.
-        let answer = match &row.resume {
-            Some(Resume::Decide { value, .. }) if !answered => Some(value.clone()),
-            _ => None,
-        };
-        Ok(Some(Dispatched {
-            session,
-            run: newest.run_id,
-            prompt,
-            answer,
-        }))
-    }
-
-    /// Whether the session's journal records an answer to `decision`, and
-    /// whether it records any answer in `run`.
-    async fn journal_records(
-        &self,
-        session: &SessionId,
-        decision: &DecisionId,
-        run: RunId,
-    ) -> (bool, bool) {
-        let (mut asked, mut in_run) = (false, false);
-        let _ = self
-            .rt
-            .scan(session, Seq(0), |item| {
-                if let Some(e) = item.event()
-                    && let Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
-                        decision_id, ..
-                    }) = &e.payload
-                {
-                    asked |= decision_id == decision;
-                    in_run |= e.run_id == Some(run);
-                }
-                true
-            })
-            .await;
-        (asked, in_run)
-    }
-
     /// Why the stored worker cannot be resumed, if it cannot.
     async fn resumable(&self, record: &Record, row: &Row) -> Result<(), String> {
         match self.rt.session_worker(&record.session_id) {
@@ -446,7 +356,12 @@ impl Queue {
         })
     }
 
-    fn record_run(&self, records: &mut Records, key: &str, run: RunId) -> Result<(), QueueError> {
+    pub(crate) fn record_run(
+        &self,
+        records: &mut Records,
+        key: &str,
+        run: RunId,
+    ) -> Result<(), QueueError> {
         if let Some(r) = records.sessions.get_mut(key) {
             r.last_run = Some(run);
             r.pending_decision = None;

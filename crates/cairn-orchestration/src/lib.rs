@@ -17,6 +17,7 @@ mod dispatch;
 pub mod doctor;
 mod fairness;
 pub mod model;
+mod recover;
 
 pub use model::{FileQueue, QueueStore, Record, RecordStatus, Resume, Row, RowState};
 
