@@ -148,3 +148,44 @@ async fn a_crash_at_each_queue_write_runs_no_card_twice_and_loses_no_answer() {
         drop(served);
     }
 }
+
+/// A kill between making a card's worker and recording it: the doctor names
+/// the orphan, and the next start adopts it — one worker for the key,
+/// never two (before: recovery made a second worker for the same key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_made_before_its_record_is_adopted_not_made_again() {
+    let http = reqwest::Client::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let at = "queue-worker-made";
+    let mut served = super::common::serve_with(&home, &[("CAIRN_CRASH_AT", at)]).unwrap();
+    add(&http, &served.url, "lone", "echo").await;
+    aborted(&mut served, at).await;
+    drop(served);
+    let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "orphan_worker" && p["subject"] == "worker:lone:r1"),
+        "{report}"
+    );
+    let served = super::common::serve(&home);
+    until_state(&http, &served.url, "lone", "done").await;
+    let sessions: Value = http
+        .get(format!("{}/v1/sessions", served.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    drop(served);
+    let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+}

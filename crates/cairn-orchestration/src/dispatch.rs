@@ -237,6 +237,7 @@ impl Queue {
         let key = row.worker_key.clone();
         let Some(record) = records.sessions.get(&key).cloned() else {
             let record = self.fresh_worker(row, false, Vec::new(), None).await?;
+            cairn_runtime::fsutil::crash_point("queue-worker-made");
             records.sessions.insert(key.clone(), record.clone());
             self.store.put_records(&records)?;
             return self
@@ -295,23 +296,9 @@ impl Queue {
         let identity = uuid::Uuid::new_v4().to_string();
         self.rt
             .set_worktree_identity(worker_id, &row.worker_key, &identity)?;
-        Ok(Record {
-            key: row.worker_key.clone(),
-            card: row.card.clone(),
-            round: row.round,
-            workspace: row.workspace.clone(),
-            worker_id,
-            session_id: session,
-            worktree: identity,
-            status: RecordStatus::Active,
-            resumed_by_replay: replayed,
-            last_run: None,
-            pending_decision: None,
-            ended_run: None,
-            transcript,
-            reason,
-            created_ms: cairn_runtime::fsutil::now_ms(),
-        })
+        Ok(record_of(
+            row, worker_id, session, identity, replayed, transcript, reason,
+        ))
     }
 
     /// Start a run on the key's worker and record it.
@@ -786,5 +773,34 @@ fn queue_liveness(can_park: bool) -> Liveness {
             false => LivenessPolicy::Continue,
         },
         grace_ms: 0,
+    }
+}
+
+/// The record of a worker made (or found) for `row`'s key.
+pub(crate) fn record_of(
+    row: &Row,
+    worker_id: cairn_runtime::ids::WorkerId,
+    session: SessionId,
+    identity: String,
+    replayed: bool,
+    transcript: Vec<super::model::TranscriptTurn>,
+    reason: Option<String>,
+) -> Record {
+    Record {
+        key: row.worker_key.clone(),
+        card: row.card.clone(),
+        round: row.round,
+        workspace: row.workspace.clone(),
+        worker_id,
+        session_id: session,
+        worktree: identity,
+        status: RecordStatus::Active,
+        resumed_by_replay: replayed,
+        last_run: None,
+        pending_decision: None,
+        ended_run: None,
+        transcript,
+        reason,
+        created_ms: cairn_runtime::fsutil::now_ms(),
     }
 }

@@ -9,7 +9,7 @@
 //! exit 1) and `notes` (worth knowing, nothing to do). Problem kinds:
 //! `blocked_record`, `stale_worker`, `missing_worktree`, `corrupt_session`,
 //! `interrupted_run`, `missing_component`, `queue_unreadable`,
-//! `unrecorded_child`. Note kinds:
+//! `unrecorded_child`, `orphan_worker`. Note kinds:
 //! `stale_lock`.
 
 use super::model::{RecordStatus, RowState};
@@ -254,6 +254,26 @@ fn queue_report(
             }
             RecordStatus::Retired => {}
         }
+    }
+    // A worker made for a key no record names: a dispatch cut short
+    // between making the worker and recording it.
+    for (worker, session, key, _) in rt.worktree_marks() {
+        if records.sessions.contains_key(&key) {
+            continue;
+        }
+        let Some(row) = cards.rows.iter().find(|r| r.worker_key == key) else {
+            continue;
+        };
+        if !ours(&row.workspace) {
+            continue;
+        }
+        problems.push(Finding {
+            kind: "orphan_worker".into(),
+            subject: key.clone(),
+            detail: format!(
+                "worker {worker} (session {session}) was made for {key} but no record names it (a dispatch cut short): the next start adopts it"
+            ),
+        });
     }
     json!({ "rows": rows, "records": by_status, "resumed_by_replay": replayed })
 }

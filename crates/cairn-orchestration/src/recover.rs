@@ -2,7 +2,8 @@
 //! `processing` is dispatched again, the worker's journal says what the
 //! crashed attempt already did — the run it started (live, or ended: the
 //! ending is followed again and written once), the answer it delivered —
-//! so no card runs twice and no acknowledged answer is asked again.
+//! so no card runs twice and no acknowledged answer is asked again; a
+//! worker made for the key before its record was written is adopted.
 
 use super::dispatch::Dispatched;
 use super::model::{Resume, Row};
@@ -21,6 +22,26 @@ impl Queue {
         let _guard = self.lock.lock().await;
         let mut records = self.store.records()?;
         let Some(record) = records.sessions.get(&row.worker_key).cloned() else {
+            // A worker made for the key before its record was written (a
+            // crash between them) is adopted, never made twice.
+            if let Some((worker, session, _, identity)) = self
+                .rt
+                .worktree_marks()
+                .into_iter()
+                .rfind(|(_, _, key, _)| *key == row.worker_key)
+            {
+                let record = super::dispatch::record_of(
+                    row,
+                    worker,
+                    session,
+                    identity,
+                    false,
+                    Vec::new(),
+                    None,
+                );
+                records.sessions.insert(row.worker_key.clone(), record);
+                self.store.put_records(&records)?;
+            }
             return Ok(None);
         };
         let session = record.session_id.clone();

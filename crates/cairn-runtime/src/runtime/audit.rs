@@ -79,6 +79,22 @@ impl Runtime {
         Ok(self.inner.home.open_worker(worker)?.worktree_identity())
     }
 
+    /// Every worker whose worktree is marked as some key's (the work
+    /// queue's `worker:<card>:r<round>`), oldest first: the worker, its
+    /// session, the key and the worktree identity.
+    pub fn worktree_marks(&self) -> Vec<(WorkerId, SessionId, String, String)> {
+        let mut out = Vec::new();
+        for id in self.inner.workers.list_workers().unwrap_or_default() {
+            let Some(session) = self.inner.workers.worker_entry(id).session_id else {
+                continue;
+            };
+            if let Ok(Some((key, identity))) = self.worktree_identity(id) {
+                out.push((id, session, key, identity));
+            }
+        }
+        out
+    }
+
     /// Mark a worker's worktree as `key`'s, with a fresh `identity`.
     pub fn set_worktree_identity(
         &self,
