@@ -96,6 +96,13 @@ async fn doctor_names_each_planted_problem_and_exits_1() {
         .unwrap()
         .to_string();
     std::fs::remove_file(home.join("workers").join(&tidy).join("worktree.json")).unwrap();
+    // The ledger says the card ended done twice, by two runs (work done
+    // twice, as a crash in the queue's end once caused).
+    let ledger = home.join("queue/ledger.jsonl");
+    let first = std::fs::read_to_string(&ledger).unwrap();
+    let mut again: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    again["run_id"] = json!("01a23d00-0000-7000-8000-000000000001");
+    std::fs::write(&ledger, format!("{first}{again}\n")).unwrap();
     // A run interrupted by kill -9 (its server's lock record left behind).
     let served = super::common::serve(&home);
     let http = reqwest::Client::new();
@@ -126,6 +133,7 @@ async fn doctor_names_each_planted_problem_and_exits_1() {
     assert!(has("corrupt_session", &damaged), "{report}");
     assert!(has("missing_worktree", "worker:tidy:r1"), "{report}");
     assert!(has("interrupted_run", &run), "{report}");
+    assert!(has("double_run", "worker:tidy:r1"), "{report}");
     assert!(
         !has("corrupt_session", &counted),
         "only the damaged session is corrupt: {report}"

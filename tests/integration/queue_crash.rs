@@ -97,6 +97,19 @@ async fn a_crash_at_each_queue_write_runs_no_card_twice_and_loses_no_answer() {
         add(&http, &served.url, "once", "echo").await;
         aborted(&mut served, at).await;
         drop(served);
+        // Offline, the doctor compares the records with the journal.
+        if at == "queue-recorded" {
+            let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+            let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(
+                report["problems"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["kind"] == "ending_unwritten" && p["subject"] == "worker:once:r1"),
+                "{report}"
+            );
+        }
         let served = super::common::serve(&home);
         until_state(&http, &served.url, "once", "done").await;
         let rows: Vec<Value> = ledger(&home)
@@ -107,6 +120,9 @@ async fn a_crash_at_each_queue_write_runs_no_card_twice_and_loses_no_answer() {
         let session = rows[0]["session_id"].as_str().unwrap();
         assert_eq!(started_runs(&home, session), 1, "{at}: the card ran twice");
         drop(served);
+        let out = super::common::cairn_in(&home, &["doctor", "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["ok"], true, "{at}: {report}");
     }
 
     // An acknowledged answer, killed after its ending's ledger row: the

@@ -9,7 +9,8 @@
 //! exit 1) and `notes` (worth knowing, nothing to do). Problem kinds:
 //! `blocked_record`, `stale_worker`, `missing_worktree`, `corrupt_session`,
 //! `interrupted_run`, `missing_component`, `queue_unreadable`,
-//! `unrecorded_child`, `orphan_worker`. Note kinds:
+//! `unrecorded_child`, `orphan_worker`, `ending_unwritten`, `double_run`.
+//! Note kinds:
 //! `stale_lock`.
 
 use super::model::{RecordStatus, RowState};
@@ -139,7 +140,7 @@ pub async fn examine_in(rt: &Runtime, served: bool, scope: Option<&str>) -> Repo
         }
     }
     workers.insert("total".into(), total);
-    let queue = queue_report(rt, scope, &mut problems);
+    let queue = queue_report(rt, scope, served, &mut problems).await;
     if !served
         && scope.is_none()
         && let Some(holder) = rt.stale_lock()
@@ -182,9 +183,10 @@ fn interrupted<'a>(
     open
 }
 
-fn queue_report(
+async fn queue_report(
     rt: &Runtime,
     scope: Option<&str>,
+    served: bool,
     problems: &mut Vec<crate::doctor::Finding>,
 ) -> Value {
     let store = match FileQueue::open(rt.state_root(), false) {
@@ -254,6 +256,59 @@ fn queue_report(
             }
             RecordStatus::Retired => {}
         }
+    }
+    // The records against the journals: a row left processing whose run
+    // ended (its ending not written: the next start writes it), and a key
+    // the ledger says ended done by two runs (a card run twice).
+    if !served {
+        for row in cards.rows.iter().filter(|r| ours(&r.workspace)) {
+            if row.state != RowState::Processing {
+                continue;
+            }
+            let Some(record) = records.sessions.get(&row.worker_key) else {
+                continue;
+            };
+            let ended = rt
+                .session_runs(&record.session_id)
+                .await
+                .ok()
+                .and_then(|mut runs| runs.pop())
+                .and_then(|r| r.facts)
+                .filter(|f| f.started_at_ms >= row.updated_ms);
+            if let Some(f) = ended {
+                problems.push(Finding {
+                    kind: "ending_unwritten".into(),
+                    subject: row.worker_key.clone(),
+                    detail: format!(
+                        "card {} is processing but its run {} ended (a crash while its ending was written): the next start writes the ending from the journal",
+                        row.card, f.run_id
+                    ),
+                });
+            }
+        }
+    }
+    let mut done_by: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for l in store.ledger().unwrap_or_default() {
+        if l["outcome"] == "done"
+            && let (Some(key), Some(run)) = (l["key"].as_str(), l["run_id"].as_str())
+            && l["workspace"].as_str().is_none_or(ours)
+        {
+            done_by
+                .entry(key.to_string())
+                .or_default()
+                .insert(run.to_string());
+        }
+    }
+    for (key, runs) in done_by.into_iter().filter(|(_, r)| r.len() > 1) {
+        problems.push(Finding {
+            kind: "double_run".into(),
+            subject: key.clone(),
+            detail: format!(
+                "the ledger says {key} ended done {} times, by runs {}: its work was done more than once",
+                runs.len(),
+                runs.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        });
     }
     // A worker made for a key no record names: a dispatch cut short
     // between making the worker and recording it.
