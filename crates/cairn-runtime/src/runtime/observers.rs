@@ -535,10 +535,14 @@ impl Runtime {
             return;
         };
         let name = format!("{}.trace.jsonl", meta.active_segment);
-        let line = serde_json::json!({ "at_ms": crate::fsutil::now_ms(), "payload": payload });
+        // One line, one write: formatting a JSON value straight into an
+        // unbuffered file writes it a few bytes at a time.
+        let mut line =
+            serde_json::json!({ "at_ms": crate::fsutil::now_ms(), "payload": payload }).to_string();
+        line.push('\n');
         if let Ok(mut f) = crate::fsutil::open_append(&segments, &name) {
             use std::io::Write;
-            let _ = writeln!(f, "{line}");
+            let _ = f.write_all(line.as_bytes());
         }
     }
 }
