@@ -15,6 +15,7 @@ mod common;
 mod corruption;
 mod delegation;
 mod delegation_compat;
+mod delegation_restore;
 mod deletes;
 mod doctor;
 mod fuzz;

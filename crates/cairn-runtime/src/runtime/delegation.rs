@@ -235,6 +235,20 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     crate::fsutil::crash_point("spawn-child-made");
     let child = home.open_worker(child_worker).map_err(|e| e.to_string())?;
     let mut child_record = child.record().map_err(|e| e.to_string())?;
+    // A spawn the parent's replay asks again, in a newer generation, finds
+    // a child linked to the old one whose run never held the loan: its
+    // loan is the new generation's scope.
+    if let Some(p) = child_record.parent.as_mut()
+        && p.worker_id == place.worker_id
+        && p.generation != place.generation
+        && p.loan_run.is_none()
+        && !p.loan_reclaimed
+    {
+        p.generation = place.generation;
+        child
+            .write_record(&child_record)
+            .map_err(|e| e.to_string())?;
+    }
     if child_record.parent.is_none() {
         child_record.parent = Some(ParentRef {
             worker_id: place.worker_id,
@@ -710,4 +724,76 @@ impl Runtime {
             }
         });
     }
+}
+
+/// A parent restored into generation `to` from a run of generation `from`:
+/// the scopes it loaned its live children move into `to` (what they wrote
+/// with them; an open `/loan` follows the rename), and the children's
+/// records name `to`, so a child's later run or restore gets its loan
+/// there — where the parent's replay reads it.
+pub(crate) fn loans_follow(
+    rt: &Runtime,
+    parent: WorkerId,
+    from: crate::ids::Generation,
+    to: &crate::worker::GenerationDir,
+) {
+    let home = rt.workers();
+    let Ok(worker) = home.open_worker(parent) else {
+        return;
+    };
+    let Ok(meta) = worker.metadata() else { return };
+    let loans: Vec<_> = meta
+        .children
+        .iter()
+        .filter(|c| c.generation == from && !c.loan_reclaimed && c.status == ChildStatus::Running)
+        .filter_map(|c| Some((c.worker_id, c.scope.clone()?)))
+        .collect();
+    if loans.is_empty() {
+        return;
+    }
+    let old = worker
+        .path()
+        .join("runs")
+        .join(from.0.to_string())
+        .join("artifacts");
+    let (Ok(old), Ok(new)) = (
+        cap_std::fs::Dir::open_ambient_dir(&old, cap_std::ambient_authority()),
+        cap_std::fs::Dir::open_ambient_dir(&to.artifacts_path, cap_std::ambient_authority()),
+    ) else {
+        return;
+    };
+    let mut moved = Vec::new();
+    for (child_id, scope) in loans {
+        let Ok(child) = home.open_worker(child_id) else {
+            continue;
+        };
+        let Ok(mut record) = child.record() else {
+            continue;
+        };
+        let Some(p) = record
+            .parent
+            .as_mut()
+            .filter(|p| p.worker_id == parent && p.generation == from && !p.loan_reclaimed)
+        else {
+            continue;
+        };
+        if let Err(e) = super::loan::move_scope(&old, &new, &scope) {
+            tracing::warn!(worker = %parent, child = %child_id, "a loan stays in generation {from}: {e}");
+            continue;
+        }
+        p.generation = to.generation;
+        if child.write_record(&record).is_ok() {
+            moved.push(child_id);
+        }
+    }
+    let _ = update_meta(rt, parent, |meta| {
+        for c in meta
+            .children
+            .iter_mut()
+            .filter(|c| moved.contains(&c.worker_id))
+        {
+            c.generation = to.generation;
+        }
+        Ok(!moved.is_empty())
+    });
 }

@@ -64,6 +64,52 @@ pub(crate) fn make_scope(artifacts: &Path, scope: &str) -> Result<Dir, String> {
     open_scope(&dir, scope)
 }
 
+/// Move the loaned `scope` of `from` (a generation's `artifacts/`) to the
+/// same place in `to` (a newer generation's), replacing what `to` holds
+/// there: a rename, so a child that has the scope open as its `/loan`
+/// keeps writing into it where it now is. Each name on the way is opened
+/// as [`open_scope`] does (no link followed), and the scope itself must be
+/// a directory.
+pub(crate) fn move_scope(from: &Dir, to: &Dir, scope: &str) -> Result<(), String> {
+    let scope = super::delegation::check_scope(scope)?;
+    let (above, name) = match scope.rsplit_once('/') {
+        Some((above, name)) => (Some(above), name),
+        None => (None, scope.as_str()),
+    };
+    let src = match above {
+        Some(a) => open_scope(from, a)?,
+        None => from
+            .try_clone()
+            .map_err(|e| format!("cannot open artifacts/: {}", e.kind()))?,
+    };
+    // The scope itself: a directory, not a link to one.
+    let kind = rustix::fs::statat(&src, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| format!("scope {scope:?}: {}", std::io::Error::from(e)))?;
+    if rustix::fs::FileType::from_raw_mode(kind.st_mode) != rustix::fs::FileType::Directory {
+        return Err(format!("scope {scope:?} is not a directory of artifacts/"));
+    }
+    let dst = match above {
+        Some(a) => {
+            match to.create_dir_all(a) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(format!("cannot make artifacts/{a}: {}", e.kind()));
+                }
+                _ => {}
+            }
+            open_scope(to, a)?
+        }
+        None => to
+            .try_clone()
+            .map_err(|e| format!("cannot open artifacts/: {}", e.kind()))?,
+    };
+    if rustix::fs::statat(&dst, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+        crate::fsutil::remove_tree(&dst, name)
+            .map_err(|e| format!("cannot clear artifacts/{scope} for the loan: {}", e.kind()))?;
+    }
+    rustix::fs::renameat(&src, name, &dst, name)
+        .map_err(|e| format!("cannot move scope {scope:?}: {}", std::io::Error::from(e)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,15 @@ impl Supervisor for Runtime {
         super::delegation::loan_for(self, worker, run)
     }
 
+    fn loans_follow(
+        &self,
+        parent: WorkerId,
+        from: crate::ids::Generation,
+        to: &crate::worker::GenerationDir,
+    ) {
+        super::delegation::loans_follow(self, parent, from, to);
+    }
+
     async fn workers_call(&self, ctx: &RunCtx, call: &serde_json::Value) -> serde_json::Value {
         super::delegation::call(self, ctx, call).await
     }

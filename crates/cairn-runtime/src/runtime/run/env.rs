@@ -50,6 +50,10 @@ pub(crate) trait Supervisor: Send + Sync + 'static {
     /// The `/loan` this run of a child gets, if it holds the loan.
     fn loan(&self, worker: WorkerId, run: RunId) -> Option<cap_std::fs::Dir>;
 
+    /// A parent restored into `to` from a run of generation `from`: the
+    /// scopes it loaned follow it (see `delegation::loans_follow`).
+    fn loans_follow(&self, parent: WorkerId, from: Generation, to: &GenerationDir);
+
     /// Answer one live `workers` call of `ctx`'s run.
     async fn workers_call(&self, ctx: &RunCtx, call: &serde_json::Value) -> serde_json::Value;
 

@@ -148,6 +148,14 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         .await
         .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        // A parent restored by replay: the scopes it loaned follow it here.
+        if let Some(replay) = &plan.replay
+            && let Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) =
+                &replay.started.payload
+        {
+            env.supervisor
+                .loans_follow(plan.worker_id, *generation, &gen_dir);
+        }
         guards = env
             .supervisor
             .generation_live(ctx.run_id, &ctx.session, &gen_dir);
