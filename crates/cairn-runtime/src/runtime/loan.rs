@@ -126,6 +126,38 @@ mod tests {
     }
 
     #[test]
+    fn a_moved_scope_keeps_its_open_handle_and_follows_no_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (old, new) = (tmp.path().join("g1"), tmp.path().join("g2"));
+        std::fs::create_dir_all(old.join("work/part")).unwrap();
+        std::fs::create_dir_all(new.join("work/part")).unwrap();
+        std::fs::write(new.join("work/part/stale.txt"), "from before").unwrap();
+        let from = Dir::open_ambient_dir(&old, cap_std::ambient_authority()).unwrap();
+        let to = Dir::open_ambient_dir(&new, cap_std::ambient_authority()).unwrap();
+        // A child holds the scope open; it moves; writes follow it.
+        let held = open_scope(&from, "work/part").unwrap();
+        move_scope(&from, &to, "work/part").unwrap();
+        held.write("out.txt", "written after the move").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(new.join("work/part/out.txt")).unwrap(),
+            "written after the move"
+        );
+        assert!(!new.join("work/part/stale.txt").exists());
+        assert!(!old.join("work/part").exists());
+        // A scope that is a link, or one reached through a link, is not
+        // moved (nor is what the link names).
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(outside.join("x")).unwrap();
+        std::os::unix::fs::symlink(&outside, old.join("linked")).unwrap();
+        std::os::unix::fs::symlink(outside.join("x"), old.join("scope-link")).unwrap();
+        for scope in ["linked/x", "scope-link"] {
+            let err = move_scope(&from, &to, scope).unwrap_err();
+            assert!(!err.contains(tmp.path().to_str().unwrap()), "{err}");
+        }
+        assert!(outside.join("x").is_dir(), "the link's target stayed");
+    }
+
+    #[test]
     fn a_link_anywhere_on_the_way_is_refused_and_named_relatively() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("artifacts");
