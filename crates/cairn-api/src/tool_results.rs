@@ -131,6 +131,7 @@ pub struct Matched {
 pub fn matching(waits: &[Wait], given: &[Given]) -> Option<Matched> {
     let answered = |w: &&Wait| given.iter().any(|g| g.tool_call_id == w.call);
     let mut runs: Vec<RunId> = waits.iter().filter(answered).map(|w| w.run).collect();
+    runs.sort();
     runs.dedup();
     let [run] = runs[..] else { return None };
     let mine: Vec<&Wait> = waits.iter().filter(|w| w.run == run).collect();
@@ -192,4 +193,53 @@ pub async fn abandon(s: &AppState, ws: &Workspace, session: &SessionId) -> bool 
         let _ = s.rt.wait(run).await;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(run: RunId, session: &SessionId, call: &str, seq: u64) -> Wait {
+        Wait {
+            decision: DecisionId::derive(session, cairn_runtime::ids::Seq(seq)),
+            session: session.clone(),
+            run,
+            call: call.into(),
+        }
+    }
+
+    fn given(id: &str, content: &str) -> Given {
+        Given {
+            tool_call_id: id.into(),
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn a_wait_names_its_call_or_takes_the_oldest_unwaited_one() {
+        let mut unlinked = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(
+            call_of(&json!({"tool_call_id": "b"}), &mut unlinked).as_deref(),
+            Some("b")
+        );
+        assert_eq!(unlinked, ["a"]);
+        assert_eq!(call_of(&json!({}), &mut unlinked).as_deref(), Some("a"));
+        assert_eq!(call_of(&json!({}), &mut unlinked), None);
+    }
+
+    #[test]
+    fn results_answer_the_one_run_that_waits_on_them_and_hold_the_rest() {
+        let s = SessionId::parse("s-one").unwrap();
+        let (r1, r2) = (RunId::new(), RunId::new());
+        let waits = [wait(r1, &s, "c1", 1), wait(r2, &s, "c9", 2)];
+        let m = matching(&waits, &[given("c1", "x"), given("c2", "y")]).unwrap();
+        assert_eq!(m.run, r1);
+        assert_eq!(m.answers.len(), 1);
+        assert_eq!(m.answers[0].1, "x");
+        assert_eq!(m.held.get("c2").map(String::as_str), Some("y"));
+        // Results spread over two runs, or for no run, match nothing.
+        assert!(matching(&waits, &[given("c1", "x"), given("c9", "z")]).is_none());
+        assert!(matching(&waits, &[given("nobody", "x")]).is_none());
+        assert!(mismatch(&s, &waits, &[given("nobody", "x")]).contains("c1, c9"));
+    }
 }

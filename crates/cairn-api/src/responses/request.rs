@@ -154,6 +154,14 @@ fn turn_of(item: &Value) -> Result<Option<ImportedTurn>, ApiError> {
                 tool_call_id: None,
             }
         }
+        "function_call" | "function_call_output" if !item["call_id"].is_string() => {
+            return Err(ApiError::invalid(format!(
+                "a {kind} item needs its call_id (the function call it is, or answers)"
+            )));
+        }
+        "function_call" if !item["name"].is_string() => {
+            return Err(ApiError::invalid("a function_call item needs its name"));
+        }
         "function_call" => ImportedTurn {
             role: "assistant".into(),
             text: String::new(),
@@ -298,5 +306,89 @@ impl ResponsesRequest {
             .as_ref()
             .map(text_of)
             .filter(|t| !t.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(input: Value) -> ResponsesRequest {
+        serde_json::from_value(json!({ "model": "echo", "input": input })).unwrap()
+    }
+
+    #[test]
+    fn text_is_the_prompt_and_items_split_into_history_and_the_run() {
+        let i = req(json!("hello")).input().unwrap();
+        assert_eq!((i.prompt.as_str(), i.earlier.len()), ("hello", 0));
+        let i = req(json!([
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "input_text", "text": "one"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "1"}]},
+            {"role": "user", "content": "two"},
+        ]))
+        .input()
+        .unwrap();
+        assert_eq!(i.prompt, "two");
+        let roles: Vec<&str> = i.earlier.iter().map(|t| t.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant"]);
+        assert!(i.results.is_empty());
+    }
+
+    #[test]
+    fn trailing_function_outputs_are_results_by_call_id() {
+        let i = req(json!([
+            {"role": "user", "content": "oslo"},
+            {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "rain"},
+        ]))
+        .input()
+        .unwrap();
+        assert_eq!(
+            i.results,
+            [Given {
+                tool_call_id: "c1".into(),
+                content: "rain".into()
+            }]
+        );
+        assert_eq!(i.prompt, "rain");
+        assert_eq!(i.earlier.len(), 2);
+        assert_eq!(i.earlier[1].tool_calls.as_ref().unwrap()[0]["id"], "c1");
+    }
+
+    #[test]
+    fn malformed_input_is_a_400_that_names_the_problem() {
+        for (input, says) in [
+            (json!(7), "input is text or a list of items"),
+            (json!([{"role": "wizard", "content": "x"}]), "\"wizard\""),
+            (json!([{"content": "x"}]), "has no role"),
+            (
+                json!([{"type": "function_call_output", "output": "x"}]),
+                "needs its call_id",
+            ),
+            (
+                json!([{"type": "function_call", "call_id": "c"}]),
+                "needs its name",
+            ),
+            (
+                json!([{"role": "assistant", "content": "x"}]),
+                "no user message",
+            ),
+        ] {
+            let e = req(input.clone()).input().unwrap_err();
+            assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST, "{input}");
+            assert!(e.message.contains(says), "{input}: {}", e.message);
+        }
+        let hosted: ResponsesRequest = serde_json::from_value(
+            json!({"model": "echo", "input": "x", "tools": [{"type": "web_search"}]}),
+        )
+        .unwrap();
+        assert!(
+            hosted
+                .check()
+                .unwrap_err()
+                .message
+                .contains("only function tools")
+        );
     }
 }
