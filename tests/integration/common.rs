@@ -293,3 +293,14 @@ pub fn export_without(home: &Path, session: &str, secret: &str) -> Vec<serde_jso
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// `GET url` as JSON (panics, naming the URL, when it is not).
+pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    http.get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+}

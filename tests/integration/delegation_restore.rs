@@ -37,14 +37,9 @@ async fn a_host_killed_while_delegate_spawns_restores_the_parent_with_its_childr
         let served = super::common::serve(&home);
         let t = Instant::now();
         let run = loop {
-            let s: Value = http
-                .get(format!("{}/v1/sessions/{session}", served.url))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let s: Value =
+                super::common::get_json(&http, &format!("{}/v1/sessions/{session}", served.url))
+                    .await;
             let last = &s["last_run"];
             if last["status"].is_string() && s["state"]["state"] == "done" {
                 break last.clone();
@@ -101,14 +96,7 @@ async fn a_childs_open_loan_follows_its_parent_into_the_restored_generation() {
     let pending = |url: String| {
         let http = http.clone();
         async move {
-            let d: Value = http
-                .get(format!("{url}/v1/decisions"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let d: Value = super::common::get_json(&http, &format!("{url}/v1/decisions")).await;
             d.as_array()
                 .unwrap()
                 .first()
@@ -145,14 +133,8 @@ async fn a_childs_open_loan_follows_its_parent_into_the_restored_generation() {
     assert_eq!(r.status(), 200);
     let t = Instant::now();
     loop {
-        let s: Value = http
-            .get(format!("{}/v1/sessions/{session}", served.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let s: Value =
+            super::common::get_json(&http, &format!("{}/v1/sessions/{session}", served.url)).await;
         if s["state"]["state"] == "done" && s["last_run"]["status"].is_string() {
             assert_eq!(s["last_run"]["status"], "finished", "{s}");
             break;

@@ -9,14 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 async fn rows(http: &reqwest::Client, url: &str) -> Vec<Value> {
-    let v: Value = http
-        .get(format!("{url}/v1/queue"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = super::common::get_json(http, &format!("{url}/v1/queue")).await;
     v.as_array().unwrap().clone()
 }
 
@@ -191,14 +184,8 @@ async fn a_worker_made_before_its_record_is_adopted_not_made_again() {
     );
     let served = super::common::serve(&home);
     until_state(&http, &served.url, "lone", "done").await;
-    let sessions: Value = http
-        .get(format!("{}/v1/sessions", served.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sessions: Value =
+        super::common::get_json(&http, &format!("{}/v1/sessions", served.url)).await;
     assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
     drop(served);
     let out = super::common::cairn_in(&home, &["doctor", "--json"]);

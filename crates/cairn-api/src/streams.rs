@@ -105,3 +105,29 @@ pub fn holding<S: futures_util::Stream>(
         item
     })
 }
+
+/// Take the claim of `session` (over a call the server has not yet seen
+/// go), claiming and present, from `after`; while `run` is live the claim
+/// leaves with it (its detach goes in the run's end write). What a call
+/// that goes on with a run it did not start follows it with: a retry
+/// joining its first attempt, tool results answering a waiting run.
+pub async fn claim_run(
+    s: &super::AppState,
+    session: &SessionId,
+    after: cairn_runtime::ids::Seq,
+    run: cairn_runtime::ids::RunId,
+) -> Result<cairn_runtime::runtime::Observation, ApiError> {
+    let obs =
+        s.rt.attach(
+            session,
+            cairn_runtime::runtime::AttachSpec {
+                takeover: true,
+                ..cairn_runtime::runtime::AttachSpec::claiming_present(after)
+            },
+        )
+        .await?;
+    if s.rt.live_runs().iter().any(|(_, r)| *r == run) {
+        obs.leave_with_run();
+    }
+    Ok(obs)
+}

@@ -186,16 +186,7 @@ async fn go_on(
     slot: Option<crate::streams::Slot>,
 ) -> Result<Response, ApiError> {
     let after = s.rt.minted_seq(&m.session).await?;
-    let obs =
-        s.rt.attach(
-            &m.session,
-            AttachSpec {
-                takeover: true,
-                ..AttachSpec::claiming_present(after)
-            },
-        )
-        .await?;
-    obs.leave_with_run();
+    let obs = crate::streams::claim_run(s, &m.session, after, m.run).await?;
     for (decision, content) in m.answers {
         s.rt.decide(&decision, serde_json::Value::String(content))
             .await?;
@@ -252,18 +243,7 @@ async fn join(
         true => Some(s.streams.take(&s.rt.host_config().server, &ws.0, None)?),
         false => None,
     };
-    let obs =
-        s.rt.attach(
-            &prev.session,
-            AttachSpec {
-                takeover: true,
-                ..AttachSpec::claiming_present(prev.after)
-            },
-        )
-        .await?;
-    if s.rt.live_runs().iter().any(|(_, r)| *r == prev.run) {
-        obs.leave_with_run();
-    }
+    let obs = crate::streams::claim_run(s, &prev.session, prev.after, prev.run).await?;
     let shape = respond::Shape {
         run: prev.run,
         model: req.model.clone(),

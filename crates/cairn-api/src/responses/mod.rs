@@ -87,7 +87,7 @@ pub async fn create(
             after: prev.after,
         };
         let slot = slot_of(&s, &ws, streamed)?;
-        let obs = attach(&s, &prev.session, prev.after).await?;
+        let obs = crate::streams::claim_run(&s, &prev.session, prev.after, prev.run).await?;
         let builder = Builder::new(id, req.model.clone(), req.echoed_tools(), true);
         return follow(&s, obs, builder, slot, &prev.session).await;
     }
@@ -228,22 +228,6 @@ fn slot_of(
     }
 }
 
-/// A claiming, present observer of `session` from `after` (taking the
-/// claim over from a call the server has not yet seen go).
-async fn attach(s: &AppState, session: &SessionId, after: Seq) -> Result<Observation, ApiError> {
-    let obs =
-        s.rt.attach(
-            session,
-            AttachSpec {
-                takeover: true,
-                ..AttachSpec::claiming_present(after)
-            },
-        )
-        .await?;
-    obs.leave_with_run();
-    Ok(obs)
-}
-
 /// The client's function results answer the waits of a live run: a new
 /// response of that run, from here.
 async fn go_on(
@@ -253,7 +237,7 @@ async fn go_on(
     slot: Option<crate::streams::Slot>,
 ) -> Result<Response, ApiError> {
     let after = s.rt.minted_seq(&m.session).await?;
-    let obs = attach(s, &m.session, after).await?;
+    let obs = crate::streams::claim_run(s, &m.session, after, m.run).await?;
     for (decision, content) in m.answers {
         s.rt.decide(&decision, Value::String(content)).await?;
     }
