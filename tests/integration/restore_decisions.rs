@@ -248,3 +248,74 @@ fn a_claimant_lost_with_its_host_lets_the_liveness_policy_decide() {
     let cancelled = &entries[at("cancelled")];
     assert_eq!(cancelled["run_id"], run.as_str());
 }
+
+/// A decision's timeout keeps its journaled deadline across a restore
+/// (issue 35 item 4): a 3 s timeout whose host is killed 1 s in times out
+/// 3 s after the request, not a whole timeout after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_timeout_keeps_its_deadline_across_a_kill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = serve(&home);
+    let http = reqwest::Client::new();
+    let uploaded: serde_json::Value = http
+        .post(format!("{}/v1/components", served.url))
+        .body(std::fs::read(fixture("counter")).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // Emit 1, ask with a 3 s timeout (the default answer approves), emit 2.
+    let started: serde_json::Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({"component": uploaded["digest"], "prompt": "2 1 3000"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let t = Instant::now();
+    while get_json(&http, &format!("{}/v1/decisions", served.url))
+        .await
+        .as_array()
+        .is_none_or(|d| d.is_empty())
+    {
+        assert!(t.elapsed() < Duration::from_secs(30), "the run never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    drop(served); // kill -9, a second into the wait
+    let served = serve(&home);
+    let run = started["run_id"].as_str().unwrap();
+    let t = Instant::now();
+    loop {
+        let r = get_json(&http, &format!("{}/v1/runs/{run}", served.url)).await;
+        if r["state"] == "finished" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(served);
+    let session = started["session_id"].as_str().unwrap();
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&cairn_in(&home, &["export", session]).stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let at = |t: &str| {
+        lines
+            .iter()
+            .find(|l| l["payload"]["event"]["type"] == t)
+            .map(|l| l["at_ms"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("no {t} in {lines:?}"))
+    };
+    let waited = at("decision_recorded") - at("decision_requested");
+    assert!(
+        (2900..=3750).contains(&waited),
+        "the timeout fired {waited} ms after the request (due at 3000)"
+    );
+}

@@ -404,8 +404,15 @@ impl RunCtx {
         id: DecisionId,
         mut rx: tokio::sync::oneshot::Receiver<super::decisions::Delivered>,
         request: &DecisionRequest,
+        requested_ms: Option<u64>,
     ) -> Result<Answer, HostFailure> {
-        let timeout = request.timeout_ms.map(Duration::from_millis);
+        // The deadline runs from the request's journaled time: a wait
+        // restored after a crash times out when it was due, not a whole
+        // timeout after the restart.
+        let timeout = request.timeout_ms.map(|ms| {
+            let waited = requested_ms.map_or(0, |at| crate::fsutil::now_ms().saturating_sub(at));
+            Duration::from_millis(ms.saturating_sub(waited))
+        });
         let sleep = async {
             match timeout {
                 Some(t) => tokio::time::sleep(t).await,
@@ -600,7 +607,7 @@ impl RunHost for RunCtx {
                 {
                     self.deliver(caps.clone(), hook, &id, &request);
                 }
-                self.wait_live(id, rx, &request).await
+                self.wait_live(id, rx, &request, None).await
             }
         }
     }

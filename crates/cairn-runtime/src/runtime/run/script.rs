@@ -168,12 +168,12 @@ impl RunCtx {
                     && *timeout_ms == request.timeout_ms
                     && *default_value == request.default_value =>
                 {
-                    Some((decision_id.clone(), entry.seq))
+                    Some((decision_id.clone(), entry.seq, entry.at_ms))
                 }
                 _ => None,
             },
         )?;
-        let (id, requested_at) = match requested {
+        let (id, requested_at, requested_ms) = match requested {
             Recorded::Live => return Ok(None),
             Recorded::Replayed(found) => found,
         };
@@ -234,7 +234,10 @@ impl RunCtx {
                 self.deliver(caps.clone(), hook, &id, request);
             }
         }
-        Ok(Some(self.wait_live(id, rx, request).await?))
+        // Its timeout keeps the deadline it was journaled with.
+        Ok(Some(
+            self.wait_live(id, rx, request, Some(requested_ms)).await?,
+        ))
     }
 }
 
