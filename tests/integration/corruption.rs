@@ -367,6 +367,20 @@ fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
         args.extend_from_slice(&op[1..]);
         let out = cairn_crash(&home, &args, Some("segment-before-switch"));
         assert!(!out.status.success(), "{op:?}: the process died");
+        // metadata.json names the cut-short switch's segment pending (seed
+        // 000's pending segment pointer), its file beside the others.
+        let meta_path = std::fs::read_dir(home.join("workers"))
+            .unwrap()
+            .map(|w| w.unwrap().path().join("metadata.json"))
+            .find(|m| std::fs::read_to_string(m).is_ok_and(|t| t.contains("pending_segment")))
+            .unwrap_or_else(|| panic!("{op:?}: no metadata.json names a pending segment"));
+        let meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+        let pending = meta["pending_segment"].as_str().unwrap().to_string();
+        let orphan = meta_path
+            .parent()
+            .unwrap()
+            .join(format!("session/segments/{pending}.jsonl"));
+        assert!(orphan.exists(), "{op:?}");
         assert_eq!(export(&home), before, "{op:?}: the journal is as it was");
         assert_eq!(
             inspect(&home)["session"]["active_segment"],
@@ -382,6 +396,11 @@ fn a_segment_switch_killed_before_it_lands_leaves_the_old_segment_whole() {
         );
         let after = inspect(&home);
         assert_ne!(after["session"]["active_segment"], active);
+        // The next owner rolled the cut-short switch back: its file gone,
+        // the pointer cleared.
+        assert!(!orphan.exists(), "{op:?}: the orphan segment stayed");
+        let meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+        assert!(meta["pending_segment"].is_null(), "{op:?}: {meta}");
         let lines: Vec<Value> = String::from_utf8_lossy(&export(&home))
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

@@ -186,12 +186,43 @@ impl FileStore {
             .lookup_any(session)?
             .ok_or_else(|| StoreError::UnknownSession(session.clone()))?;
         let worker = self.home.open_worker_any(worker_id)?;
-        let meta = worker.metadata()?;
+        let mut meta = worker.metadata()?;
         let segments_path = worker.path().join("session").join("segments");
         let segments = worker
             .session_dir()
             .open_dir("segments")
             .map_err(io(format!("cannot open {}", segments_path.display())))?;
+        // A segment switch a crash cut short (metadata.json names it
+        // pending, not active): it is rolled back — its file, written for
+        // the switch and never acknowledged, goes; the pointer is cleared.
+        if let Some(pending) = meta.pending_segment
+            && !self.read_only
+        {
+            if pending != meta.active_segment
+                && !meta.segments.iter().any(|s| s.segment_id == pending)
+            {
+                let name = format!("{pending}.jsonl");
+                match segments.remove_file(&name) {
+                    Ok(()) => self
+                        .notes
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(format!(
+                            "{}: removed a segment whose switch a crash cut short",
+                            segments_path.join(&name).display()
+                        )),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(io(format!(
+                            "cannot remove {}",
+                            segments_path.join(&name).display()
+                        ))(e));
+                    }
+                }
+            }
+            meta.pending_segment = None;
+            worker.write_metadata(&meta)?;
+        }
         let order: Vec<SegmentId> = meta.segments.iter().map(|s| s.segment_id).collect();
         // Validate every segment; repair only the active one's torn tail.
         let mut prev = Some(Seq(0));
@@ -659,9 +690,15 @@ impl JournalStore for FileStore {
                 .map_err(io(format!("cannot open {}", files.segments_path.display())))?;
             let name = format!("{segment}.jsonl");
             let path = files.segments_path.join(&name);
+            // metadata.json names the segment pending first (seed 000's
+            // pending segment pointer): a crash before the switch leaves
+            // the pointer, and the next owner rolls the switch back.
+            let mut meta = files.worker.metadata()?;
+            meta.pending_segment = Some(segment);
+            files.worker.write_metadata(&meta)?;
             // The new segment is complete — its first entries written and
             // synced — before metadata.json names it active; a crash before
-            // the switch leaves an unnamed file nobody reads.
+            // the switch leaves a file only the pending pointer names.
             let (buf, spans) = encode(&first);
             let mut file = fsutil::create_file_new(&dir, &name)
                 .map_err(io(format!("cannot create {}", path.display())))?
@@ -672,12 +709,12 @@ impl JournalStore for FileStore {
             fsutil::sync_dir(&dir)
                 .map_err(io(format!("cannot sync {}", files.segments_path.display())))?;
             fsutil::crash_point("segment-before-switch");
-            let mut meta = files.worker.metadata()?;
             meta.segments.push(crate::worker::SegmentRef {
                 segment_id: segment,
                 parent: Some(parent),
             });
             meta.active_segment = segment;
+            meta.pending_segment = None;
             files.worker.write_metadata(&meta)?;
             let file = fsutil::open_append(&dir, &name)
                 .map_err(io(format!("cannot open {}", path.display())))?
