@@ -192,36 +192,15 @@ impl FileStore {
             .session_dir()
             .open_dir("segments")
             .map_err(io(format!("cannot open {}", segments_path.display())))?;
-        // A segment switch a crash cut short (metadata.json names it
-        // pending, not active): it is rolled back — its file, written for
-        // the switch and never acknowledged, goes; the pointer is cleared.
-        if let Some(pending) = meta.pending_segment
-            && !self.read_only
+        // A segment switch a crash cut short: rolled back.
+        if !self.read_only
+            && let Some(note) =
+                segment::roll_back_switch(&worker, &mut meta, &segments, &segments_path)?
         {
-            if pending != meta.active_segment
-                && !meta.segments.iter().any(|s| s.segment_id == pending)
-            {
-                let name = format!("{pending}.jsonl");
-                match segments.remove_file(&name) {
-                    Ok(()) => self
-                        .notes
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(format!(
-                            "{}: removed a segment whose switch a crash cut short",
-                            segments_path.join(&name).display()
-                        )),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        return Err(io(format!(
-                            "cannot remove {}",
-                            segments_path.join(&name).display()
-                        ))(e));
-                    }
-                }
-            }
-            meta.pending_segment = None;
-            worker.write_metadata(&meta)?;
+            self.notes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(note);
         }
         let order: Vec<SegmentId> = meta.segments.iter().map(|s| s.segment_id).collect();
         // Validate every segment; repair only the active one's torn tail.

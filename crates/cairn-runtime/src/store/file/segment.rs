@@ -253,3 +253,41 @@ pub fn cores() -> usize {
             .unwrap_or(1)
     })
 }
+
+/// A segment switch a crash cut short (`metadata.json` names the segment
+/// pending, not among its segments) is rolled back: its file, written for
+/// the switch and never acknowledged, goes, and the pointer is cleared.
+/// The note for the operator, when a file was removed.
+pub(super) fn roll_back_switch(
+    worker: &crate::worker::WorkerDir,
+    meta: &mut crate::worker::WorkerMetadata,
+    segments: &cap_std::fs::Dir,
+    segments_path: &std::path::Path,
+) -> Result<Option<String>, StoreError> {
+    let Some(pending) = meta.pending_segment else {
+        return Ok(None);
+    };
+    let mut note = None;
+    if pending != meta.active_segment && !meta.segments.iter().any(|s| s.segment_id == pending) {
+        let name = format!("{pending}.jsonl");
+        let path = segments_path.join(&name);
+        match segments.remove_file(&name) {
+            Ok(()) => {
+                note = Some(format!(
+                    "{}: removed a segment whose switch a crash cut short",
+                    path.display()
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(StoreError::Io {
+                    context: format!("cannot remove {}", path.display()),
+                    source,
+                });
+            }
+        }
+    }
+    meta.pending_segment = None;
+    worker.write_metadata(meta)?;
+    Ok(note)
+}
