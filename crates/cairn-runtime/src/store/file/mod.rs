@@ -669,15 +669,13 @@ impl JournalStore for FileStore {
                 .map_err(io(format!("cannot open {}", files.segments_path.display())))?;
             let name = format!("{segment}.jsonl");
             let path = files.segments_path.join(&name);
-            // metadata.json names the segment pending first (seed 000's
-            // pending segment pointer): a crash before the switch leaves
+            // metadata.json names it pending first (seed 000's pointer); the
+            // new segment is complete — its first entries written and synced
+            // — before metadata.json names it active. A crash between leaves
             // the pointer, and the next owner rolls the switch back.
             let mut meta = files.worker.metadata()?;
             meta.pending_segment = Some(segment);
             files.worker.write_metadata(&meta)?;
-            // The new segment is complete — its first entries written and
-            // synced — before metadata.json names it active; a crash before
-            // the switch leaves a file only the pending pointer names.
             let (buf, spans) = encode(&first);
             let mut file = fsutil::create_file_new(&dir, &name)
                 .map_err(io(format!("cannot create {}", path.display())))?
