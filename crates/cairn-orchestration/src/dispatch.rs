@@ -296,7 +296,7 @@ impl Queue {
         let identity = uuid::Uuid::new_v4().to_string();
         self.rt
             .set_worktree_identity(worker_id, &row.worker_key, &identity)?;
-        Ok(record_of(
+        Ok(super::recover::record_of(
             row, worker_id, session, identity, replayed, transcript, reason,
         ))
     }
@@ -773,34 +773,5 @@ fn queue_liveness(can_park: bool) -> Liveness {
             false => LivenessPolicy::Continue,
         },
         grace_ms: 0,
-    }
-}
-
-/// The record of a worker made (or found) for `row`'s key.
-pub(crate) fn record_of(
-    row: &Row,
-    worker_id: cairn_runtime::ids::WorkerId,
-    session: SessionId,
-    identity: String,
-    replayed: bool,
-    transcript: Vec<super::model::TranscriptTurn>,
-    reason: Option<String>,
-) -> Record {
-    Record {
-        key: row.worker_key.clone(),
-        card: row.card.clone(),
-        round: row.round,
-        workspace: row.workspace.clone(),
-        worker_id,
-        session_id: session,
-        worktree: identity,
-        status: RecordStatus::Active,
-        resumed_by_replay: replayed,
-        last_run: None,
-        pending_decision: None,
-        ended_run: None,
-        transcript,
-        reason,
-        created_ms: cairn_runtime::fsutil::now_ms(),
     }
 }
