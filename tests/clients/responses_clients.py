@@ -103,6 +103,9 @@ def _():
             break
         time.sleep(0.05)
     assert r.status == "completed" and r.output_text == "in the background", r
+    # Cancelling a response that ended leaves it as it ended.
+    again = client.responses.cancel(r.id)
+    assert again.status == "completed" and again.output_text == "in the background", again
     waiting = client.responses.create(
         model="approval", input="wait for me", background=True
     )

@@ -440,11 +440,11 @@ pub fn document() -> Value {
     d.add(Op {
         method: "post",
         path: "/v1/responses/{id}/cancel",
-        summary: "cancel a response's live run; the response as it ended",
+        summary: "cancel a response's live run; the response as it ended (an ended one as it is)",
         query: vec![],
         body: Body::None,
         ok: (200, Reply::Json(json!({ "type": "object" }))),
-        errors: &[404, 409],
+        errors: &[404],
     });
     d.add(Op {
         method: "get",

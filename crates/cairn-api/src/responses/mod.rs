@@ -415,7 +415,7 @@ fn responses_tools(tools: &Option<String>) -> Value {
 }
 
 /// `POST /v1/responses/{id}/cancel`: cancel the response's run, then the
-/// response as it ended.
+/// response as it ended (a run that ended already is left as it ended).
 pub async fn cancel(
     State(s): State<AppState>,
     Extension(ws): Extension<Workspace>,
@@ -431,10 +431,8 @@ pub async fn cancel(
         Ok(()) => {
             s.rt.wait(id.run).await?;
         }
-        Err(RuntimeError::UnknownRun(_)) => {}
-        Err(e @ RuntimeError::WrongRunState { .. }) => {
-            return Err(ApiError::from(e));
-        }
+        // Ended already (here, or before this process): as it ended.
+        Err(RuntimeError::UnknownRun(_) | RuntimeError::WrongRunState { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     Ok(Json(rebuild(&s, &session, id).await?))
