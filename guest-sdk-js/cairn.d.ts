@@ -86,3 +86,11 @@ export declare function parked(checkpoint: Uint8Array | string): { readonly kind
 /** What `run` returns or resolves to. */
 export type Outcome = string | ReturnType<typeof question> | ReturnType<typeof parked> | void;
 export declare function controller(c: Controller): { describe(): unknown; run(start: unknown): unknown };
+
+/** Tools the client offered, called mid-run (see `cairn.js`). */
+export declare const clientTools: {
+  offered(start: Start): { name: string; description?: string; parameters: unknown }[];
+  results(start: Start): { toolCallId: string; content: string }[];
+  callAll(calls: [name: string, args: unknown][]): string[];
+  call(name: string, args: unknown): string;
+};

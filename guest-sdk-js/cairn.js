@@ -176,6 +176,50 @@ export const tools = {
   },
 };
 
+/** Call ids are `call_<run>_<n>`: the run's, counted from its start. */
+const calls = { run: '', next: 0 };
+
+/**
+ * Tools the *client* offered (an OpenAI chat request's `tools`, a Responses
+ * request's function tools), called mid-run: the client runs them and sends
+ * the results back, and the run goes on with them. A call is a `tool_call`
+ * and a `tool_result` wait naming it (both journaled); a run that continues
+ * one that ended with tool calls gets the client's results in `results`.
+ */
+export const clientTools = {
+  /** The function tools offered: `[{ name, description, parameters }]`. */
+  offered(start) {
+    return (start.tools?.tools ?? [])
+      .map((t) => t?.function)
+      .filter((f) => typeof f?.name === 'string')
+      .map((f) => ({ name: f.name, description: f.description, parameters: f.parameters ?? {} }));
+  },
+  /** The results this run was started with: `[{ toolCallId, content }]`. */
+  results(start) {
+    return (start.tools?.tool_results ?? [])
+      .filter((r) => typeof r?.tool_call_id === 'string')
+      .map((r) => ({ toolCallId: r.tool_call_id, content: r.content ?? '' }));
+  },
+  /** Call several at once (parallel calls) and wait for each result, in order. */
+  callAll(list) {
+    const ids = list.map(([name, args]) => {
+      calls.next += 1;
+      const id = `call_${calls.run}_${calls.next}`;
+      emitToolCall(id, name, args);
+      return [id, name];
+    });
+    return ids.map(([id, name]) => {
+      const a = request('tool_result', name, { tool_call_id: id, name });
+      if (a.kind !== 'decided') throw new CairnError('tool_result_missing', `the client sent no result (${a.kind})`);
+      return typeof a.value === 'string' ? a.value : JSON.stringify(a.value);
+    });
+  },
+  /** Call one and wait for its result (the tool's text). */
+  call(name, args) {
+    return clientTools.callAll([[name, args]])[0];
+  },
+};
+
 /** Return `question(text)` from `run` to end it asking a clarifying question. */
 export const question = (text) => ({ [OUTCOME]: 'question', text });
 /** Return `parked(bytes)` to park; `bytes` come back as `start.checkpoint`. */
@@ -204,6 +248,8 @@ export function controller(c) {
   return {
     describe: () => ({ name: c.name ?? 'js-controller', version: c.version ?? '0.1.0', canPark: c.canPark === true }),
     run: (start) => {
+      calls.run = start.runId.replace(/-/g, '');
+      calls.next = 0;
       const s = {
         runId: start.runId,
         sessionId: start.sessionId,

@@ -285,6 +285,9 @@ def export(cls: Type[Controller]) -> type:
                 start.checkpoint,
                 json.loads(start.tools) if start.tools else None,
             )
+            from . import client_tools
+
+            client_tools._started(start.run_id)
             try:
                 return _outcome(cls().run(s))
             except CairnError as e:

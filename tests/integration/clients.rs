@@ -13,7 +13,7 @@ async fn served() -> (tempfile::TempDir, Runtime, String) {
 }
 
 /// Run a client script from `tests/clients`; its stdout's last line is JSON.
-async fn client_script(script: &str, args: &[&str]) -> Value {
+pub(crate) async fn client_script(script: &str, args: &[&str]) -> Value {
     let python = tokio::task::spawn_blocking(super::common::py_tools)
         .await
         .unwrap();
@@ -37,7 +37,7 @@ async fn client_script(script: &str, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
 }
 
-fn session(ids: &Value, key: &str) -> SessionId {
+pub(crate) fn session(ids: &Value, key: &str) -> SessionId {
     SessionId::parse(
         ids[key]
             .as_str()
@@ -46,11 +46,11 @@ fn session(ids: &Value, key: &str) -> SessionId {
     .unwrap()
 }
 
-async fn entries(rt: &Runtime, s: &SessionId) -> Vec<Value> {
+pub(crate) async fn entries(rt: &Runtime, s: &SessionId) -> Vec<Value> {
     super::common::entries_json(rt, s).await
 }
 
-fn of_type<'a>(entries: &'a [Value], t: &str) -> Vec<&'a Value> {
+pub(crate) fn of_type<'a>(entries: &'a [Value], t: &str) -> Vec<&'a Value> {
     entries
         .iter()
         .filter(|e| e["payload"]["event"]["type"] == t)
@@ -220,7 +220,7 @@ async fn a_generated_python_client_reads_runs_and_sessions() {
 }
 
 /// Upload a fixture to a served home; its digest.
-async fn upload(base: &str, component: std::path::PathBuf) -> String {
+pub(crate) async fn upload(base: &str, component: std::path::PathBuf) -> String {
     let uploaded: Value = reqwest::Client::new()
         .post(format!("{base}/v1/components"))
         .body(std::fs::read(component).unwrap())

@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
 
 /// `guest-sdk-js/examples/NAME` built with the README's command, once per
 /// content of the SDK, the example and the WIT (under `target/js-components/`).
-fn build(name: &str) -> PathBuf {
+pub(crate) fn build(name: &str) -> PathBuf {
     let bin = node_bin();
     let root = repo();
     let sdk = root.join("guest-sdk-js");

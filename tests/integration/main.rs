@@ -46,6 +46,7 @@ mod runtime;
 mod scaffold;
 mod scale_out;
 mod sdk;
+mod sdk_client_tools;
 mod session_names;
 mod shared_store;
 mod skeleton;

@@ -138,6 +138,10 @@ const PY_SDK: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk-py/cairn_sdk/__init__.py"),
     ),
     (
+        "cairn_sdk/client_tools.py",
+        include_str!("../../../guest-sdk-py/cairn_sdk/client_tools.py"),
+    ),
+    (
         "cairn_sdk/model.py",
         include_str!("../../../guest-sdk-py/cairn_sdk/model.py"),
     ),
