@@ -285,9 +285,7 @@ def export(cls: Type[Controller]) -> type:
                 start.checkpoint,
                 json.loads(start.tools) if start.tools else None,
             )
-            from . import client_tools
-
-            client_tools._started(start.run_id)
+            _client_tools._started(start.run_id)
             try:
                 return _outcome(cls().run(s))
             except CairnError as e:
@@ -299,3 +297,7 @@ def export(cls: Type[Controller]) -> type:
                 return _types.Outcome_Failed(_types.ControllerError("exception", last))
 
     return WitWorld
+
+
+# Last: it uses what is defined above (and is bundled with the package).
+from . import client_tools as _client_tools  # noqa: E402
