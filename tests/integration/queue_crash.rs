@@ -187,6 +187,13 @@ async fn a_worker_made_before_its_record_is_adopted_not_made_again() {
     let sessions: Value =
         super::common::get_json(&http, &format!("{}/v1/sessions", served.url)).await;
     assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    // Its worker.json says what made it (seed 000's create request).
+    let worker = sessions[0]["worker_id"].as_str().unwrap();
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(home.join("workers").join(worker).join("worker.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["request"]["kind"], "create", "{record}");
     drop(served);
     let out = super::common::cairn_in(&home, &["doctor", "--json"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();

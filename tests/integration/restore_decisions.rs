@@ -313,6 +313,17 @@ async fn a_decision_timeout_keeps_its_deadline_across_a_kill() {
             .map(|l| l["at_ms"].as_u64().unwrap())
             .unwrap_or_else(|| panic!("no {t} in {lines:?}"))
     };
+    // worker.json says what last restored the worker (seed 000's restore
+    // request): this run, after the kill.
+    let worker_json = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .map(|w| w.unwrap().path().join("worker.json"))
+        .find(|p| p.exists())
+        .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&worker_json).unwrap()).unwrap();
+    assert_eq!(record["request"]["kind"], "restore", "{record}");
+    assert_eq!(record["request"]["run"], started["run_id"], "{record}");
     let waited = at("decision_recorded") - at("decision_requested");
     assert!(
         (2900..=3750).contains(&waited),

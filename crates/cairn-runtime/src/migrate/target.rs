@@ -297,6 +297,11 @@ fn finish_documents(home: &Home, loaded: &Loaded, ours: Option<&Dir>) -> Result<
         last_generation: loaded.last_generation,
         status: WorkerStatus::Active,
         parent: None,
+        request: Some(crate::worker::WorkerRequest {
+            kind: crate::worker::WorkerRequestKind::Migrate,
+            at_ms: crate::fsutil::now_ms(),
+            run: None,
+        }),
     };
     write("worker.json", to_json(&record))?;
     if !dir.exists("runs") {

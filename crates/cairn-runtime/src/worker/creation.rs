@@ -251,6 +251,13 @@ impl Home {
                 last_generation: given.map_or(Generation(0), |r| r.last_generation),
                 status: given.map_or(WorkerStatus::Active, |r| r.status),
                 parent: given.and_then(|r| r.parent.clone()),
+                request: given
+                    .and_then(|r| r.request.clone())
+                    .or(Some(WorkerRequest {
+                        kind: WorkerRequestKind::Create,
+                        at_ms: now,
+                        run: None,
+                    })),
             };
             let mut handles = vec![
                 fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),

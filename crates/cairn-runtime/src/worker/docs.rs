@@ -40,6 +40,35 @@ pub struct WorkerRecord {
     /// The worker that spawned this one, when it is a child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+    /// What made the worker, or last restored it (seed 000's create/restore
+    /// request); absent in documents written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<WorkerRequest>,
+}
+
+/// What made a worker, or last restored it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerRequest {
+    /// `create`, `restore` or `migrate`.
+    pub kind: WorkerRequestKind,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
+    /// The run a restore took up again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::ids::RunId>,
+}
+
+/// Why a worker's `worker.json` was (re)written by the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerRequestKind {
+    /// A session was created (or forked, or spawned as a child).
+    Create,
+    /// An interrupted run was restored by replay at a host's start.
+    Restore,
+    /// A legacy migration brought it in.
+    Migrate,
 }
 
 impl WorkerRecord {

@@ -19,6 +19,7 @@ fn new_record(session: &SessionId, workspace: &str) -> WorkerRecord {
         last_generation: Generation(0),
         status: WorkerStatus::Active,
         parent: None,
+        request: None,
     }
 }
 

@@ -100,6 +100,7 @@ pub fn workers(name: &str, workers: &dyn Workers) {
         last_generation: Generation(3),
         status: WorkerStatus::Active,
         parent: None,
+        request: None,
     };
     workers.adopt_worker(&given).expect("adopt_worker");
     assert_eq!(
