@@ -258,19 +258,11 @@ async fn a_decision_timeout_keeps_its_deadline_across_a_kill() {
     let home = tmp.path().join("home");
     let served = serve(&home);
     let http = reqwest::Client::new();
-    let uploaded: serde_json::Value = http
-        .post(format!("{}/v1/components", served.url))
-        .body(std::fs::read(fixture("counter")).unwrap())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let counter = crate::clients::upload(&served.url, fixture("counter")).await;
     // Emit 1, ask with a 3 s timeout (the default answer approves), emit 2.
     let started: serde_json::Value = http
         .post(format!("{}/v1/runs", served.url))
-        .json(&json!({"component": uploaded["digest"], "prompt": "2 1 3000"}))
+        .json(&json!({"component": counter, "prompt": "2 1 3000"}))
         .send()
         .await
         .unwrap()
