@@ -131,3 +131,21 @@ pub async fn claim_run(
     }
     Ok(obs)
 }
+
+/// A response with the ids of the run it answers: `x-cairn-session` and
+/// `x-cairn-run` (chat and the Responses API alike).
+pub fn with_run_ids(
+    mut response: axum::response::Response,
+    session: &SessionId,
+    run: cairn_runtime::ids::RunId,
+) -> axum::response::Response {
+    use axum::http::HeaderValue;
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(session.name()) {
+        h.insert("x-cairn-session", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
+        h.insert("x-cairn-run", v);
+    }
+    response
+}

@@ -153,6 +153,29 @@ pub fn matching(waits: &[Wait], given: &[Given]) -> Option<Matched> {
     })
 }
 
+/// Go on with the run the results answer: claim it from here (so the call
+/// follows what comes next, and a disconnect ends it as the call's own run
+/// would), then answer its waits. The observation, the seq it follows
+/// from, and the results held for waits still to come.
+pub async fn take_up(
+    s: &AppState,
+    m: Matched,
+) -> Result<
+    (
+        cairn_runtime::runtime::Observation,
+        cairn_runtime::ids::Seq,
+        HashMap<String, String>,
+    ),
+    crate::error::ApiError,
+> {
+    let after = s.rt.minted_seq(&m.session).await?;
+    let obs = crate::streams::claim_run(s, &m.session, after, m.run).await?;
+    for (decision, content) in m.answers {
+        s.rt.decide(&decision, Value::String(content)).await?;
+    }
+    Ok((obs, after, m.held))
+}
+
 /// Why the results answer no wait of a session whose run is live: names
 /// the calls it waits on, so the client can see its mistake.
 pub fn mismatch(session: &SessionId, waits: &[Wait], given: &[Given]) -> String {

@@ -48,7 +48,10 @@ impl Queue {
             .facts
             .as_ref()
             .is_some_and(|f| f.started_at_ms >= row.updated_ms);
-        // The answer reached the run that asked, or a run started for it.
+        // The answer reached the run that asked, or a run started for it
+        // (an answer the newest run recorded counts only when that run was
+        // started for this attempt: an older run's answers were to other
+        // questions).
         let (asked, newest_answered) = match &row.resume {
             Some(Resume::Decide { decision_id, .. }) => {
                 self.journal_records(&session, decision_id, newest.run_id)
@@ -56,7 +59,7 @@ impl Queue {
             }
             _ => (false, false),
         };
-        let answered = asked || newest_answered;
+        let answered = asked || (since && newest_answered);
         let deciding = matches!(row.resume, Some(Resume::Decide { .. }));
         // An answer not yet delivered, and no run started for it: delivered
         // as a dispatch does it (to the run that asked, or the next).

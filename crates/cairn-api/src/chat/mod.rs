@@ -185,20 +185,16 @@ async fn go_on(
     req: &ChatRequest,
     slot: Option<crate::streams::Slot>,
 ) -> Result<Response, ApiError> {
-    let after = s.rt.minted_seq(&m.session).await?;
-    let obs = crate::streams::claim_run(s, &m.session, after, m.run).await?;
-    for (decision, content) in m.answers {
-        s.rt.decide(&decision, serde_json::Value::String(content))
-            .await?;
-    }
+    let (session, run) = (m.session.clone(), m.run);
+    let (obs, _, held) = tool_results::take_up(s, m).await?;
     let shape = respond::Shape {
-        run: m.run,
+        run,
         model: req.model.clone(),
         include_usage: req.include_usage(),
         offered: req.offered_tools(),
-        held: m.held,
+        held,
     };
-    Ok(answer(s, obs, shape, slot, &m.session).await)
+    Ok(answer(s, obs, shape, slot, &session).await)
 }
 
 /// The answer to a call following `shape.run` (streamed when it holds a
@@ -211,21 +207,14 @@ async fn answer(
     session: &SessionId,
 ) -> Response {
     let run = shape.run;
-    let mut response = match slot {
+    let response = match slot {
         Some(slot) => respond::streamed(s.rt.clone(), obs, shape, slot).into_response(),
         None => match respond::once(s.rt.clone(), obs, shape).await {
             Ok(body) => body.into_response(),
             Err(e) => e.into_response(),
         },
     };
-    let h = response.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(session.name()) {
-        h.insert("x-cairn-session", v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
-        h.insert("x-cairn-run", v);
-    }
-    response
+    crate::streams::with_run_ids(response, session, run)
 }
 
 /// A retry joins the first attempt's run: the run's entries from its start

@@ -26,7 +26,7 @@ use super::error::ApiError;
 use super::runs::component_ref;
 use super::tool_results;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -236,26 +236,16 @@ async fn go_on(
     req: &ResponsesRequest,
     slot: Option<crate::streams::Slot>,
 ) -> Result<Response, ApiError> {
-    let after = s.rt.minted_seq(&m.session).await?;
-    let obs = crate::streams::claim_run(s, &m.session, after, m.run).await?;
-    for (decision, content) in m.answers {
-        s.rt.decide(&decision, Value::String(content)).await?;
-    }
-    let id = ResponseId { run: m.run, after };
+    let (session, run) = (m.session.clone(), m.run);
+    let (obs, after, held) = tool_results::take_up(s, m).await?;
+    let id = ResponseId { run, after };
     let mut builder = Builder::new(id, req.model.clone(), req.echoed_tools(), true);
-    builder.held = m.held;
-    follow(s, obs, builder, slot, &m.session).await
+    builder.held = held;
+    follow(s, obs, builder, slot, &session).await
 }
 
-fn with_ids(mut response: Response, session: &SessionId, id: ResponseId) -> Response {
-    let h = response.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(session.name()) {
-        h.insert("x-cairn-session", v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&id.run.to_string()) {
-        h.insert("x-cairn-run", v);
-    }
-    response
+fn with_ids(response: Response, session: &SessionId, id: ResponseId) -> Response {
+    crate::streams::with_run_ids(response, session, id.run)
 }
 
 /// Feed one observed entry; `None` when it is not the run's.

@@ -234,12 +234,10 @@ impl Builder {
             return;
         }
         let index = self.open_message(e, out);
-        let now = self.output[index]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-            + delta;
-        self.output[index]["content"][0]["text"] = json!(now);
+        // Appended in place: a long answer is not copied at every delta.
+        if let Value::String(text) = &mut self.output[index]["content"][0]["text"] {
+            text.push_str(delta);
+        }
         let id = self.output[index]["id"].clone();
         out.push(self.event(
             "response.output_text.delta",

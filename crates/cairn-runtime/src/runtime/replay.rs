@@ -160,16 +160,6 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     if record.status == WorkerStatus::Stale {
         return;
     }
-    // worker.json says what last restored it (seed 000's restore request).
-    let mut restored = record.clone();
-    restored.request = Some(crate::worker::WorkerRequest {
-        kind: crate::worker::WorkerRequestKind::Restore,
-        at_ms: crate::fsutil::now_ms(),
-        run: Some(run),
-    });
-    if let Err(e) = worker.write_record(&restored) {
-        tracing::warn!("worker {worker_id}: cannot record its restore: {e}");
-    }
     let Payload::Lifecycle(LifecycleEvent::Started {
         prompt,
         tools,

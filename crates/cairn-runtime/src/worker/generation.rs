@@ -142,6 +142,21 @@ impl WorkerDir {
         Ok(())
     }
 
+    /// Note in `worker.json` that `run` was restored (seed 000's restore
+    /// request), read and written under the reservation lock like the
+    /// generation it was reserved with, and unsynced like it: the journal
+    /// is the authority, this is its projection.
+    pub fn record_restore(&self, run: crate::ids::RunId) -> Result<(), WorkerError> {
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        record.request = Some(super::WorkerRequest {
+            kind: super::WorkerRequestKind::Restore,
+            at_ms: fsutil::now_ms(),
+            run: Some(run),
+        });
+        self.write_record_unsynced(&record)
+    }
+
     /// Replace `worker.json` atomically without syncing (the journal backs
     /// what it records; see [`WorkerDir::reserve_generation`]).
     fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {

@@ -136,26 +136,34 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         worker
             .record_generation(generation, plan.bind.as_deref())
             .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
-        // Laying out copies the worktree: blocking work, off the async threads.
+        if plan.replay.is_some()
+            && let Err(e) = worker.record_restore(ctx.run_id)
+        {
+            tracing::warn!(run_id = %ctx.run_id, "worker.json does not say it was restored: {e}");
+        }
+        // Laying out copies the worktree (and, for a parent restored by
+        // replay, moves the scopes it loaned from the generation its run
+        // began in): blocking work, off the async threads.
         let budget = crate::worktree::Budget::of(&ctx.limits);
         let previous = plan.previous_generation;
         let handle = worker
             .try_clone()
             .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        let loaned_from = plan.replay.as_ref().and_then(|r| match &r.started.payload {
+            Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) => Some(*generation),
+            _ => None,
+        });
+        let (supervisor, parent) = (env.supervisor.clone(), plan.worker_id);
         let gen_dir = tokio::task::spawn_blocking(move || {
-            handle.lay_out_generation(reserved, previous, &budget)
+            let gen_dir = handle.lay_out_generation(reserved, previous, &budget)?;
+            if let Some(from) = loaned_from {
+                supervisor.loans_follow(parent, from, &gen_dir);
+            }
+            Ok::<_, crate::worker::WorkerError>(gen_dir)
         })
         .await
         .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
-        // A parent restored by replay: the scopes it loaned follow it here.
-        if let Some(replay) = &plan.replay
-            && let Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) =
-                &replay.started.payload
-        {
-            env.supervisor
-                .loans_follow(plan.worker_id, *generation, &gen_dir);
-        }
         guards = env
             .supervisor
             .generation_live(ctx.run_id, &ctx.session, &gen_dir);
