@@ -65,9 +65,10 @@ fn api(url: &str) -> Api {
 }
 
 /// The damage, each done to its own session.
-const CASES: [&str; 8] = [
+const CASES: [&str; 9] = [
     "torn line in a segment that is not the active one",
     "a flipped byte in the journal",
+    "a digit flipped inside a string value",
     "a line naming another session",
     "metadata.json deleted",
     "the active segment deleted",
@@ -95,6 +96,26 @@ fn damage(case: &str, worker: &Path, summary: &Value) {
             bytes[second_line] = b'#';
             std::fs::write(&active, bytes).unwrap();
         }
+        "a digit flipped inside a string value" => {
+            // The line stays valid JSON with the same seq: only its checksum
+            // can tell.
+            let text = std::fs::read_to_string(&active).unwrap();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            let (n, at) = lines
+                .iter()
+                .enumerate()
+                .find_map(|(n, l)| {
+                    let value = l.find("\"run_id\":\"")? + 10;
+                    let digit = l[value..].find(|c: char| c.is_ascii_digit())?;
+                    Some((n, value + digit))
+                })
+                .expect("a line with a run id holding a digit");
+            let mut bytes = lines[n].clone().into_bytes();
+            bytes[at] = if bytes[at] == b'7' { b'8' } else { b'7' };
+            lines[n] = String::from_utf8(bytes).unwrap();
+            serde_json::from_str::<Value>(&lines[n]).expect("still JSON");
+            std::fs::write(&active, lines.join("\n") + "\n").unwrap();
+        }
         "a line naming another session" => {
             // Well-formed, dense, and another session's: copied in by hand.
             let text = std::fs::read_to_string(&active).unwrap();
@@ -105,6 +126,11 @@ fn damage(case: &str, worker: &Path, summary: &Value) {
                 "\"session_id\":\"another-session\"",
             );
             assert!(lines[1].contains("another-session"));
+            // A line copied whole carries its own good checksum; this one
+            // carries none, as lines written before checksums.
+            let crc = lines[1].rfind(",\"crc\":\"").expect("a checksum");
+            let end = lines[1].len() - 1;
+            lines[1].replace_range(crc..end, "");
             std::fs::write(&active, lines.join("\n") + "\n").unwrap();
         }
         "metadata.json deleted" => std::fs::remove_file(worker.join("metadata.json")).unwrap(),
@@ -181,6 +207,10 @@ fn each_damaged_session_stays_alone_and_both_workspaces_keep_working() {
         } else {
             assert_eq!(status, 409, "{case}: {v}");
             assert_eq!(v["error"]["code"], "corrupt", "{case}: {v}");
+            if case.contains("digit flipped") {
+                let message = v["error"]["message"].as_str().unwrap();
+                assert!(message.contains("checksum mismatch"), "{case}: {message}");
+            }
             if case.contains("another session") {
                 let message = v["error"]["message"].as_str().unwrap();
                 assert!(

@@ -147,7 +147,7 @@ pub async fn run(
 ) -> anyhow::Result<Vec<Row>> {
     let home = Home::open(&dir.join("home"))?;
     let session = SessionId::parse("bench")?;
-    let mut line = serde_json::to_vec(&sample(&session, 1))?;
+    let mut line = sample(&session, 1).line().as_bytes().to_vec();
     line.push(b'\n');
     let line_text = String::from_utf8(line.clone())?;
     let mut rows = Vec::new();
@@ -207,5 +207,64 @@ pub async fn run(
             "higher",
         ));
     }
+    let n = if quick { 20_000 } else { 200_000 };
+    progress(format!(
+        "journal: {n} lines encoded and parsed, with their checksums and without"
+    ));
+    rows.extend(checksum_rows(&session, n));
     Ok(rows)
+}
+
+/// What a line's checksum costs where a line is made (serialized, sealed)
+/// and where it is read (checked, parsed), beside the same work without it,
+/// side by side on the same entries: lines/s.
+fn checksum_rows(session: &SessionId, n: usize) -> Vec<Row> {
+    let events: Vec<SessionEvent> = (1..=n as u64).map(|seq| sample(session, seq)).collect();
+    let rate = |start: Instant| n as f64 / start.elapsed().as_secs_f64();
+    let mut best = [0f64; 4];
+    for _ in 0..3 {
+        let fresh = events.clone();
+        let start = Instant::now();
+        let bare: Vec<Arc<str>> = events
+            .iter()
+            .map(|e| serde_json::to_string(e).expect("serializes").into())
+            .collect();
+        best[0] = best[0].max(rate(start));
+        let start = Instant::now();
+        for e in &fresh {
+            std::hint::black_box(e.line());
+        }
+        best[1] = best[1].max(rate(start));
+        let sealed: Vec<&str> = fresh.iter().map(|e| e.line()).collect();
+        let start = Instant::now();
+        for line in &bare {
+            std::hint::black_box(cairn_runtime::store::file::parse_line(line.as_bytes()).ok());
+        }
+        best[2] = best[2].max(rate(start));
+        let start = Instant::now();
+        for line in &sealed {
+            std::hint::black_box(cairn_runtime::store::file::parse_line(line.as_bytes()).ok());
+        }
+        best[3] = best[3].max(rate(start));
+    }
+    vec![
+        Row::new(
+            "journal",
+            "line encode with its checksum",
+            "lines/s",
+            best[1],
+            "line encode without one",
+            best[0],
+            "higher",
+        ),
+        Row::new(
+            "journal",
+            "line read: checksum checked, then parsed",
+            "lines/s",
+            best[3],
+            "line parse without a checksum",
+            best[2],
+            "higher",
+        ),
+    ]
 }

@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 
 mod agent_wire;
 mod call;
+mod crc;
 mod kinds;
 pub use call::{CallError, CallErrorCode, CallUsage};
+pub use crc::check_line;
 pub use kinds::{AGENT_KINDS, REPLAYED_LIFECYCLE, replayed_kinds};
 
 /// One entry in a session's stream.
@@ -39,8 +41,20 @@ pub struct SessionEvent {
     /// The entry's journal line, once serialized (not part of the entry:
     /// a cache, so an entry is serialized once on its whole path — store,
     /// live window, every subscriber). Set it with `Default::default()`.
-    #[serde(skip)]
-    #[schemars(skip)]
+    /// On the wire this is the line's last field, `crc`: eight hex digits of
+    /// the CRC32C of the line as written without it, checked on every read
+    /// (see [`check_line`]); read and dropped when an entry is parsed.
+    #[serde(
+        rename = "crc",
+        default,
+        skip_serializing,
+        deserialize_with = "LineCache::from_crc"
+    )]
+    #[schemars(
+        rename = "crc",
+        with = "Option<String>",
+        description = "The line's checksum, its last field: eight lowercase hex digits of the CRC32C of every byte of the line before `,\"crc\"`. Checked on every read; lines written before checksums have none."
+    )]
     pub line: LineCache,
 }
 
@@ -50,9 +64,10 @@ impl SessionEvent {
     /// after this was called keeps its first line.
     pub fn line(&self) -> &str {
         self.line.0.get_or_init(|| {
-            serde_json::to_string(self)
-                .expect("events serialize")
-                .into()
+            let mut line = Vec::with_capacity(256);
+            serde_json::to_writer(&mut line, self).expect("events serialize");
+            let line = crc::seal(line);
+            String::from_utf8(line).expect("JSON is UTF-8").into()
         })
     }
 
@@ -86,7 +101,7 @@ impl SessionEvent {
             json(&mut out, facts);
         }
         out.push(b'}');
-        if let Ok(line) = String::from_utf8(out) {
+        if let Ok(line) = String::from_utf8(crc::seal(out)) {
             let _ = self.line.0.set(line.into());
         }
         self
@@ -97,6 +112,15 @@ impl SessionEvent {
 /// Equal to every other (it is a cache), shown as `…`.
 #[derive(Clone, Default)]
 pub struct LineCache(std::sync::OnceLock<std::sync::Arc<str>>);
+
+impl LineCache {
+    /// A parsed line's `crc` field is not kept (the line it sums is checked
+    /// before it is parsed); the cache starts empty.
+    fn from_crc<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let _: serde::de::IgnoredAny = Deserialize::deserialize(d)?;
+        Ok(Self::default())
+    }
+}
 
 impl PartialEq for LineCache {
     fn eq(&self, _: &Self) -> bool {

@@ -282,10 +282,14 @@ mod lines {
                     facts: None,
                     line: Default::default(),
                 };
-                let expected = serde_json::to_string(&event).unwrap();
+                let expected = event.clone().line().to_string();
+                assert!(expected.starts_with(&serde_json::to_string(&event).unwrap()[..20]));
                 let json = serde_json::to_string(&event.payload).unwrap();
                 let built = event.with_payload_json(&json);
                 assert_eq!(built.line(), expected);
+                super::super::check_line(expected.as_bytes()).unwrap();
+                let parsed: SessionEvent = serde_json::from_str(&expected).unwrap();
+                assert_eq!(parsed.line(), expected);
             }
         }
     }

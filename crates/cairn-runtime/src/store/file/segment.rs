@@ -77,6 +77,7 @@ pub fn index_segment(
         generation: Option<serde_json::Value>,
     }
     let (spans, generations, good_len, truncated_line) = walk_segment(bytes, path, prev, |line| {
+        cairn_types::event::check_line(line)?;
         match serde_json::from_slice::<Head>(line) {
             Ok(Head {
                 seq,
@@ -218,9 +219,11 @@ pub(super) fn parse_lines(
     })
 }
 
-/// One line → an entry. Not JSON, or no numeric `seq`: corrupt. JSON that is
-/// not an event this cairn knows (a newer payload kind): `Unknown`.
+/// One line → an entry. A checksum that does not match, not JSON, or no
+/// numeric `seq`: corrupt. JSON that is not an event this cairn knows (a
+/// newer payload kind): `Unknown`.
 pub fn parse_line(line: &[u8]) -> Result<JournalItem, String> {
+    cairn_types::event::check_line(line)?;
     // The common case, one parse; the slow path only classifies failures.
     if let Ok(event) = serde_json::from_slice::<SessionEvent>(line) {
         if event.seq.0 == 0 {
