@@ -34,6 +34,7 @@ mod migrate_streamed;
 mod model;
 mod model_standin;
 mod peers;
+mod pg_outage;
 mod postgres;
 mod python_sdk;
 mod queue;

@@ -355,9 +355,11 @@ async fn an_unreachable_or_malformed_store_url_names_the_problem() {
     )
     .await
     {
-        Err(e @ StoreError::Database { .. }) => {
+        // Unreachable: a retryable `Unavailable`, not a refusal.
+        Err(e @ StoreError::Unavailable { .. }) => {
             let s = e.to_string();
             assert!(s.contains("a database connection"), "{s}");
+            assert!(s.contains("unreachable"), "{s}");
         }
         other => panic!("{other:?}"),
     }

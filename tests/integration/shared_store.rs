@@ -63,7 +63,15 @@ fn a_worktree_snapshot_round_trips_and_a_hostile_one_is_refused() {
 #[test]
 fn an_instance_outlives_its_database_going_away_and_coming_back() {
     let (tokio, pg, store, dir) = shared_store();
-    let node = Instance::start(dir.path(), "solo", &store);
+    // A short outage budget: a write waits this long for the database.
+    let node = Instance::start_configured(
+        dir.path(),
+        "solo",
+        &store,
+        "outage_budget_ms = 1000\n",
+        &["--insecure-local"],
+        &[],
+    );
     let http = client();
     let run = |prompt: &str| {
         http.post(format!("{}/v1/runs", node.url))
@@ -80,9 +88,17 @@ fn an_instance_outlives_its_database_going_away_and_coming_back() {
         Duration::from_secs(20),
     );
     pg.stop_server();
-    // Refused with a code that says why, promptly; nothing panics.
+    // Refused with a code that says why once the outage budget is spent;
+    // nothing panics.
+    let asked = std::time::Instant::now();
     let r = run("while away");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
     assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
     let body: serde_json::Value = r.json().unwrap();
     assert_eq!(body["error"]["code"], "storage", "{body}");
     pg.start_server();

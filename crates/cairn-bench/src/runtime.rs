@@ -412,7 +412,9 @@ async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<(f64, f64)> {
         }
         drop((journal, journals));
         if session == &bare {
-            let path = worker.path().join(format!("session/segments/{segment}.jsonl"));
+            let path = worker
+                .path()
+                .join(format!("session/segments/{segment}.jsonl"));
             let text = std::fs::read_to_string(&path)?;
             let mut out = String::with_capacity(text.len());
             for line in text.lines() {

@@ -88,6 +88,11 @@ pub struct SharedStoreConfig {
     /// How long a session's lease lasts unrenewed; it is renewed every
     /// third of it.
     pub lease_ttl_ms: u64,
+    /// How long a write of acknowledged work (a journal append — decision
+    /// answers included —, a run's end, a checkpoint) waits for the shared
+    /// store's database to come back (a restart, a failover) before it
+    /// fails `storage`: runs ride out an outage this long. Default 30,000.
+    pub outage_budget_ms: u64,
     /// How the home's file store makes a new session durable at its first
     /// commit (the embedded store only): `auto` (default), `syncfs` or
     /// `each`. See [`FirstCommitSync`].
@@ -121,6 +126,7 @@ impl Default for SharedStoreConfig {
             instance: None,
             advertise: None,
             lease_ttl_ms: crate::store::lease::DEFAULT_TTL.as_millis() as u64,
+            outage_budget_ms: 30_000,
             first_commit_sync: FirstCommitSync::default(),
         }
     }

@@ -112,6 +112,141 @@ impl<'a> Rows<'a> {
 }
 
 impl PgStore {
+    /// One try of a checkpoint's upsert.
+    async fn put_checkpoint_once(
+        &self,
+        session: &SessionId,
+        key: &str,
+        ctx: &str,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let ctx = ctx.to_string();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        self.check_lease(&tx, session).await?;
+        tx.execute(
+            "INSERT INTO cairn_checkpoints (session_id, key, bytes) VALUES ($1, $2, $3)
+             ON CONFLICT (session_id, key) DO UPDATE SET bytes = EXCLUDED.bytes",
+            &[&session.as_str(), &key, &bytes],
+        )
+        .await
+        .map_err(|e| match e.code() {
+            Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => {
+                StoreError::UnknownSession(session.clone())
+            }
+            _ => db(ctx.clone())(e),
+        })?;
+        tx.commit().await.map_err(db(ctx))?;
+        Ok(())
+    }
+
+    /// One try of a run's end: its last entries and its facts in one
+    /// transaction.
+    async fn finish_once(
+        &self,
+        session: &SessionId,
+        all: &[Arc<SessionEvent>],
+        facts: &RunFacts,
+    ) -> Result<(), StoreError> {
+        let (status, facts_json) = super::facts_row(facts)?;
+        let ctx = format!("run {}: its end", facts.run_id);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
+        self.write(&tx, session, Some(all[0].seq), all, None)
+            .await?;
+        tx.execute(
+            "INSERT INTO cairn_runs (run_id, session_id, status, facts) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (run_id) DO UPDATE SET status = EXCLUDED.status, facts = EXCLUDED.facts",
+            &[
+                &facts.run_id.to_string(),
+                &session.as_str(),
+                &status,
+                &facts_json,
+            ],
+        )
+        .await
+        .map_err(db(ctx.clone()))?;
+        tx.commit().await.map_err(db(ctx))
+    }
+
+    /// One try of an append: one statement that checks the lease token and
+    /// the head, inserts the batch and moves the head.
+    async fn append_once(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        // Dense from `expected` (the head is checked by the statement).
+        check_fence(session, Seq(expected.0.saturating_sub(1)), expected, events)?;
+        let client = self.client().await?;
+        let sid = session.as_str();
+        let Rows {
+            seqs,
+            segments,
+            lines,
+            bytes,
+            generation,
+            started,
+            started_after,
+        } = Rows::of(events);
+        let last = seq_i64(events.last().map_or(expected, |e| e.seq).0);
+        let token = self.token_of(session).map_or(0, |t| t as i64);
+        let row = client
+            .query_one(
+                APPEND,
+                &[
+                    &sid,
+                    &seq_i64(expected.0),
+                    &self.holder,
+                    &token,
+                    &seqs,
+                    &segments,
+                    &lines,
+                    &last,
+                    &seq_i64(generation.0),
+                    &bytes,
+                    &CHANNEL,
+                    &format!("{sid} {last}"),
+                    &started,
+                    &started_after,
+                ],
+            )
+            .await
+            .map_err(|e| match e.code() {
+                // A seq that exists: another writer wrote it.
+                Some(c) if *c == SqlState::UNIQUE_VIOLATION => StoreError::Conflict {
+                    session: session.clone(),
+                    expected,
+                    head: expected,
+                },
+                _ => db(format!("session {session}: append"))(e),
+            })?;
+        let head: Option<i64> = row.get(0);
+        let Some(head) = head else {
+            return Err(StoreError::UnknownSession(session.clone()));
+        };
+        if row.get::<_, i64>(3) == events.len() as i64 {
+            return Ok(());
+        }
+        let holder: Option<String> = row.get(1);
+        if let Some(holder) = holder {
+            let current = row.get::<_, Option<i64>>(2).unwrap_or(0);
+            if holder != self.holder || current != token {
+                return Err(StoreError::LeaseLost {
+                    session: session.clone(),
+                    token: token as u64,
+                    now: format!("token {current} held by {holder}"),
+                });
+            }
+        }
+        Err(StoreError::Conflict {
+            session: session.clone(),
+            expected,
+            head: Seq(head as u64),
+        })
+    }
+
     /// Refuse the write unless this instance carries the session's current
     /// lease token (a session never leased is fenced by its head alone).
     /// The lease row is share-locked: a takeover waits for this
@@ -310,76 +445,19 @@ impl JournalStore for PgStore {
         if events.is_empty() {
             return Ok(());
         }
-        // Dense from `expected` (the head is checked by the statement).
-        check_fence(session, Seq(expected.0.saturating_sub(1)), expected, events)?;
-        let client = self.client().await?;
-        let sid = session.as_str();
-        let Rows {
-            seqs,
-            segments,
-            lines,
-            bytes,
-            generation,
-            started,
-            started_after,
-        } = Rows::of(events);
-        let last = seq_i64(events.last().map_or(expected, |e| e.seq).0);
-        let token = self.token_of(session).map_or(0, |t| t as i64);
-        let row = client
-            .query_one(
-                APPEND,
-                &[
-                    &sid,
-                    &seq_i64(expected.0),
-                    &self.holder,
-                    &token,
-                    &seqs,
-                    &segments,
-                    &lines,
-                    &last,
-                    &seq_i64(generation.0),
-                    &bytes,
-                    &CHANNEL,
-                    &format!("{sid} {last}"),
-                    &started,
-                    &started_after,
-                ],
-            )
-            .await
-            .map_err(|e| match e.code() {
-                // A seq that exists: another writer wrote it.
-                Some(c) if *c == SqlState::UNIQUE_VIOLATION => StoreError::Conflict {
-                    session: session.clone(),
-                    expected,
-                    head: expected,
-                },
-                _ => db(format!("session {session}: append"))(e),
-            })?;
-        let head: Option<i64> = row.get(0);
-        let Some(head) = head else {
-            return Err(StoreError::UnknownSession(session.clone()));
-        };
-        if row.get::<_, i64>(3) == events.len() as i64 {
-            return Ok(());
-        }
-        let holder: Option<String> = row.get(1);
-        if let Some(holder) = holder {
-            let current = row.get::<_, Option<i64>>(2).unwrap_or(0);
-            if holder != self.holder || current != token {
-                return Err(StoreError::LeaseLost {
-                    session: session.clone(),
-                    token: token as u64,
-                    now: format!("token {current} held by {holder}"),
-                });
+        let what = format!("session {session}: append");
+        self.riding(&what, |again| async move {
+            match self.append_once(session, expected, events).await {
+                Err(StoreError::Conflict { .. })
+                    if again && self.landed(session, events).await? =>
+                {
+                    Ok(())
+                }
+                done => done,
             }
-        }
-        Err(StoreError::Conflict {
-            session: session.clone(),
-            expected,
-            head: Seq(head as u64),
         })
+        .await
     }
-
     async fn read(
         &self,
         session: &SessionId,
@@ -507,25 +585,19 @@ impl RunStore for PgStore {
         let mut all = before.to_vec();
         all.push(terminal.clone());
         all.extend_from_slice(after);
-        let (status, facts_json) = super::facts_row(facts)?;
-        let ctx = format!("run {}: its end", facts.run_id);
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
-        self.write(&tx, session, Some(all[0].seq), &all, None)
-            .await?;
-        tx.execute(
-            "INSERT INTO cairn_runs (run_id, session_id, status, facts) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (run_id) DO UPDATE SET status = EXCLUDED.status, facts = EXCLUDED.facts",
-            &[
-                &facts.run_id.to_string(),
-                &session.as_str(),
-                &status,
-                &facts_json,
-            ],
-        )
+        let all = &all;
+        let what = format!("run {}: its end", facts.run_id);
+        self.riding(&what, |again| async move {
+            match self.finish_once(session, all, facts).await {
+                // The entries and the facts are one transaction: the
+                // entries there mean the facts are too.
+                Err(StoreError::Conflict { .. }) if again && self.landed(session, all).await? => {
+                    Ok(())
+                }
+                done => done,
+            }
+        })
         .await
-        .map_err(db(ctx.clone()))?;
-        tx.commit().await.map_err(db(ctx))
     }
 
     async fn run_facts(
@@ -559,22 +631,11 @@ impl RunStore for PgStore {
     ) -> Result<String, StoreError> {
         let key = run.to_string();
         let ctx = format!("run {run}: its checkpoint");
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db(ctx.clone()))?;
-        self.check_lease(&tx, session).await?;
-        tx.execute(
-            "INSERT INTO cairn_checkpoints (session_id, key, bytes) VALUES ($1, $2, $3)
-             ON CONFLICT (session_id, key) DO UPDATE SET bytes = EXCLUDED.bytes",
-            &[&session.as_str(), &key, &bytes],
-        )
-        .await
-        .map_err(|e| match e.code() {
-            Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => {
-                StoreError::UnknownSession(session.clone())
-            }
-            _ => db(ctx.clone())(e),
-        })?;
-        tx.commit().await.map_err(db(ctx))?;
+        // An upsert of the same bytes: safe to try again.
+        self.riding(&ctx, |_| {
+            self.put_checkpoint_once(session, &key, &ctx, bytes)
+        })
+        .await?;
         Ok(key)
     }
 

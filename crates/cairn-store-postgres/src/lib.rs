@@ -17,6 +17,7 @@ mod journal;
 mod lease;
 pub mod migrations;
 pub mod relay;
+mod ride;
 mod run_index;
 mod shared;
 
@@ -24,6 +25,7 @@ use cairn_runtime::ids::SessionId;
 use cairn_runtime::store::StoreError;
 pub use catalog::Instance;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+pub use ride::OUTAGE_BUDGET;
 pub use shared::Postgres;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,6 +44,9 @@ pub struct PgStore {
     /// The lease token this instance holds per session: every append
     /// carries it.
     tokens: Mutex<HashMap<SessionId, u64>>,
+    /// How long a write of acknowledged work waits for the database to
+    /// come back (see [`ride`]).
+    outage_budget: std::time::Duration,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -52,12 +57,11 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// A database error as a store error, naming what was being done:
+/// [`StoreError::Unavailable`] when the database is away.
 pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
     let context = context.into();
-    move |e| StoreError::Database {
-        context,
-        message: describe(&e),
-    }
+    move |e| ride::store_error(context, &e)
 }
 
 /// A run's facts as `cairn_runs` keeps them: (status, facts JSON).
@@ -125,10 +129,18 @@ impl PgStore {
             config,
             holder: holder.to_string(),
             tokens: Mutex::new(HashMap::new()),
+            outage_budget: OUTAGE_BUDGET,
         };
         let mut client = store.client().await?;
         migrations::migrate(&mut client).await?;
         Ok(store)
+    }
+
+    /// Wait up to `budget` for the database to come back before a write of
+    /// acknowledged work fails (default [`OUTAGE_BUDGET`]).
+    pub fn with_outage_budget(mut self, budget: std::time::Duration) -> Self {
+        self.outage_budget = budget;
+        self
     }
 
     /// The connection settings (the relay opens its own connection to
@@ -138,11 +150,17 @@ impl PgStore {
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| StoreError::Database {
-            context: "a database connection".into(),
-            message: match e {
-                deadpool_postgres::PoolError::Backend(e) => describe(&e),
-                other => other.to_string(),
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => {
+                ride::store_error("a database connection".into(), &e)
+            }
+            deadpool_postgres::PoolError::Timeout(_) => StoreError::Unavailable {
+                context: "a database connection".into(),
+                message: e.to_string(),
+            },
+            other => StoreError::Database {
+                context: "a database connection".into(),
+                message: other.to_string(),
             },
         })
     }

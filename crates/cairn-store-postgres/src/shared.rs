@@ -23,8 +23,17 @@ impl SharedStoreConnector for Postgres {
         url.starts_with("postgres://") || url.starts_with("postgresql://") || url.contains('=')
     }
 
-    async fn connect(&self, url: &str, instance: &str) -> Result<Arc<dyn SharedStore>, StoreError> {
-        Ok(Arc::new(PgStore::connect(url, instance).await?))
+    async fn connect(
+        &self,
+        url: &str,
+        instance: &str,
+        outage_budget: Duration,
+    ) -> Result<Arc<dyn SharedStore>, StoreError> {
+        Ok(Arc::new(
+            PgStore::connect(url, instance)
+                .await?
+                .with_outage_budget(outage_budget),
+        ))
     }
 }
 

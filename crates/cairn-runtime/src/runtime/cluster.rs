@@ -86,8 +86,9 @@ impl Cluster {
         url: &str,
         instance: &str,
         ttl: Duration,
+        outage_budget: Duration,
     ) -> Result<Cluster, StoreError> {
-        let shared = connector.connect(url, instance).await?;
+        let shared = connector.connect(url, instance, outage_budget).await?;
         Ok(Cluster {
             relay: shared.clone().relay(),
             shared,
@@ -788,7 +789,8 @@ pub(crate) async fn open(
         .clone()
         .unwrap_or_else(|| format!("i-{}", uuid::Uuid::new_v4().simple()));
     let ttl = Duration::from_millis(config.lease_ttl_ms.max(300));
-    let cluster = Cluster::connect(&**connector, url, &instance, ttl)
+    let outage = Duration::from_millis(config.outage_budget_ms);
+    let cluster = Cluster::connect(&**connector, url, &instance, ttl, outage)
         .await
         .map_err(|e| {
             RuntimeError::Storage(format!(

@@ -167,8 +167,12 @@ impl Broker {
     }
 
     /// Answer a decision: journal `DecisionRecorded`, then wake the waiter.
+    /// Recording and waking run on a task of their own, so a caller that
+    /// goes away mid-call (a client that hung up, a request timed out while
+    /// the store rode out an outage) never leaves an answer journaled and
+    /// its run without it.
     pub async fn decide(
-        &self,
+        self: &Arc<Self>,
         id: &DecisionId,
         value: serde_json::Value,
         by: DecidedBy,
@@ -194,6 +198,31 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id)
             .ok_or_else(|| DecideError::NotPending(id.clone()))?;
+        let broker = self.clone();
+        let task_id = id.clone();
+        let task = tokio::spawn(async move { broker.record(task_id, pending, value, by).await });
+        match task.await {
+            Ok(done) => done,
+            // The runtime is going down under it.
+            Err(e) => Err(DecideError::Store {
+                id: id.clone(),
+                source: crate::store::StoreError::Io {
+                    context: "recording a decision".into(),
+                    source: std::io::Error::other(e.to_string()),
+                },
+            }),
+        }
+    }
+
+    /// Journal `pending`'s answer, then wake its run; not recorded, it is
+    /// left pending to be answered again.
+    async fn record(
+        &self,
+        id: DecisionId,
+        pending: Pending,
+        value: serde_json::Value,
+        by: DecidedBy,
+    ) -> Result<(), DecideError> {
         let event = pending
             .journal
             .append(
@@ -208,21 +237,17 @@ impl Broker {
         let event = match event {
             Ok(e) => e,
             Err(source) => {
-                // Not recorded: leave it pending so it can be answered again.
                 self.pending
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(id.clone(), pending);
-                return Err(DecideError::Store {
-                    id: id.clone(),
-                    source,
-                });
+                return Err(DecideError::Store { id, source });
             }
         };
         self.recorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), (pending.session.clone(), value.clone()));
+            .insert(id, (pending.session.clone(), value.clone()));
         let _ = pending.tx.send((value, event.at_ms));
         Ok(())
     }

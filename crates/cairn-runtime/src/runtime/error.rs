@@ -211,9 +211,11 @@ impl RuntimeError {
             RuntimeError::Storage(_) => ErrorCode::Storage,
             RuntimeError::HeldElsewhere { .. } => ErrorCode::HeldElsewhere,
             RuntimeError::Store(e) if e.is_lost_authority() => ErrorCode::LostAuthority,
-            RuntimeError::Store(StoreError::Database { .. } | StoreError::Io { .. }) => {
-                ErrorCode::Storage
-            }
+            RuntimeError::Store(
+                StoreError::Database { .. }
+                | StoreError::Unavailable { .. }
+                | StoreError::Io { .. },
+            ) => ErrorCode::Storage,
             // An answer the journal could not record: retry it.
             RuntimeError::Decide(DecideError::Store { source, .. })
                 if source.is_lost_authority() =>
@@ -293,6 +295,10 @@ mod tests {
             RuntimeError::Store(StoreError::Io {
                 context: "append".into(),
                 source: std::io::Error::other("broken pipe"),
+            }),
+            RuntimeError::Store(StoreError::Unavailable {
+                context: "append".into(),
+                message: "the database system is shutting down".into(),
             }),
             RuntimeError::Worker(WorkerError::Io {
                 context: "cannot create worker".into(),

@@ -187,6 +187,17 @@ pub enum StoreError {
         /// The database's message.
         message: String,
     },
+    /// The database the store is built on is unreachable for now (it is
+    /// restarting, failing over, or the network to it is down) and stayed
+    /// so through the store's outage budget: nothing was written; the same
+    /// call can be made again once it is back.
+    #[error("{context}: the store's database is unreachable ({message})")]
+    Unavailable {
+        /// What was being done.
+        context: String,
+        /// The database's or the connection's message.
+        message: String,
+    },
     /// The shared store's schema is not one this cairn can use.
     #[error("{0}")]
     Schema(String),

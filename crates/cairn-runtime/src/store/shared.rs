@@ -88,6 +88,14 @@ pub trait SharedStore:
 pub trait SharedStoreConnector: Send + Sync {
     /// Whether this connector opens `url` (by its scheme).
     fn accepts(&self, url: &str) -> bool;
-    /// Connect as instance `instance`.
-    async fn connect(&self, url: &str, instance: &str) -> Result<Arc<dyn SharedStore>, StoreError>;
+    /// Connect as instance `instance`. A write of acknowledged work (an
+    /// append, a run's end, a checkpoint) that meets the store unreachable
+    /// waits up to `outage_budget` for it to come back before it fails
+    /// [`StoreError::Unavailable`].
+    async fn connect(
+        &self,
+        url: &str,
+        instance: &str,
+        outage_budget: std::time::Duration,
+    ) -> Result<Arc<dyn SharedStore>, StoreError>;
 }

@@ -389,7 +389,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             // A disk that refused, a database that is away: the end is
             // retried until it is written (the run stays live meanwhile).
             Err(
-                crate::store::StoreError::Io { .. } | crate::store::StoreError::Database { .. },
+                crate::store::StoreError::Io { .. }
+                | crate::store::StoreError::Database { .. }
+                | crate::store::StoreError::Unavailable { .. },
             ) if !env.supervisor.draining() => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
