@@ -128,9 +128,7 @@ fn damage(case: &str, worker: &Path, summary: &Value) {
             assert!(lines[1].contains("another-session"));
             // A line copied whole carries its own good checksum; this one
             // carries none, as lines written before checksums.
-            let crc = lines[1].rfind(",\"crc\":\"").expect("a checksum");
-            let end = lines[1].len() - 1;
-            lines[1].replace_range(crc..end, "");
+            lines[1] = crate::common::without_crc(&lines[1]);
             std::fs::write(&active, lines.join("\n") + "\n").unwrap();
         }
         "metadata.json deleted" => std::fs::remove_file(worker.join("metadata.json")).unwrap(),

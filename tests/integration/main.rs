@@ -18,6 +18,7 @@ mod delegation_compat;
 mod delegation_restore;
 mod deletes;
 mod doctor;
+mod documents;
 mod fuzz;
 mod fuzz_api;
 mod hostile;

@@ -102,8 +102,9 @@ pub(super) fn write_legacy(home: &Path, root: &Path, copies: usize) -> Vec<Legac
                             runs.entry(r.to_string())
                                 .or_insert_with(|| uuid::Uuid::now_v7().to_string());
                         }
-                        let mut line =
-                            line.replace(&format!("\"{old_session}\""), &format!("\"{session}\""));
+                        // Legacy lines carry no checksum.
+                        let mut line = crate::common::without_crc(line)
+                            .replace(&format!("\"{old_session}\""), &format!("\"{session}\""));
                         for (old, new) in &runs {
                             line = line.replace(old.as_str(), new);
                         }

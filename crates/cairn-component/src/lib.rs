@@ -103,7 +103,6 @@ pub struct Prepared {
     digest: String,
     pre: Pre,
     info: Info,
-    /// The interfaces it imports (`cairn:tools/mcp@0.1.0`, …).
     imports: Vec<String>,
 }
 
@@ -126,13 +125,15 @@ impl Prepared {
         &self.info
     }
 
+    /// The interfaces it imports (`cairn:tools/mcp@0.1.0`, …).
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
+
     /// Whether it imports an interface of `package` (`cairn:tools`): what
     /// a run of it may need prepared before it starts.
     pub fn imports_package(&self, package: &str) -> bool {
-        self.imports.iter().any(|i| {
-            i.strip_prefix(package)
-                .is_some_and(|rest| rest.starts_with('/'))
-        })
+        (self.imports.iter()).any(|i| i.strip_prefix(package).is_some_and(|r| r.starts_with('/')))
     }
 }
 

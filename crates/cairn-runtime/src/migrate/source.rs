@@ -571,6 +571,7 @@ fn claim_of(
             children: no_links(ids("children")?, "children")?,
             forked_from: None,
             peers: no_links(ids("peers")?, "peers")?,
+            manifest: None,
         },
     })
 }

@@ -302,6 +302,7 @@ fn finish_documents(home: &Home, loaded: &Loaded, ours: Option<&Dir>) -> Result<
             at_ms: crate::fsutil::now_ms(),
             run: None,
         }),
+        limits: None,
     };
     write("worker.json", to_json(&record))?;
     if !dir.exists("runs") {

@@ -21,26 +21,18 @@ use serde_json::{Value, json};
 use std::path::{Component, Path};
 use std::time::Duration;
 
-/// One writer of a parent's `metadata.json` links at a time (spawns,
-/// child ends, peers and prunes race otherwise).
-static LINKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Read, change and write a worker's `metadata.json` under [`LINKS`].
+/// Read, change and write a worker's `metadata.json`, one change at a
+/// time (see [`crate::worker::WorkerDir::update_metadata`]).
 fn update_meta(
     rt: &Runtime,
     worker: WorkerId,
     change: impl FnOnce(&mut crate::worker::WorkerMetadata) -> Result<bool, String>,
 ) -> Result<(), String> {
-    let _guard = LINKS.lock().unwrap_or_else(|p| p.into_inner());
     let w = rt
         .workers()
         .open_worker(worker)
         .map_err(|e| e.to_string())?;
-    let mut meta = w.metadata().map_err(|e| e.to_string())?;
-    if change(&mut meta)? {
-        w.write_metadata(&meta).map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    w.update_metadata(change)
 }
 
 /// Answer one live `workers` call: `{"ok": …}` or `{"error": "…"}`.

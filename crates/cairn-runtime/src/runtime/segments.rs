@@ -223,7 +223,14 @@ impl Runtime {
             record.component.as_deref(),
             &record.workspace,
         )?;
+        // Derived from the source's metadata with the identity rewritten
+        // (seed 003): its own segments, the fork's origin; its peers and
+        // resolved manifest carried; the source's children not (owned work
+        // does not move by copying a document).
         let mut meta = worker.metadata()?;
+        let derived = source.metadata()?;
+        meta.peers = derived.peers;
+        meta.manifest = derived.manifest;
         meta.forked_from = Some(ForkParent {
             session_id: session.clone(),
             worker_id: source.id(),

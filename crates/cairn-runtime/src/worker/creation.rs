@@ -240,6 +240,7 @@ impl Home {
                 children: vec![],
                 forked_from: None,
                 peers: vec![],
+                manifest: None,
             };
             let record = WorkerRecord {
                 version: DOC_VERSION,
@@ -258,6 +259,7 @@ impl Home {
                         at_ms: now,
                         run: None,
                     })),
+                limits: given.and_then(|r| r.limits),
             };
             let mut handles = vec![
                 fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),

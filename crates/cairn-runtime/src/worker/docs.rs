@@ -44,6 +44,10 @@ pub struct WorkerRecord {
     /// request); absent in documents written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<WorkerRequest>,
+    /// The limits its last run ran under (the workspace's, lowered by the
+    /// run's request); absent until a run, and in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::limits::Limits>,
 }
 
 /// What made a worker, or last restored it.
@@ -180,6 +184,31 @@ pub struct WorkerMetadata {
     /// Registered peers.
     #[serde(default)]
     pub peers: Vec<PeerRef>,
+    /// The controller the worker is bound to, as it resolved at its last
+    /// run (seed 000's resolved manifest state); absent until a run, and in
+    /// older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<ResolvedManifest>,
+}
+
+/// `metadata.json`'s resolved manifest: what the bound component is, as the
+/// host resolved it for a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvedManifest {
+    /// Its digest, `sha256:<hex>` (the execution binding).
+    pub component: String,
+    /// Its name, as it describes itself.
+    pub name: String,
+    /// Its version, as it describes itself.
+    pub version: String,
+    /// Whether it can park.
+    pub can_park: bool,
+    /// The interfaces it imports (`cairn:agent/history@0.2.1`, …): the
+    /// capabilities its runs are given.
+    pub imports: Vec<String>,
+    /// When it was resolved (ms since the epoch).
+    pub resolved_at_ms: u64,
 }
 
 impl WorkerMetadata {

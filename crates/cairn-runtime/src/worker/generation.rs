@@ -123,9 +123,25 @@ impl WorkerDir {
         generation: Generation,
         bind: Option<&str>,
     ) -> Result<(), WorkerError> {
+        self.record_run(generation, bind, None)
+    }
+
+    /// [`Self::record_generation`], and the limits the run runs under.
+    pub fn record_run(
+        &self,
+        generation: Generation,
+        bind: Option<&str>,
+        limits: Option<&crate::limits::Limits>,
+    ) -> Result<(), WorkerError> {
         let _guard = self.home.reserve_lock();
         let mut record = self.record()?;
         let mut changed = false;
+        if let Some(limits) = limits
+            && record.limits.as_ref() != Some(limits)
+        {
+            record.limits = Some(*limits);
+            changed = true;
+        }
         if record.last_generation < generation {
             record.last_generation = generation;
             changed = true;
@@ -140,6 +156,31 @@ impl WorkerDir {
             self.write_record_unsynced(&record)?;
         }
         Ok(())
+    }
+
+    /// Keep `manifest` as `metadata.json`'s resolved manifest unless it says
+    /// the same already (written only when the component, or what it is,
+    /// changed: a worker's first run, an update).
+    pub fn record_manifest(&self, manifest: super::ResolvedManifest) -> Result<(), String> {
+        let same = |m: &super::ResolvedManifest| {
+            (&m.component, &m.name, &m.version, m.can_park, &m.imports)
+                == (
+                    &manifest.component,
+                    &manifest.name,
+                    &manifest.version,
+                    manifest.can_park,
+                    &manifest.imports,
+                )
+        };
+        let unchanged = |meta: &super::WorkerMetadata| meta.manifest.as_ref().is_some_and(same);
+        let mut new = Some(manifest.clone());
+        self.update_metadata(|meta| {
+            if unchanged(meta) {
+                return Ok(false);
+            }
+            meta.manifest = new.take();
+            Ok(true)
+        })
     }
 
     /// Note in `worker.json` that `run` was restored (seed 000's restore

@@ -566,6 +566,23 @@ impl WorkerDir {
         fsutil::sync_dir(&self.dir).map_err(io_err(format!("worker {}: cannot publish", self.id)))
     }
 
+    /// Read, change and write `metadata.json`, one such change at a time in
+    /// this process (spawns, child ends, peers, prunes and a run's resolved
+    /// manifest race otherwise); written when `change` says it changed.
+    /// Fails with the change's reason, or the document's.
+    pub fn update_metadata(
+        &self,
+        change: impl FnOnce(&mut WorkerMetadata) -> Result<bool, String>,
+    ) -> Result<(), String> {
+        static CHANGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
+        let mut meta = self.metadata().map_err(|e| e.to_string())?;
+        if change(&mut meta)? {
+            self.write_metadata(&meta).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
     /// Replace `metadata.json` atomically.
     pub fn write_metadata(&self, meta: &WorkerMetadata) -> Result<(), WorkerError> {
         fsutil::write_document(&self.dir, "metadata.json", &to_json(meta)).map_err(io_err(format!(

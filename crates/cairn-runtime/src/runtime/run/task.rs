@@ -134,8 +134,20 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         };
         // worker.json and the rest of the layout, before anything is instantiated.
         worker
-            .record_generation(generation, plan.bind.as_deref())
+            .record_run(generation, plan.bind.as_deref(), Some(&ctx.limits))
             .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        let info = plan.prepared.info();
+        let manifest = crate::worker::ResolvedManifest {
+            component: plan.prepared.digest().to_string(),
+            name: info.name.clone(),
+            version: info.version.clone(),
+            can_park: info.can_park,
+            imports: plan.prepared.imports().to_vec(),
+            resolved_at_ms: crate::fsutil::now_ms(),
+        };
+        if let Err(e) = worker.record_manifest(manifest) {
+            tracing::warn!(run_id = %ctx.run_id, "metadata.json does not hold the resolved manifest: {e}");
+        }
         if plan.replay.is_some()
             && let Err(e) = worker.record_restore(ctx.run_id)
         {

@@ -20,6 +20,7 @@ fn new_record(session: &SessionId, workspace: &str) -> WorkerRecord {
         status: WorkerStatus::Active,
         parent: None,
         request: None,
+        limits: None,
     }
 }
 

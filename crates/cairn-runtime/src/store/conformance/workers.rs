@@ -101,6 +101,7 @@ pub fn workers(name: &str, workers: &dyn Workers) {
         status: WorkerStatus::Active,
         parent: None,
         request: None,
+        limits: None,
     };
     workers.adopt_worker(&given).expect("adopt_worker");
     assert_eq!(
