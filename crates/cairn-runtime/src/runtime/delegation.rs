@@ -571,10 +571,17 @@ fn peers(rt: &Runtime, ctx: &RunCtx) -> Result<Value, String> {
     ))
 }
 
+/// A child's loan is opened, and a restored parent's loans moved, one at a
+/// time: a child restored while its parent's restore moves the scope would
+/// otherwise read where the scope was, find it gone, and run without its
+/// loan (or write its `worker.json` back over the moved generation).
+static LOANS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The `/loan` a run of `worker` gets: its parent's scope, when this run
 /// holds the loan (the child's first run, or its restore) and it has not
 /// been reclaimed.
 pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<cap_std::fs::Dir> {
+    let _moves = LOANS.lock().unwrap_or_else(|p| p.into_inner());
     let home = rt.workers();
     let child = home.open_worker(worker).ok()?;
     let mut record = child.record().ok()?;
@@ -755,6 +762,7 @@ pub(crate) fn loans_follow(
         return;
     };
     let mut moved = Vec::new();
+    let moves = LOANS.lock().unwrap_or_else(|p| p.into_inner());
     for (child_id, scope) in loans {
         let Ok(child) = home.open_worker(child_id) else {
             continue;
@@ -778,6 +786,7 @@ pub(crate) fn loans_follow(
             moved.push(child_id);
         }
     }
+    drop(moves);
     let _ = update_meta(rt, parent, |meta| {
         for c in meta
             .children
