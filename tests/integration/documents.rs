@@ -103,4 +103,13 @@ fn worker_and_metadata_documents_hold_limits_manifest_and_a_derived_fork() {
         fork_meta["active_segment"], meta["active_segment"],
         "{fork_meta}"
     );
+
+    // An export is the lines as journaled: every one carries its checksum,
+    // and it holds.
+    let export = ok(&home, &["export", &session]);
+    assert!(export.lines().count() > 4, "{export}");
+    for line in export.lines() {
+        assert!(line.contains(",\"crc\":\""), "{line}");
+        cairn_runtime::journal::event::check_line(line.as_bytes()).unwrap();
+    }
 }

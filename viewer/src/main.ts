@@ -215,8 +215,8 @@ async function livePage(session: string): Promise<void> {
 }
 
 function openPage(): void {
-  const state: { lines: string[]; entries: any[]; component: Uint8Array | null; checkpoint: Uint8Array | null; name: string } = {
-    lines: [], entries: [], component: null, checkpoint: null, name: '',
+  const state: { lines: string[]; entries: any[]; component: Uint8Array | null; checkpoint: Uint8Array | null; name: string; skipped: string } = {
+    lines: [], entries: [], component: null, checkpoint: null, name: '', skipped: '',
   };
   const out = h('div', { class: 'opened' });
   const note = h('p', { class: 'drop-note', 'data-testid': 'drop-note' }, 'Drop an exported journal (.jsonl), and for a replay its component (.wasm) and, for a resumed run, the park checkpoint (any other file).');
@@ -230,7 +230,12 @@ function openPage(): void {
         state.lines = parsed.lines;
         state.entries = parsed.entries;
         state.name = f.name;
-        if (parsed.bad.length) note.textContent = `${f.name}: lines ${parsed.bad.slice(0, 10).join(', ')} are not JSON and were skipped`;
+        const skipped = [
+          parsed.bad.length ? `lines ${parsed.bad.slice(0, 10).join(', ')} are not JSON` : '',
+          parsed.damaged.length ? `lines ${parsed.damaged.slice(0, 10).join(', ')} fail their checksum (changed after cairn wrote them)` : '',
+        ].filter(Boolean);
+        state.skipped = skipped.length ? `; ${skipped.join('; ')} and were left out` : '';
+        note.textContent = `${f.name}${state.skipped}`;
       } else state.checkpoint = bytes;
     }
     draw();
@@ -247,7 +252,7 @@ function openPage(): void {
       },
     });
     page.add(state.entries);
-    note.textContent = `${state.name}: ${state.entries.length} entries${state.component ? ', a component' : ''}${state.checkpoint ? ', a checkpoint' : ''}`;
+    note.textContent = `${state.name}: ${state.entries.length} entries${state.component ? ', a component' : ''}${state.checkpoint ? ', a checkpoint' : ''}${state.skipped}`;
     out.replaceChildren(page.el);
   };
   const zone = h('div', { class: 'dropzone', 'data-testid': 'dropzone' }, note, input);

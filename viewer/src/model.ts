@@ -220,19 +220,56 @@ export class SessionModel {
   }
 }
 
-/** Parses an exported JSONL file: entries, and the lines that were not JSON. */
-export function parseJsonl(text: string): { entries: any[]; lines: string[]; bad: number[] } {
+const CRC32C = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/** CRC32C (Castagnoli) of `bytes`, as journal lines carry it. */
+export function crc32c(bytes: Uint8Array): number {
+  let c = 0xffffffff;
+  for (const b of bytes) c = CRC32C[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** Whether a journal line is whole: one ending in its checksum field
+ * (`,"crc":"1a2b3c4d"}`, the CRC32C of every byte before it) must sum to
+ * it; a line without one (written before checksums) is. */
+export function lineIntact(line: string): boolean {
+  const m = /,"crc":"([0-9a-f]{8})"\}$/.exec(line);
+  if (!m) return true;
+  const body = new TextEncoder().encode(line.slice(0, line.length - m[0].length));
+  return crc32c(body) === parseInt(m[1], 16);
+}
+
+/** Parses an exported JSONL file: entries, the lines that were not JSON,
+ * and those whose checksum does not match (a byte changed after cairn
+ * wrote it): both kinds are left out, by line number. */
+export function parseJsonl(text: string): { entries: any[]; lines: string[]; bad: number[]; damaged: number[] } {
   const entries: any[] = [];
   const lines: string[] = [];
   const bad: number[] = [];
+  const damaged: number[] = [];
   text.split('\n').forEach((line, i) => {
     if (!line.trim()) return;
+    let entry: any;
     try {
-      entries.push(JSON.parse(line));
-      lines.push(line);
+      entry = JSON.parse(line);
     } catch {
       bad.push(i + 1);
+      return;
     }
+    if (!lineIntact(line)) {
+      damaged.push(i + 1);
+      return;
+    }
+    entries.push(entry);
+    lines.push(line);
   });
-  return { entries, lines, bad };
+  return { entries, lines, bad, damaged };
 }

@@ -198,8 +198,14 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
   const entries = lines.map((l) => JSON.parse(l));
   const victim = entries.find((e) => e.payload?.event?.type === 'text_delta' && e.payload.event.text === '5');
   assert.ok(victim);
+  // Changed as a journal written before checksums could be (its line
+  // without one): a divergence. Changed with its checksum kept: damage,
+  // left out and named.
+  const unsealed = (l) => l.replace(/,"crc":"[0-9a-f]{8}"\}$/, '}');
   const tampered = path.join(dir, 'tampered.jsonl');
-  fs.writeFileSync(tampered, lines.map((l) => (JSON.parse(l).seq === victim.seq ? l.replace('"text":"5"', '"text":"five"') : l)).join('\n') + '\n');
+  fs.writeFileSync(tampered, lines.map((l) => (JSON.parse(l).seq === victim.seq ? unsealed(l).replace('"text":"5"', '"text":"five"') : l)).join('\n') + '\n');
+  const damaged = path.join(dir, 'damaged.jsonl');
+  fs.writeFileSync(damaged, lines.map((l) => (JSON.parse(l).seq === victim.seq ? l.replace('"text":"5"', '"text":"6"') : l)).join('\n') + '\n');
   const wasm = path.join(dir, 'counter.wasm');
   fs.copyFileSync(cfg.counter, wasm);
   // No API call may leave the offline page: the live page before it is
@@ -231,6 +237,9 @@ await step('an exported JSONL opened with no server, replayed, and a tampered on
   assert.equal(Number(r.seq), victim.seq, r.text);
   assert.match(r.text, /expected \{"text":"five","type":"text_delta"\}, got \{"text":"5","type":"text_delta"\}/);
   await shot('offline-tampered-diverges');
+  await page.setInputFiles('#files', [damaged]);
+  const line = lines.findIndex((l) => JSON.parse(l).seq === victim.seq) + 1;
+  await until('the damaged line named', async () => (await page.locator('[data-testid=drop-note]').textContent()).includes(`lines ${line} fail their checksum`));
   assert.equal(apiCalls, 0, 'the offline page called the API');
   assert.equal(offlineRequests, 0, 'the offline replay needed the network');
   await page.unrouteAll();

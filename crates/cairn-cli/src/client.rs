@@ -220,13 +220,14 @@ impl Client {
         session: &SessionId,
         after: u64,
         follow: bool,
-        mut print: impl FnMut(&Value) -> anyhow::Result<()>,
+        mut print: impl FnMut(&Value, &str) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         match self {
             Client::Local(rt) => {
                 if !follow {
                     for item in rt.read(session, Seq(after)).await? {
-                        print(&item_json(&item))?;
+                        let (value, line) = item_json(&item);
+                        print(&value, &line)?;
                     }
                     return Ok(());
                 }
@@ -234,7 +235,10 @@ impl Client {
                 loop {
                     tokio::select! {
                         d = sub.next() => match d {
-                            Some(d) => print(&delivery_json(&d?))?,
+                            Some(d) => {
+                                let (value, line) = delivery_json(&d?);
+                                print(&value, &line)?
+                            }
                             None => return Ok(()),
                         },
                         _ = tokio::signal::ctrl_c() => return Ok(()),
@@ -288,11 +292,13 @@ impl Client {
                                             seen = Some(seq);
                                         }
                                         let mut value: Value = serde_json::from_str(&event.data)
-                                            .unwrap_or(Value::String(event.data));
+                                            .unwrap_or(Value::String(event.data.clone()));
+                                        let mut line = event.data;
                                         if event.event == "gap" {
                                             value = serde_json::json!({ "gap": value });
+                                            line = value.to_string();
                                         }
-                                        print(&value)?;
+                                        print(&value, &line)?;
                                         if value["seq"].as_u64().is_some_and(|s| s >= last) {
                                             return Ok(());
                                         }
@@ -538,23 +544,34 @@ pub fn enc(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
-fn item_json(item: &cairn_runtime::store::JournalItem) -> Value {
+/// An entry as JSON, and its journal line as written (checksum included).
+fn item_json(item: &cairn_runtime::store::JournalItem) -> (Value, String) {
     match item {
-        cairn_runtime::store::JournalItem::Event(e) => {
-            serde_json::to_value(&**e).expect("events serialize")
-        }
-        cairn_runtime::store::JournalItem::Unknown { raw, .. } => {
-            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone()))
-        }
+        cairn_runtime::store::JournalItem::Event(e) => (
+            serde_json::to_value(&**e).expect("events serialize"),
+            e.line().to_string(),
+        ),
+        cairn_runtime::store::JournalItem::Unknown { raw, .. } => (
+            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone())),
+            raw.clone(),
+        ),
     }
 }
 
-fn delivery_json(d: &Delivery) -> Value {
+fn delivery_json(d: &Delivery) -> (Value, String) {
     match d {
-        Delivery::Event(e) => serde_json::to_value(&**e).expect("events serialize"),
-        Delivery::Unknown { raw, .. } => {
-            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone()))
+        Delivery::Event(e) => (
+            serde_json::to_value(&**e).expect("events serialize"),
+            e.line().to_string(),
+        ),
+        Delivery::Unknown { raw, .. } => (
+            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone())),
+            raw.clone(),
+        ),
+        Delivery::Gap { resumed_at } => {
+            let gap = serde_json::json!({ "gap": { "resumed_at": resumed_at } });
+            let line = gap.to_string();
+            (gap, line)
         }
-        Delivery::Gap { resumed_at } => serde_json::json!({ "gap": { "resumed_at": resumed_at } }),
     }
 }
