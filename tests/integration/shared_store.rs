@@ -457,3 +457,61 @@ fn a_session_updates_at_whichever_instance_holds_it() {
         "the run after the takeover did not run v2"
     );
 }
+
+/// A session deleted at one instance leaves no copy listed at another
+/// (issue 40, item 4): before, an instance that had listed it kept its copy
+/// and listed it forever while every instance answered 404 for it.
+#[test]
+fn a_session_deleted_at_one_instance_is_listed_at_none() {
+    let (_tokio, _pg, store, dir) = shared_store();
+    let nodes = [
+        Instance::start(dir.path(), "x0", &store),
+        Instance::start(dir.path(), "x1", &store),
+    ];
+    let http = client();
+    let r = http
+        .post(format!("{}/v1/runs", nodes[0].url))
+        .json(&serde_json::json!({"component": "echo", "prompt": "hi", "session": "doomed"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let run = r.json::<serde_json::Value>().unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_finished(&nodes[0].url, &run, "the run", Duration::from_secs(20));
+    let listed = |node: &Instance| -> Vec<String> {
+        let v: serde_json::Value = http
+            .get(format!("{}/v1/sessions", node.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["session_id"].as_str().map(str::to_string))
+            .collect()
+    };
+    // The other instance lists it (its copy is made for the listing).
+    assert!(listed(&nodes[1]).contains(&"doomed".to_string()));
+    // Past the window in which a fresh copy may be a creation under way.
+    std::thread::sleep(Duration::from_millis(2 * super::scale_out::TTL_MS + 200));
+    let r = http
+        .delete(format!("{}/v1/sessions/doomed", nodes[0].url))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    for node in &nodes {
+        assert!(
+            !listed(node).contains(&"doomed".to_string()),
+            "{} still lists the deleted session",
+            node.url
+        );
+        let r = http
+            .get(format!("{}/v1/sessions/doomed", node.url))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 404, "{}", node.url);
+    }
+}

@@ -275,14 +275,44 @@ impl Runtime {
     }
 
     /// Copy every session of the shared catalog this home does not have
-    /// yet (before a listing, so every instance lists the same sessions).
+    /// yet, and drop the copies of sessions the catalog no longer has
+    /// (deleted at another instance), before a listing: every instance
+    /// lists the same sessions, and none lists one it cannot serve.
     pub async fn sync_catalog(&self) -> Result<(), RuntimeError> {
         let Some(c) = &self.inner.cluster else {
             return Ok(());
         };
-        for session in c.shared.sessions().await? {
-            if self.inner.workers.lookup(&session)?.is_none() {
-                self.ensure_known(&session).await?;
+        let shared: std::collections::HashSet<SessionId> =
+            c.shared.sessions().await?.into_iter().collect();
+        for session in &shared {
+            if self.inner.workers.lookup(session)?.is_none() {
+                self.ensure_known(session).await?;
+            }
+        }
+        // A copy younger than two leases may be a creation here that has
+        // not reached the catalog yet; a damaged one is left to the doctor.
+        let young = crate::fsutil::now_ms().saturating_sub(2 * c.ttl.as_millis() as u64);
+        for id in self.inner.workers.list_workers()? {
+            let entry = self.inner.workers.worker_entry(id);
+            let (Some(session), None) = (entry.session_id, entry.problem) else {
+                continue;
+            };
+            if shared.contains(&session) || c.holds(&session) {
+                continue;
+            }
+            let _guard = c.taking.lock().await;
+            let made = self.inner.workers.open_worker(id).and_then(|w| w.record());
+            if made.is_ok_and(|r| r.created_at_ms < young)
+                && c.shared.record(&session).await?.is_none()
+                && self.inner.workers.lookup(&session)? == Some(id)
+            {
+                tracing::info!(session_id = %session, "deleted at another instance: its copy here goes too");
+                self.inner.workers.delete_worker(id, &session)?;
+                self.inner.journals.close(&session);
+                if let Some(fs) = &self.inner.file_store {
+                    fs.forget(&session);
+                }
+                self.inner.registry.sessions().remove(&session);
             }
         }
         Ok(())
