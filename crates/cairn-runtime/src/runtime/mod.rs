@@ -13,6 +13,7 @@ mod config;
 pub mod decisions;
 pub(crate) mod delegation;
 mod error;
+mod grants;
 mod guard;
 pub use cairn_types::failure;
 mod history;
