@@ -145,9 +145,6 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             imports: plan.prepared.imports().to_vec(),
             resolved_at_ms: crate::fsutil::now_ms(),
         };
-        if let Err(e) = worker.record_manifest(manifest) {
-            tracing::warn!(run_id = %ctx.run_id, "metadata.json does not hold the resolved manifest: {e}");
-        }
         if plan.replay.is_some()
             && let Err(e) = worker.record_restore(ctx.run_id)
         {
@@ -165,8 +162,11 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) => Some(*generation),
             _ => None,
         });
-        let (supervisor, parent) = (env.supervisor.clone(), plan.worker_id);
+        let (supervisor, parent, run_id) = (env.supervisor.clone(), plan.worker_id, ctx.run_id);
         let gen_dir = tokio::task::spawn_blocking(move || {
+            if let Err(e) = handle.record_manifest(manifest) {
+                tracing::warn!(run_id = %run_id, "metadata.json does not hold the resolved manifest: {e}");
+            }
             let gen_dir = handle.lay_out_generation(reserved, previous, &budget)?;
             if let Some(from) = loaned_from {
                 supervisor.loans_follow(parent, from, &gen_dir);
