@@ -65,10 +65,7 @@ pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
 /// trailing `"crc"` field taken out (for lines a test rewrites, as a legacy
 /// tree or a hand edit would hold them).
 pub fn without_crc(line: &str) -> String {
-    match line.rfind(",\"crc\":\"") {
-        Some(at) if line.ends_with("\"}") => format!("{}}}", &line[..at]),
-        _ => line.to_string(),
-    }
+    cairn_runtime::journal::event::unsealed(line).into_owned()
 }
 
 pub fn cairn_bin() -> std::process::Command {

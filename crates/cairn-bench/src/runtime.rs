@@ -418,9 +418,8 @@ async fn replay_read(dir: &Path, events: usize) -> anyhow::Result<(f64, f64)> {
             let text = std::fs::read_to_string(&path)?;
             let mut out = String::with_capacity(text.len());
             for line in text.lines() {
-                let cut = line.rfind(",\"crc\":\"").unwrap_or(line.len() - 1);
-                out.push_str(&line[..cut]);
-                out.push_str("}\n");
+                out.push_str(&cairn_runtime::journal::event::unsealed(line));
+                out.push('\n');
             }
             std::fs::write(&path, out)?;
         }

@@ -12,7 +12,7 @@ mod call;
 mod crc;
 mod kinds;
 pub use call::{CallError, CallErrorCode, CallUsage};
-pub use crc::check_line;
+pub use crc::{check_line, unsealed};
 pub use kinds::{AGENT_KINDS, REPLAYED_LIFECYCLE, replayed_kinds};
 
 /// One entry in a session's stream.

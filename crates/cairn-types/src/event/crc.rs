@@ -27,6 +27,17 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
     line
 }
 
+/// `line` as it reads without its checksum field (the line a cairn before
+/// checksums wrote); a line without one is returned as it is.
+pub fn unsealed(line: &str) -> std::borrow::Cow<'_, str> {
+    let n = line.len();
+    match n > SUFFIX_LEN && line.ends_with("\"}") && line.as_bytes()[n - SUFFIX_LEN..n - 10] == *KEY
+    {
+        true => format!("{}}}", &line[..n - SUFFIX_LEN]).into(),
+        false => line.into(),
+    }
+}
+
 /// Whether `line` is whole: a line that ends with a checksum field must sum
 /// to it; a line without one (written before checksums) passes.
 pub fn check_line(line: &[u8]) -> Result<(), String> {
@@ -64,6 +75,8 @@ mod tests {
         assert!(sealed.starts_with(&line[..line.len() - 1]));
         assert!(sealed.ends_with(b"\"}"));
         check_line(&sealed).unwrap();
+        let text = String::from_utf8(sealed.clone()).unwrap();
+        assert_eq!(unsealed(&text).as_bytes(), line.as_slice());
         serde_json::from_slice::<serde_json::Value>(&sealed).unwrap();
         for at in 0..sealed.len() - SUFFIX_LEN {
             let mut bad = sealed.clone();
