@@ -322,3 +322,80 @@ async fn a_decision_timeout_keeps_its_deadline_across_a_kill() {
         "the timeout fired {waited} ms after the request (due at 3000)"
     );
 }
+
+/// A decision answered and journaled is always delivered (issue 40 item
+/// 3): with the broker's wake-up lost (`CAIRN_FAULT=decision-undelivered`
+/// drops it after the answer is journaled, as a lost broker would), the
+/// waiting run reads its answer from the journal and goes on with it —
+/// before, it ended `failed` "the decision broker went away".
+#[test]
+fn an_answer_whose_wake_up_is_lost_is_read_from_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = serve_with(&home, &[("CAIRN_FAULT", "decision-undelivered")]).unwrap();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let started: serde_json::Value = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({"component": "approval", "prompt": "ship it?"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    let decision = loop {
+        let pending: serde_json::Value = http
+            .get(format!("{}/v1/decisions?session={session}", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if let Some(id) = pending[0]["decision_id"].as_str() {
+            break id.to_string();
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "the run never asked");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let answered = http
+        .post(format!("{}/v1/decisions/{decision}", served.url))
+        .json(&json!({"value": {"approved": true}}))
+        .send()
+        .unwrap();
+    assert!(
+        answered.status().is_success(),
+        "{}",
+        answered.text().unwrap()
+    );
+    let t = Instant::now();
+    let entries = loop {
+        let page: serde_json::Value = http
+            .get(format!(
+                "{}/v1/sessions/{session}/journal?after=0&limit=1000",
+                served.url
+            ))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let entries = page["entries"].as_array().cloned().unwrap_or_default();
+        let ended = |e: &serde_json::Value| {
+            ["finished", "failed", "cancelled"]
+                .iter()
+                .any(|t| e["payload"]["event"]["type"] == *t)
+        };
+        if entries.iter().any(ended) {
+            break entries;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "the run never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let kinds: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["payload"]["event"]["type"].as_str())
+        .collect();
+    assert!(kinds.contains(&"decision_recorded"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"finished"), "{entries:?}");
+}

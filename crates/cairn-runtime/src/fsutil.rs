@@ -271,6 +271,14 @@ pub fn crash_point(name: &str) {
     }
 }
 
+/// A fault point for tests: with `CAIRN_FAULT=<name>` in the environment,
+/// true here — the caller then fails the way a rare fault would make it
+/// (a lost message, a dropped handle), so tests can show that recovery
+/// holds without waiting for the fault to happen by chance.
+pub fn fault_point(name: &str) -> bool {
+    std::env::var_os("CAIRN_FAULT").is_some_and(|v| v == name)
+}
+
 /// Raise this process's soft open-file limit to its hard limit (what a
 /// server holding many sessions needs: each live run holds a few
 /// descriptors). Returns the limit now in force.

@@ -107,6 +107,33 @@ impl Broker {
         rx
     }
 
+    /// Register a request again for a waiter whose sender was lost, unless
+    /// another waiter holds the id now (then `None`: it is theirs).
+    pub fn register_again(
+        &self,
+        id: DecisionId,
+        session: SessionId,
+        run: RunId,
+        journal: Arc<SessionJournal>,
+    ) -> Option<oneshot::Receiver<Delivered>> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.contains_key(&id) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        pending.insert(
+            id,
+            Pending {
+                session,
+                run,
+                journal,
+                tx,
+                delivery: None,
+            },
+        );
+        Some(rx)
+    }
+
     /// Withdraw a request (its wait ended otherwise). True when it was still
     /// pending, so the caller owns its ending.
     pub fn withdraw(&self, id: &DecisionId) -> bool {
@@ -248,7 +275,11 @@ impl Broker {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, (pending.session.clone(), value.clone()));
-        let _ = pending.tx.send((value, event.at_ms));
+        // A waiter that misses this wake-up reads its answer from the
+        // journal (the fault point drops it, as a lost broker would).
+        if !crate::fsutil::fault_point("decision-undelivered") {
+            let _ = pending.tx.send((value, event.at_ms));
+        }
         Ok(())
     }
 }

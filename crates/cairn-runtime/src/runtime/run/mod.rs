@@ -399,11 +399,16 @@ impl RunCtx {
         Ok(seq)
     }
 
+    /// Wait for the answer to decision `id` (requested at seq `asked`).
+    /// Should the broker lose its sender — whatever drops it — the journal
+    /// is the authority: an answer recorded there is the answer, and a
+    /// request it has not answered is registered again and waited on.
     async fn wait_live(
         &self,
         id: DecisionId,
         mut rx: tokio::sync::oneshot::Receiver<super::decisions::Delivered>,
         request: &DecisionRequest,
+        asked: Seq,
         requested_ms: Option<u64>,
     ) -> Result<Answer, HostFailure> {
         // The deadline runs from the request's journaled time: a wait
@@ -419,36 +424,56 @@ impl RunCtx {
                 None => std::future::pending().await,
             }
         };
+        tokio::pin!(sleep);
         let mut cancel = self.cancel.subscribe();
         let mut park = self.park.subscribe();
-        tokio::select! {
-            answer = &mut rx => {
-                return match answer {
+        loop {
+            tokio::select! {
+                answer = &mut rx => match answer {
                     Ok((value, at_ms)) => {
                         self.advance_clock(at_ms);
-                        Ok(Answer::Decided(value))
+                        return Ok(Answer::Decided(value));
                     }
-                    Err(_) => Err(HostFailure("the decision broker went away".into())),
-                };
-            }
-            _ = sleep => {}
-            _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => {
-                if self.broker.withdraw(&id) {
-                    return Ok(Answer::Cancelled);
+                    Err(_) => match self.journaled_answer(&id, asked).await? {
+                        Some(answer) => return Ok(answer),
+                        None => match self.broker.register_again(
+                            id.clone(),
+                            self.session.clone(),
+                            self.run_id,
+                            self.journal.clone(),
+                        ) {
+                            Some(again) => {
+                                rx = again;
+                                continue;
+                            }
+                            None => {
+                                return Err(HostFailure(format!(
+                                    "decision {id} is waited on by another run of this session"
+                                )));
+                            }
+                        },
+                    },
+                },
+                _ = &mut sleep => {}
+                _ = async { let _ = cancel.wait_for(|c| c.is_some()).await; } => {
+                    if self.broker.withdraw(&id) {
+                        return Ok(Answer::Cancelled);
+                    }
+                }
+                _ = async { let _ = park.wait_for(|p| p.is_some()).await; } => {
+                    if self.broker.withdraw(&id) {
+                        let because = self.park.borrow().clone().unwrap_or_default();
+                        self.lifecycle(LifecycleEvent::ApprovalRouted {
+                            decision_id: id,
+                            route: ApprovalRoute::Parked,
+                            because,
+                        })
+                        .await?;
+                        return Ok(Answer::Park);
+                    }
                 }
             }
-            _ = async { let _ = park.wait_for(|p| p.is_some()).await; } => {
-                if self.broker.withdraw(&id) {
-                    let because = self.park.borrow().clone().unwrap_or_default();
-                    self.lifecycle(LifecycleEvent::ApprovalRouted {
-                        decision_id: id,
-                        route: ApprovalRoute::Parked,
-                        because,
-                    })
-                    .await?;
-                    return Ok(Answer::Park);
-                }
-            }
+            break;
         }
         // The timeout fired (or a cancel or park lost the race to an answer).
         if self.broker.withdraw(&id) {
@@ -478,7 +503,56 @@ impl RunCtx {
                 self.advance_clock(at_ms);
                 Ok(Answer::Decided(value))
             }
-            Err(_) => Err(HostFailure("the decision broker went away".into())),
+            Err(_) => self.journaled_answer(&id, asked).await?.ok_or_else(|| {
+                HostFailure(format!(
+                    "decision {id} was taken as answered, and the journal records no answer to it"
+                ))
+            }),
+        }
+    }
+
+    /// What the journal records as the answer to decision `id`, reading
+    /// from its request at `asked` on (a page at a time).
+    async fn journaled_answer(
+        &self,
+        id: &DecisionId,
+        asked: Seq,
+    ) -> Result<Option<Answer>, HostFailure> {
+        // The answer may still be on its way to the store.
+        self.journal
+            .commit()
+            .await
+            .map_err(|e| self.refused("reading the journal for an answer", e))?;
+        let mut after = Seq(asked.0.saturating_sub(1));
+        loop {
+            let page = self
+                .store
+                .read_bytes(&self.session, after, 512, 1 << 20)
+                .await
+                .map_err(|e| self.refused("reading the journal for an answer", e))?;
+            let Some(last) = page.last() else {
+                return Ok(None);
+            };
+            after = last.seq();
+            for event in page.iter().filter_map(|item| item.event()) {
+                match &event.payload {
+                    Payload::Lifecycle(LifecycleEvent::DecisionRecorded {
+                        decision_id,
+                        value,
+                        ..
+                    }) if decision_id == id => {
+                        self.advance_clock(event.at_ms);
+                        return Ok(Some(Answer::Decided(value.clone())));
+                    }
+                    Payload::Lifecycle(LifecycleEvent::DecisionTimedOut { decision_id })
+                        if decision_id == id =>
+                    {
+                        self.advance_clock(event.at_ms);
+                        return Ok(Some(Answer::TimedOut));
+                    }
+                    _ => {}
+                }
+            }
         }
     }
 }
@@ -593,12 +667,15 @@ impl RunHost for RunCtx {
                 ]
             })
             .await;
-        if let Err(e) = requested {
-            if let Some((id, _)) = &registered {
-                self.broker.withdraw(id);
+        let asked = match requested {
+            Ok(events) => events.first().map_or(Seq(0), |e| e.seq),
+            Err(e) => {
+                if let Some((id, _)) = &registered {
+                    self.broker.withdraw(id);
+                }
+                return Err(self.refused("a decision request", e));
             }
-            return Err(self.refused("a decision request", e));
-        }
+        };
         match registered {
             None => Ok(Answer::Park),
             Some((id, rx)) => {
@@ -607,7 +684,7 @@ impl RunHost for RunCtx {
                 {
                     self.deliver(caps.clone(), hook, &id, &request);
                 }
-                self.wait_live(id, rx, &request, None).await
+                self.wait_live(id, rx, &request, asked, None).await
             }
         }
     }

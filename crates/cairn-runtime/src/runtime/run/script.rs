@@ -236,7 +236,8 @@ impl RunCtx {
         }
         // Its timeout keeps the deadline it was journaled with.
         Ok(Some(
-            self.wait_live(id, rx, request, Some(requested_ms)).await?,
+            self.wait_live(id, rx, request, requested_at, Some(requested_ms))
+                .await?,
         ))
     }
 }
