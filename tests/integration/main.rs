@@ -37,6 +37,7 @@ mod model_standin;
 mod peers;
 mod pg_outage;
 mod postgres;
+mod preparing;
 mod python_sdk;
 mod queue;
 mod queue_crash;

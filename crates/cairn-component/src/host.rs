@@ -167,6 +167,9 @@ pub trait RunHost: Send + Sync {
         let _ = call_id;
         self.host_call(capability, op, request).await
     }
+    /// The controller's instance is made (its set-up code ran): the run
+    /// leaves seed 002's `Preparing` and its controller starts now.
+    fn instantiated(&self) {}
     /// Whether the epoch callback should stop the instance now (cancelled
     /// past its grace, or a limit was broken).
     fn should_trap(&self) -> bool;

@@ -2,7 +2,8 @@
 //! host does not provide would fail the link only after the compile (43 to
 //! 72 s for a `componentize-js` build), and with a message about the world.
 //! Here it is refused in the time a parse takes, naming every missing
-//! import and what to do.
+//! import and what to do. The exports the world asks for are checked once
+//! it is compiled.
 
 use super::ComponentError;
 
@@ -100,4 +101,40 @@ pub fn precheck(bytes: &[u8]) -> Result<(), ComponentError> {
     }
     check(bytes)?;
     super::complexity::check(bytes).map(|_| ())
+}
+
+/// The exports the world asks for (`describe` and `run`), checked once the
+/// component is compiled; what is missing is named, with what it exports.
+pub(crate) fn check_exports(
+    engine: &wasmtime::Engine,
+    component: &wasmtime::component::Component,
+) -> Result<(), ComponentError> {
+    use wasmtime::component::types::ComponentItem;
+    let ty = component.component_type();
+    let mut missing = Vec::new();
+    let exports: Vec<(String, ComponentItem)> = ty
+        .exports(engine)
+        .map(|(n, item)| (n.to_string(), item.ty))
+        .collect();
+    for name in ["describe", "run"] {
+        match exports.iter().find(|(n, _)| n == name) {
+            Some((_, ComponentItem::ComponentFunc(_))) => {}
+            Some(_) => missing.push(format!("`{name}` is exported but is not a function")),
+            None => missing.push(format!("missing export `{name}`")),
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        let exported: Vec<String> = exports.iter().map(|(n, _)| format!("`{n}`")).collect();
+        Err(ComponentError::WrongWorld(format!(
+            "{} (it exports {})",
+            missing.join(", "),
+            if exported.is_empty() {
+                "nothing".to_string()
+            } else {
+                exported.join(", ")
+            }
+        )))
+    }
 }

@@ -418,7 +418,7 @@ impl Components {
                 .map_err(|e| ComponentError::Engine(format!("the compiler failed: {e}")))?
                 .map_err(|e| ComponentError::NotAComponent(format!("{e:#}")))?
         };
-        check_exports(&self.engine, &component)?;
+        imports::check_exports(&self.engine, &component)?;
         let instance_pre = self
             .linker
             .instantiate_pre(&component)
@@ -622,6 +622,9 @@ impl Components {
             ($pre:expr, $types:path, { $($extra:tt)* }) => {{
                 use $types as t;
                 let instance = $pre.instantiate_async(&mut store).await.map_err(setup)?;
+                if let Some(host) = &store.data().host {
+                    host.instantiated();
+                }
                 let wit_start = t::Start {
                     run_id: start.run_id.to_string(),
                     session_id: start.session_id.to_string(),
@@ -658,37 +661,6 @@ fn trap_message(e: &wasmtime::Error) -> String {
         return format!("the controller trapped: {trap}");
     }
     format!("{e:#}")
-}
-
-fn check_exports(engine: &Engine, component: &Component) -> Result<(), ComponentError> {
-    use wasmtime::component::types::ComponentItem;
-    let ty = component.component_type();
-    let mut missing = Vec::new();
-    let exports: Vec<(String, ComponentItem)> = ty
-        .exports(engine)
-        .map(|(n, item)| (n.to_string(), item.ty))
-        .collect();
-    for name in ["describe", "run"] {
-        match exports.iter().find(|(n, _)| n == name) {
-            Some((_, ComponentItem::ComponentFunc(_))) => {}
-            Some(_) => missing.push(format!("`{name}` is exported but is not a function")),
-            None => missing.push(format!("missing export `{name}`")),
-        }
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        let exported: Vec<String> = exports.iter().map(|(n, _)| format!("`{n}`")).collect();
-        Err(ComponentError::WrongWorld(format!(
-            "{} (it exports {})",
-            missing.join(", "),
-            if exported.is_empty() {
-                "nothing".to_string()
-            } else {
-                exported.join(", ")
-            }
-        )))
-    }
 }
 
 /// What a run's sandbox is made of.

@@ -14,6 +14,24 @@ use serde_json::{Value, json};
 
 struct Parent;
 
+/// Set-up run while the instance is made (the component calls a module's
+/// `_initialize` at instantiation, the convention of WASI's build targets):
+/// with a `slow-start` file in the worktree naming a count, it looks that
+/// many times for a `go` file before it returns, as a large controller's
+/// set-up would take its time — what a test of seed 002's `Preparing`
+/// holds open.
+#[unsafe(no_mangle)]
+pub extern "C" fn _initialize() {
+    let Ok(text) = std::fs::read_to_string("slow-start") else {
+        return;
+    };
+    for _ in 0..text.trim().parse::<u64>().unwrap_or(0) {
+        if std::fs::metadata("go").is_ok() {
+            return;
+        }
+    }
+}
+
 fn status_json(s: &workers::ChildStatus) -> Value {
     json!({ "state": format!("{:?}", s.state).to_lowercase(), "text": s.text, "error": s.error })
 }

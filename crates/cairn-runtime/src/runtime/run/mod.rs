@@ -744,6 +744,10 @@ impl RunHost for RunCtx {
         self.call_by_id(call_id, capability, op, request).await
     }
 
+    fn instantiated(&self) {
+        self.running.store(true, Ordering::Relaxed);
+    }
+
     fn limit_broken(&self, limit: &str, value: u64, max: u64) {
         self.break_limit(limit, value, max);
     }

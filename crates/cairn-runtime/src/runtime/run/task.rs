@@ -188,13 +188,12 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         };
         // Seed 002's `Preparing`: what the controller imports is opened
         // (MCP servers and their tool lists) before it starts, while the
-        // session reads `preparing`. A restore's replay needs none of it.
+        // session reads `preparing` (until its instance is made). A restore's replay needs none of it.
         if plan.replay.is_none() {
             env.capabilities
                 .prepare(&ctx, &plan.prepared, &gen_dir.path)
                 .await;
         }
-        ctx.running.store(true, Ordering::Relaxed);
         let clock = JournalClock::new(clock_start);
         *ctx.clock.lock().unwrap_or_else(|p| p.into_inner()) = Some(clock.clone());
         if let Some(ms) = plan.timeout_ms {
