@@ -131,8 +131,9 @@ pub async fn session_events(
         .streams
         .take(&s.rt.host_config().server, &ws.0, Some(&session))?;
     let obs = s.rt.attach(&session, attach_spec(&q, &headers)?).await?;
+    let lease = super::leases::keep(&s, &session, &obs, &headers);
     let stream = stream_of(s.rt.clone(), obs, |_| true, |_| false);
-    Ok(Sse::new(super::streams::holding(stream, slot))
+    Ok(Sse::new(super::streams::holding(stream, (slot, lease)))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
@@ -157,13 +158,14 @@ pub async fn run_events(
         .streams
         .take(&s.rt.host_config().server, &ws.0, Some(&session))?;
     let obs = s.rt.attach(&session, spec).await?;
+    let lease = super::leases::keep(&s, &session, &obs, &headers);
     let mine = move |d: &Delivery| match d {
         Delivery::Event(e) => e.run_id == Some(run),
         _ => true,
     };
     let end = move |d: &Delivery| matches!(d, Delivery::Event(e) if e.run_id == Some(run) && e.facts.is_some());
     let stream = stream_of(s.rt.clone(), obs, mine, end);
-    Ok(Sse::new(super::streams::holding(stream, slot))
+    Ok(Sse::new(super::streams::holding(stream, (slot, lease)))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
 }

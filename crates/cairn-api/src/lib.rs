@@ -12,6 +12,7 @@ mod decisions;
 pub mod error;
 mod events;
 pub mod forward;
+mod leases;
 mod listen;
 mod metrics;
 pub mod openapi;
@@ -91,6 +92,10 @@ fn router_of(state: AppState) -> Router {
         .route("/v1/sessions/{id}/prune", post(sessions::prune))
         .route("/v1/sessions/{id}/fork", post(sessions::fork))
         .route("/v1/sessions/{id}/update", post(sessions::update))
+        .route(
+            "/v1/sessions/{id}/observers/{name}",
+            axum::routing::put(leases::lease).delete(leases::release),
+        )
         .route("/v1/runs", post(runs::start).get(runs::list))
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))

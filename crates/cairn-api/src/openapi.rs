@@ -248,6 +248,26 @@ pub fn document() -> Value {
         ok: (200, Reply::Stream),
         errors: &[400, 404, 409, 429],
     });
+    let b = d.schema::<crate::leases::LeaseRequest>();
+    let r = d.schema::<cairn_runtime::runtime::Leased>();
+    d.add(Op {
+        method: "put",
+        path: "/v1/sessions/{id}/observers/{name}",
+        summary: "lease (or renew) a collecting observer across a process boundary, served where the session is held: counted (a present one routes decisions to the conversation) until released, or detached `expired` when its TTL runs out unrenewed; a stream served from another instance's session holds one",
+        query: vec![],
+        body: Body::Json(b, false),
+        ok: (200, Reply::Json(r)),
+        errors: &[400, 404],
+    });
+    d.add(Op {
+        method: "delete",
+        path: "/v1/sessions/{id}/observers/{name}",
+        summary: "release an observer lease (`observer_detached`, released)",
+        query: vec![],
+        body: Body::None,
+        ok: (204, Reply::Empty),
+        errors: &[400, 404],
+    });
     let r = d.schema::<cairn_runtime::runtime::SegmentStarted>();
     d.add(Op {
         method: "post",

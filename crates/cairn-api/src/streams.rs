@@ -95,13 +95,13 @@ impl Drop for Slot {
     }
 }
 
-/// `stream`, holding `slot` for as long as it is open.
-pub fn holding<S: futures_util::Stream>(
+/// `stream`, holding `guard` (its slot, a lease) for as long as it is open.
+pub fn holding<S: futures_util::Stream, G>(
     stream: S,
-    slot: Slot,
+    guard: G,
 ) -> impl futures_util::Stream<Item = S::Item> {
     futures_util::StreamExt::map(stream, move |item| {
-        let _ = &slot;
+        let _ = &guard;
         item
     })
 }

@@ -17,6 +17,7 @@ mod grants;
 mod guard;
 pub use cairn_types::failure;
 mod history;
+mod leases;
 pub mod lineage;
 mod listing;
 mod loan;
@@ -51,6 +52,7 @@ pub use builder::RuntimeBuilder;
 pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
 pub use error::RuntimeError;
+pub use leases::{Leased, MAX_LEASE_TTL, MIN_LEASE_TTL};
 pub use listing::{MAX_PAGE, Page};
 pub use observers::{AttachSpec, Observation};
 use run::{RunCtx, RunPlan};
@@ -102,6 +104,8 @@ pub(crate) struct SessionLive {
     run: Option<Arc<RunCtx>>,
     grace: Option<tokio::task::JoinHandle<()>>,
     deleting: bool,
+    /// Observers leased from across a process boundary, by name.
+    leases: HashMap<String, leases::Lease>,
 }
 
 impl SessionLive {

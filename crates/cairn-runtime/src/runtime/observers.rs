@@ -16,6 +16,11 @@ use std::time::Duration;
 
 static NEXT_OBSERVER: AtomicU64 = AtomicU64::new(1);
 
+/// A new observer's key, unique in the process.
+pub(super) fn next_observer_id() -> u64 {
+    NEXT_OBSERVER.fetch_add(1, Ordering::Relaxed)
+}
+
 /// How an observer attaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttachSpec {
@@ -90,6 +95,12 @@ impl Observation {
     /// The observer as journaled.
     pub fn observer(&self) -> &Observer {
         &self.guard.observer
+    }
+
+    /// Whether it follows the store's rows for a session another instance
+    /// writes (then it is leased there: see [`Runtime::lease_observer`]).
+    pub fn relayed(&self) -> bool {
+        matches!(self.sub, Source::Relay(_))
     }
 
     /// The last seq delivered.
@@ -515,7 +526,7 @@ impl Runtime {
     }
 }
 
-fn refresh_presence(live: &mut SessionLive) {
+pub(super) fn refresh_presence(live: &mut SessionLive) {
     if let Some(run) = &live.run {
         run.set_present(live.observers.values().any(|o| o.present));
     }
@@ -526,7 +537,7 @@ impl Runtime {
     /// file (`<segment>.trace.jsonl`, which `000_…` reserves for
     /// diagnostics): `{"at_ms", "payload"}`. Best effort, not synced: it is
     /// never read back as history.
-    fn trace(&self, session: &SessionId, payload: &Payload) {
+    pub(super) fn trace(&self, session: &SessionId, payload: &Payload) {
         let Ok(worker) = self.open_worker_of(session) else {
             return;
         };
