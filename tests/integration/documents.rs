@@ -54,9 +54,11 @@ fn worker_and_metadata_documents_hold_limits_manifest_and_a_derived_fork() {
     let before = started_seq(&second);
 
     let record = doc(&home, &worker, "worker.json");
+    assert_eq!(record["version"], 2, "{record}");
     assert_eq!(record["limits"]["events_per_run"], 777, "{record}");
     assert_eq!(record["request"]["kind"], "create", "{record}");
     let meta = doc(&home, &worker, "metadata.json");
+    assert_eq!(meta["version"], 2, "{meta}");
     let manifest = &meta["manifest"];
     assert_eq!(manifest["component"], record["component"], "{meta}");
     assert_eq!(manifest["name"], "echo", "{meta}");
@@ -112,4 +114,53 @@ fn worker_and_metadata_documents_hold_limits_manifest_and_a_derived_fork() {
         assert!(line.contains(",\"crc\":\""), "{line}");
         cairn_runtime::journal::event::check_line(line.as_bytes()).unwrap();
     }
+}
+
+/// Version 1 documents (before `limits` and `manifest`) are read as before,
+/// and written back as version 2 when they next change.
+#[test]
+fn version_1_worker_documents_are_read_and_upgraded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    ok(&home, &["run", "echo", "--prompt", "one"]);
+    let listed: Value = serde_json::from_str(&ok(&home, &["ls", "--json"])).unwrap();
+    let worker = listed[0]["worker_id"].as_str().unwrap().to_string();
+    // As an older cairn wrote them.
+    for (name, field) in [("worker.json", "limits"), ("metadata.json", "manifest")] {
+        let mut v = doc(&home, &worker, name);
+        v["version"] = 1.into();
+        v.as_object_mut().unwrap().remove(field);
+        let path = home.join("workers").join(&worker).join(name);
+        std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    }
+    let shown = ok(
+        &home,
+        &["inspect", listed[0]["session_id"].as_str().unwrap()],
+    );
+    assert!(shown.contains(&worker), "{shown}");
+    ok(
+        &home,
+        &["run", "echo", "--prompt", "two", "--worker", &worker],
+    );
+    let record = doc(&home, &worker, "worker.json");
+    assert_eq!(record["version"], 2, "{record}");
+    assert!(record["limits"].is_object(), "{record}");
+    let meta = doc(&home, &worker, "metadata.json");
+    assert_eq!(meta["version"], 2, "{meta}");
+    assert_eq!(meta["manifest"]["name"], "echo", "{meta}");
+    // A version this cairn does not know is refused, naming it.
+    let mut v = doc(&home, &worker, "metadata.json");
+    v["version"] = 3.into();
+    std::fs::write(
+        home.join("workers").join(&worker).join("metadata.json"),
+        serde_json::to_vec(&v).unwrap(),
+    )
+    .unwrap();
+    let out = crate::common::cairn_in(
+        &home,
+        &["run", "echo", "--prompt", "three", "--worker", &worker],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("metadata.json has format version 3"), "{err}");
 }

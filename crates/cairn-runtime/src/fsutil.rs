@@ -185,6 +185,18 @@ pub fn read_document<T: serde::de::DeserializeOwned>(
     name: &str,
     expected_version: u64,
 ) -> Result<T, DocumentError> {
+    read_document_since(dir, name, expected_version, expected_version)
+}
+
+/// [`read_document`] for a document whose format versions `oldest` to
+/// `newest` this cairn reads (a newer version adds fields an older one
+/// lacks; the caller upgrades what it read).
+pub fn read_document_since<T: serde::de::DeserializeOwned>(
+    dir: &Dir,
+    name: &str,
+    oldest: u64,
+    newest: u64,
+) -> Result<T, DocumentError> {
     let bytes = dir.read(name).map_err(|source| DocumentError::Io {
         name: name.to_string(),
         source,
@@ -195,12 +207,12 @@ pub fn read_document<T: serde::de::DeserializeOwned>(
             reason: e.to_string(),
         })?;
     match value.get("version").and_then(|v| v.as_u64()) {
-        Some(v) if v == expected_version => {}
+        Some(v) if (oldest..=newest).contains(&v) => {}
         Some(v) => {
             return Err(DocumentError::Version {
                 name: name.to_string(),
                 found: v,
-                expected: expected_version,
+                expected: newest,
             });
         }
         None => {

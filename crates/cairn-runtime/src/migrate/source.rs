@@ -564,7 +564,7 @@ fn claim_of(
         component,
         session_id,
         metadata: WorkerMetadata {
-            version: 1,
+            version: crate::worker::METADATA_VERSION,
             active_segment: active,
             pending_segment: None,
             segments,

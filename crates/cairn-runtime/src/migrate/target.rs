@@ -91,7 +91,7 @@ pub fn inspect(home: &Home, loaded: &Loaded) -> Result<Target, String> {
         return Ok(Target::Unfinished { renamed: true });
     }
     // Published: its documents must agree too.
-    let record: WorkerRecord = fsutil::read_document(&dir, "worker.json", 1)
+    let record: WorkerRecord = crate::worker::read_record(&dir)
         .map_err(|e| format!("target collision: workers/{id}: {e}"))?;
     if record.worker_id != claim.worker_id || record.session_id != claim.session_id {
         return Err(format!(
@@ -99,7 +99,7 @@ pub fn inspect(home: &Home, loaded: &Loaded) -> Result<Target, String> {
             record.worker_id, record.session_id
         ));
     }
-    let meta: crate::worker::WorkerMetadata = fsutil::read_document(&dir, "metadata.json", 1)
+    let meta: crate::worker::WorkerMetadata = crate::worker::read_metadata(&dir)
         .map_err(|e| format!("target collision: workers/{id}: {e}"))?;
     if meta.active_segment != claim.metadata.active_segment {
         return Err(format!(
@@ -288,7 +288,7 @@ fn finish_documents(home: &Home, loaded: &Loaded, ours: Option<&Dir>) -> Result<
     };
     write("metadata.json", to_json(&claim.metadata))?;
     let record = WorkerRecord {
-        version: 1,
+        version: crate::worker::WORKER_VERSION,
         worker_id: claim.worker_id,
         session_id: claim.session_id.clone(),
         workspace: claim.workspace.clone(),

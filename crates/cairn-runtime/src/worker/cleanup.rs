@@ -305,9 +305,8 @@ fn first_commit_whole(id: WorkerId, dir: &Dir) -> bool {
     else {
         return false;
     };
-    let record = fsutil::read_document::<WorkerRecord>(dir, "worker.json", DOC_VERSION);
-    let Ok(meta) = fsutil::read_document::<WorkerMetadata>(dir, "metadata.json", DOC_VERSION)
-    else {
+    let record = super::read_record(dir);
+    let Ok(meta) = super::read_metadata(dir) else {
         return false;
     };
     if doc.worker_id != id || !record.is_ok_and(|r| r.worker_id == id) {

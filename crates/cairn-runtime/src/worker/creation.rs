@@ -230,7 +230,7 @@ impl Home {
                 workspace: Some(workspace.to_string()),
             };
             let meta = WorkerMetadata {
-                version: DOC_VERSION,
+                version: super::METADATA_VERSION,
                 active_segment: segment,
                 pending_segment: None,
                 segments: vec![SegmentRef {
@@ -243,7 +243,7 @@ impl Home {
                 manifest: None,
             };
             let record = WorkerRecord {
-                version: DOC_VERSION,
+                version: super::WORKER_VERSION,
                 worker_id,
                 session_id: session.clone(),
                 workspace: workspace.to_string(),

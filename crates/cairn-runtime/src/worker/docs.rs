@@ -18,7 +18,7 @@ pub enum WorkerStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerRecord {
-    /// Always 1.
+    /// The format version ([`super::WORKER_VERSION`]; 1 before `limits`).
     pub version: u64,
     /// The worker.
     pub worker_id: WorkerId,
@@ -166,7 +166,8 @@ pub struct SegmentRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerMetadata {
-    /// Always 1.
+    /// The format version ([`super::METADATA_VERSION`]; 1 before
+    /// `manifest`).
     pub version: u64,
     /// The segment appends go to.
     pub active_segment: SegmentId,

@@ -21,6 +21,30 @@ pub const FORMAT: &str = "worker-aggregate-v1";
 /// The work queue's worktree identity of the key a worker serves.
 pub const WORKTREE: &str = "worktree.json";
 pub(crate) const DOC_VERSION: u64 = 1;
+/// `worker.json`'s format: version 2 adds the limits its last run ran
+/// under (`limits`); a version 1 record reads as before (no limits) and is
+/// written back as version 2.
+pub const WORKER_VERSION: u64 = 2;
+/// `metadata.json`'s format: version 2 adds the bound controller's resolved
+/// manifest (`manifest`); a version 1 document reads as before and is
+/// written back as version 2.
+pub const METADATA_VERSION: u64 = 2;
+
+/// Read `worker.json` in `dir` (any version this cairn reads), upgraded.
+pub(crate) fn read_record(dir: &Dir) -> Result<WorkerRecord, DocumentError> {
+    let mut record: WorkerRecord =
+        fsutil::read_document_since(dir, "worker.json", 1, WORKER_VERSION)?;
+    record.version = WORKER_VERSION;
+    Ok(record)
+}
+
+/// Read `metadata.json` in `dir` (any version this cairn reads), upgraded.
+pub(crate) fn read_metadata(dir: &Dir) -> Result<WorkerMetadata, DocumentError> {
+    let mut meta: WorkerMetadata =
+        fsutil::read_document_since(dir, "metadata.json", 1, METADATA_VERSION)?;
+    meta.version = METADATA_VERSION;
+    Ok(meta)
+}
 
 mod cleanup;
 mod components;
@@ -526,8 +550,7 @@ impl WorkerDir {
 
     /// Read `worker.json`.
     pub fn record(&self) -> Result<WorkerRecord, WorkerError> {
-        let record: WorkerRecord =
-            fsutil::read_document(&self.dir, "worker.json", DOC_VERSION).map_err(self.doc_err())?;
+        let record = read_record(&self.dir).map_err(self.doc_err())?;
         if record.worker_id != self.id {
             return Err(WorkerError::Mismatch {
                 worker: self.id,
@@ -547,7 +570,7 @@ impl WorkerDir {
 
     /// Read `metadata.json`.
     pub fn metadata(&self) -> Result<WorkerMetadata, WorkerError> {
-        fsutil::read_document::<WorkerMetadata>(&self.dir, "metadata.json", DOC_VERSION)
+        read_metadata(&self.dir)
             .map(|m| m.scoped(&self.session))
             .map_err(self.doc_err())
     }
