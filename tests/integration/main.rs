@@ -44,6 +44,7 @@ mod queue;
 mod queue_crash;
 mod queue_files;
 mod queue_open;
+mod replay_inputs;
 mod restore;
 mod restore_decisions;
 mod runtime;

@@ -645,6 +645,18 @@ pub enum LifecycleEvent {
         /// How long it had ended, in milliseconds.
         after_ms: u64,
     },
+    /// The worktree the run's generation started from (carried from the
+    /// one before), as a content-addressed snapshot in the worker aggregate
+    /// (`session/worktrees/`): what an offline replay lays out before it
+    /// re-runs the run. Written only for a tree that is not empty.
+    WorktreeRecorded {
+        /// `sha256:<hex>` of its manifest.
+        digest: String,
+        /// Files in it.
+        files: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
     /// A `workers` call (delegation) and the answer the controller got,
     /// journaled before it saw it: a replay answers the call from here and
     /// spawns nothing again.

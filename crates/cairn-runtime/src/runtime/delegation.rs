@@ -18,7 +18,7 @@ use crate::journal::event::{
 };
 use crate::worker::{ChildRef, ChildStatus, ParentRef, PeerRef};
 use serde_json::{Value, json};
-use std::path::{Component, Path};
+use std::path::Path;
 use std::time::Duration;
 
 /// Read, change and write a worker's `metadata.json`, one change at a
@@ -92,33 +92,6 @@ fn place(ctx: &RunCtx) -> Result<&super::run::Place, String> {
     ctx.place
         .get()
         .ok_or_else(|| "the run has no generation yet".to_string())
-}
-
-/// A scope as given: a relative path of plain names, normalised (`a/b`).
-pub(crate) fn check_scope(scope: &str) -> Result<String, String> {
-    let path = Path::new(scope);
-    let mut parts = Vec::new();
-    for c in path.components() {
-        match c {
-            Component::Normal(n) => parts.push(
-                n.to_str()
-                    .ok_or_else(|| format!("scope {scope:?} is not UTF-8"))?
-                    .to_string(),
-            ),
-            Component::CurDir => {}
-            _ => {
-                return Err(format!(
-                    "scope {scope:?} must be a relative directory inside artifacts/ (no `..`, no absolute path)"
-                ));
-            }
-        }
-    }
-    if parts.is_empty() {
-        return Err(format!(
-            "scope {scope:?} names no directory inside artifacts/"
-        ));
-    }
-    Ok(parts.join("/"))
 }
 
 fn overlaps(a: &str, b: &str) -> bool {
@@ -195,7 +168,7 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
         }
     }
     let scope = match call["scope"].as_str() {
-        Some(s) => Some(check_scope(s)?),
+        Some(s) => Some(super::loan::check_scope(s)?),
         None => None,
     };
     if let Some(scope) = &scope
@@ -417,9 +390,12 @@ async fn status(rt: &Runtime, ctx: &RunCtx, worker: WorkerId) -> Result<Value, S
     let pruned = child
         .as_ref()
         .is_some_and(|c| c.status == ChildStatus::Pruned);
-    let status = read_status(rt, &session, pruned).await?;
-    if child.is_some() {
+    let mut status = read_status(rt, &session, pruned).await?;
+    if let Some(child) = &child {
         reconcile(rt, ctx, worker, &status);
+        if let Some(scope) = &child.scope {
+            super::loan::record_returned(rt, ctx, scope, &mut status).await;
+        }
     }
     Ok(status)
 }

@@ -7,13 +7,40 @@
 
 use cap_std::fs::Dir;
 use rustix::fs::{Mode, OFlags};
-use std::path::Path;
+use std::path::{Component, Path};
+
+/// A scope as given: a relative path of plain names, normalised (`a/b`).
+pub(crate) fn check_scope(scope: &str) -> Result<String, String> {
+    let path = Path::new(scope);
+    let mut parts = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => parts.push(
+                n.to_str()
+                    .ok_or_else(|| format!("scope {scope:?} is not UTF-8"))?
+                    .to_string(),
+            ),
+            Component::CurDir => {}
+            _ => {
+                return Err(format!(
+                    "scope {scope:?} must be a relative directory inside artifacts/ (no `..`, no absolute path)"
+                ));
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!(
+            "scope {scope:?} names no directory inside artifacts/"
+        ));
+    }
+    Ok(parts.join("/"))
+}
 
 /// Open `scope` (a checked relative path, `a/b`) beneath `artifacts`, one
 /// name at a time, following no link. The error names the scope relative
 /// to `artifacts/`, never a host path.
 pub(crate) fn open_scope(artifacts: &Dir, scope: &str) -> Result<Dir, String> {
-    let scope = super::delegation::check_scope(scope)?;
+    let scope = check_scope(scope)?;
     let mut at: Option<Dir> = None;
     let mut walked = String::new();
     for name in scope.split('/') {
@@ -71,7 +98,7 @@ pub(crate) fn make_scope(artifacts: &Path, scope: &str) -> Result<Dir, String> {
 /// as [`open_scope`] does (no link followed), and the scope itself must be
 /// a directory.
 pub(crate) fn move_scope(from: &Dir, to: &Dir, scope: &str) -> Result<(), String> {
-    let scope = super::delegation::check_scope(scope)?;
+    let scope = check_scope(scope)?;
     let (above, name) = match scope.rsplit_once('/') {
         Some((above, name)) => (Some(above), name),
         None => (None, scope.as_str()),
@@ -108,6 +135,86 @@ pub(crate) fn move_scope(from: &Dir, to: &Dir, scope: &str) -> Result<(), String
     }
     rustix::fs::renameat(&src, name, &dst, name)
         .map_err(|e| format!("cannot move scope {scope:?}: {}", std::io::Error::from(e)))
+}
+
+/// What a child left in the scope it was lent, recorded when its parent
+/// hears it ended (a `workers` status or wait answer): the answer gains
+/// `scope` and `snapshot` (the digest of the scope's contents, kept with
+/// the parent's worktree snapshots), so an offline replay lays the scope
+/// out at that point of the parent's run (issue 35). Not recorded (a
+/// warning) when the scope cannot be read; the answer goes as it was.
+pub(crate) async fn record_returned(
+    rt: &super::Runtime,
+    ctx: &super::RunCtx,
+    scope: &str,
+    status: &mut serde_json::Value,
+) {
+    let ended = matches!(
+        status["state"].as_str(),
+        Some("finished" | "failed" | "cancelled" | "stopped" | "pruned")
+    ) && status["interrupted"] != true;
+    let (Some(place), true) = (ctx.place.get(), ended) else {
+        return;
+    };
+    let Ok(parent) = rt.workers().open_worker(place.worker_id) else {
+        return;
+    };
+    let (artifacts, scope_name) = (place.artifacts.clone(), scope.to_string());
+    let depth = ctx.limits.artifact_depth;
+    let recorded = tokio::task::spawn_blocking(move || {
+        let artifacts = Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority())
+            .map_err(|e| e.to_string())?;
+        let tree = open_scope(&artifacts, &scope_name)?;
+        parent
+            .record_worktree(&tree, depth)
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r);
+    match recorded {
+        Ok(Some(snapshot)) => {
+            status["scope"] = scope.into();
+            status["snapshot"] = snapshot.digest.into();
+        }
+        Ok(None) => status["scope"] = scope.into(),
+        Err(e) => tracing::warn!(
+            run_id = %ctx.run_id,
+            "the scope {scope:?} a child returned is not recorded (an offline replay will not have it): {e}"
+        ),
+    }
+}
+
+/// In an offline replay, lay out what a `workers` answer says a child
+/// left in its scope (`scope`, `snapshot`) in the replay's worktree,
+/// before the controller hears the answer. A live run or a restore has the
+/// scope itself: nothing is done.
+pub(crate) async fn lay_out_returned(
+    ctx: &super::RunCtx,
+    answer: &serde_json::Value,
+) -> Result<(), String> {
+    let (Some(worker), Some(place)) = (ctx.replay_worker.get(), ctx.place.get()) else {
+        return Ok(());
+    };
+    let (Some(scope), Some(digest)) = (answer["scope"].as_str(), answer["snapshot"].as_str())
+    else {
+        return Ok(());
+    };
+    let worker = worker.try_clone().map_err(|e| e.to_string())?;
+    let (artifacts, scope, digest) = (
+        place.artifacts.clone(),
+        scope.to_string(),
+        digest.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let tree = make_scope(&artifacts, &scope)?;
+        worker
+            .lay_out_worktree(&digest, &tree)
+            .map(|_| ())
+            .map_err(|e| format!("the scope {scope:?} a child returned: {e}"))
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 #[cfg(test)]

@@ -612,6 +612,22 @@ impl Runtime {
             std::fs::create_dir(&artifacts).map_err(|e| {
                 RuntimeError::RunLost(format!("cannot make a scratch directory: {e}"))
             })?;
+            // The worktree the run started from, as recorded.
+            let carried = match lay_out_started(&worker, &events, run, &artifacts).await {
+                Ok(bytes) => bytes,
+                Err(why) => {
+                    report.push(RunReplay::Skipped { run_id: run, why });
+                    continue;
+                }
+            };
+            let _ = ctx.place.set(super::run::Place {
+                worker_id: worker.id(),
+                generation: *generation,
+                artifacts: artifacts.clone(),
+            });
+            if let Ok(w) = worker.try_clone() {
+                let _ = ctx.replay_worker.set(w);
+            }
             let (stdout, stderr) = (scratch.path().join("log"), scratch.path().join("log"));
             // The clock the decisions advance: the one the guest reads.
             let clock = JournalClock::new(started.at_ms);
@@ -627,7 +643,7 @@ impl Runtime {
                 // Charged as the run was: a write refused then is refused now.
                 meter: Some(crate::worktree::ArtifactMeter::new(
                     ctx.limits.artifact_bytes,
-                    0,
+                    carried,
                 )),
             };
             let start = RunStart {
@@ -671,6 +687,38 @@ impl Runtime {
         }
         Ok(report)
     }
+}
+
+/// Lay out in `artifacts` the worktree `run` started from, when the
+/// journal names one (`worktree_recorded`): its bytes. Why not, when it
+/// cannot be.
+async fn lay_out_started(
+    worker: &crate::worker::WorkerDir,
+    events: &[SessionEvent],
+    run: RunId,
+    artifacts: &std::path::Path,
+) -> Result<u64, String> {
+    let Some(digest) = events.iter().find_map(|e| match &e.payload {
+        Payload::Lifecycle(LifecycleEvent::WorktreeRecorded { digest, .. })
+            if e.run_id == Some(run) =>
+        {
+            Some(digest.clone())
+        }
+        _ => None,
+    }) else {
+        return Ok(0);
+    };
+    let (worker, artifacts) = (
+        worker.try_clone().map_err(|e| e.to_string())?,
+        artifacts.to_path_buf(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let to = cap_std::fs::Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority())?;
+        worker.lay_out_worktree(&digest, &to)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("the worktree it started from cannot be laid out: {e}"))
 }
 
 fn script_len(events: &[SessionEvent], run: RunId) -> usize {

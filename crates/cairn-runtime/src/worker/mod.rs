@@ -51,11 +51,13 @@ mod components;
 mod creation;
 mod docs;
 mod generation;
+mod snapshots;
 pub(crate) use cleanup::MIGRATING;
 pub use cleanup::Recovery;
 use cleanup::{CREATING, DELETING, FORKING};
 pub use docs::*;
 pub use generation::{GenerationDir, Reserved};
+pub use snapshots::Recorded as RecordedWorktree;
 
 /// Something went wrong with the layout on disk.
 #[derive(Debug, thiserror::Error)]

@@ -92,6 +92,7 @@ impl LifecycleEvent {
             LifecycleEvent::WorkerCall { .. } => "worker_call",
             LifecycleEvent::ComponentUpdated { .. } => "component_updated",
             LifecycleEvent::RunRetired { .. } => "run_retired",
+            LifecycleEvent::WorktreeRecorded { .. } => "worktree_recorded",
             LifecycleEvent::ChildNotification { .. } => "child_notification",
         }
     }

@@ -94,6 +94,8 @@ pub struct RunCtx {
     pub(crate) supervisor: std::sync::OnceLock<std::sync::Weak<dyn Supervisor>>,
     /// Where the run lives: its worker, generation and `artifacts/`.
     pub(crate) place: std::sync::OnceLock<Place>,
+    /// An offline replay's worker: where the snapshots it lays out are.
+    pub(crate) replay_worker: std::sync::OnceLock<crate::worker::WorkerDir>,
     /// `workers.spawn` calls so far (live or replayed).
     pub(crate) spawned: AtomicU64,
     /// The host's capabilities (set by the run task; an offline replay has
@@ -188,6 +190,7 @@ impl RunCtx {
             activity: watch::channel(Activity::Running).0,
             supervisor: std::sync::OnceLock::new(),
             place: std::sync::OnceLock::new(),
+            replay_worker: std::sync::OnceLock::new(),
             spawned: AtomicU64::new(0),
             capabilities: std::sync::OnceLock::new(),
             host_call_ids: AtomicU64::new(0),
@@ -700,7 +703,16 @@ impl RunHost for RunCtx {
             self.spawned.fetch_add(1, Ordering::Relaxed);
         }
         match self.host_call_replayed(capability, op, &request).await? {
-            script::ReplayedCall::Answer(answer) => Ok(answer),
+            script::ReplayedCall::Answer(answer) => {
+                if capability == host_call::WORKERS
+                    && let Ok(answer) = &answer
+                {
+                    super::loan::lay_out_returned(self, answer)
+                        .await
+                        .map_err(HostFailure)?;
+                }
+                Ok(answer)
+            }
             script::ReplayedCall::Live => {
                 self.host_call_live(call_id, capability, op, request, false)
                     .await

@@ -163,7 +163,10 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             _ => None,
         });
         let (supervisor, parent, run_id) = (env.supervisor.clone(), plan.worker_id, ctx.run_id);
-        let gen_dir = tokio::task::spawn_blocking(move || {
+        // A live run's starting worktree is a replay input: recorded before
+        // its controller can change it (a restore's was recorded by the run).
+        let record = plan.replay.is_none();
+        let laid_out = tokio::task::spawn_blocking(move || {
             if let Err(e) = handle.record_manifest(manifest) {
                 tracing::warn!(run_id = %run_id, "metadata.json does not hold the resolved manifest: {e}");
             }
@@ -171,11 +174,34 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             if let Some(from) = loaned_from {
                 supervisor.loans_follow(parent, from, &gen_dir);
             }
-            Ok::<_, crate::worker::WorkerError>(gen_dir)
+            let worktree = (record && gen_dir.carried_bytes > 0)
+                .then(|| {
+                    let tree = gen_dir.dir.open_dir("artifacts")?;
+                    handle.record_worktree(&tree, budget.depth)
+                })
+                .transpose()
+                .unwrap_or_else(|e| {
+                    tracing::warn!(run_id = %run_id, "the worktree the run starts from is not recorded (an offline replay will not have it): {e}");
+                    None
+                })
+                .flatten();
+            Ok::<_, crate::worker::WorkerError>((gen_dir, worktree))
         })
         .await
         .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
-        let gen_dir = gen_dir.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        let (gen_dir, worktree) =
+            laid_out.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        if let Some(w) = worktree {
+            let recorded = Payload::Lifecycle(LifecycleEvent::WorktreeRecorded {
+                digest: w.digest,
+                files: w.files,
+                bytes: w.bytes,
+            });
+            if let Err(e) = ctx.journal.defer(Some(ctx.run_id), vec![recorded]).await {
+                let failure = ctx.refused("the run's worktree snapshot", e);
+                return Err(ErrorOrCancel::error(FailureCode::Storage, failure.0));
+            }
+        }
         guards = env
             .supervisor
             .generation_live(ctx.run_id, &ctx.session, &gen_dir);

@@ -1,0 +1,156 @@
+//! Replay inputs the journal alone did not hold (issue 35, items 1 and 2):
+//! the worktree a generation started from, and what a child wrote into a
+//! loaned scope. Each is a content-addressed snapshot in the worker
+//! aggregate (`session/worktrees/`), named in the journal
+//! (`worktree_recorded`; a `workers` answer's `snapshot`), and an offline
+//! replay lays it out before re-running — so `cairn replay` matches where
+//! it diverged before.
+
+use crate::common::{cairn_in, fixture, session_of_output};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// `cairn ARGS` in `home`, which must succeed: its stdout.
+fn ok(home: &Path, args: &[&str]) -> String {
+    let out = cairn_in(home, args);
+    assert!(
+        out.status.success(),
+        "cairn {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `cairn replay SESSION --json`: each run's result.
+fn replayed(home: &Path, session: &str) -> Vec<Value> {
+    let report: Value = serde_json::from_str(&ok(home, &["replay", session, "--json"])).unwrap();
+    report["runs"].as_array().cloned().unwrap_or_default()
+}
+
+/// The journal's entries of `session` of one type.
+fn entries_of(home: &Path, session: &str, kind: &str) -> Vec<Value> {
+    ok(home, &["events", session, "--json"])
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["payload"]["event"]["type"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_run_reading_what_its_previous_generation_wrote_replays_offline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let parent = fixture("parent");
+    let parent = parent.to_str().unwrap();
+    let first = ok(
+        &home,
+        &[
+            "run",
+            parent,
+            "--prompt",
+            &json!([{"write": ["notes/today.txt", "carried over"]}, {"write": ["top.txt", "x"]}])
+                .to_string(),
+            "--json",
+        ],
+    );
+    let session = session_of_output(first.as_bytes());
+    let listed: Value = serde_json::from_str(&ok(&home, &["ls", "--json"])).unwrap();
+    let worker = listed[0]["worker_id"].as_str().unwrap().to_string();
+    let second = ok(
+        &home,
+        &[
+            "run",
+            parent,
+            "--worker",
+            &worker,
+            "--prompt",
+            &json!([{"read": "notes/today.txt"}]).to_string(),
+            "--json",
+        ],
+    );
+    assert!(second.contains("carried over"), "{second}");
+    // The second run's starting worktree is named in its journal; the
+    // first's (empty) is not.
+    let recorded = entries_of(&home, &session, "worktree_recorded");
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let event = &recorded[0]["payload"]["event"];
+    assert_eq!(event["files"], 2, "{event}");
+    assert_eq!(event["bytes"], 13, "{event}");
+    let digest = event["digest"].as_str().unwrap();
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let store = home.join("workers").join(&worker).join("session/worktrees");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(store.join(hex)).unwrap()).unwrap();
+    let paths: Vec<&str> = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["notes", "notes/today.txt", "top.txt"], "{manifest}");
+
+    // Offline, every run matches (before: the second read nothing).
+    let runs = replayed(&home, &session);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for run in &runs {
+        assert_eq!(run["result"], "matched", "{runs:?}");
+    }
+
+    // A third run that changes nothing stores no file twice: one new
+    // manifest at most, the same file blobs.
+    let blobs = |dir: &Path| std::fs::read_dir(dir).unwrap().count();
+    let before = blobs(&store);
+    ok(
+        &home,
+        &[
+            "run",
+            parent,
+            "--worker",
+            &worker,
+            "--prompt",
+            &json!([{"read": "top.txt"}]).to_string(),
+        ],
+    );
+    assert_eq!(
+        blobs(&store),
+        before,
+        "an unchanged worktree is stored once"
+    );
+
+    // A damaged snapshot is named, not replayed over.
+    std::fs::write(store.join(hex), b"{}").unwrap();
+    let runs = replayed(&home, &session);
+    let second = runs
+        .iter()
+        .find(|r| r["result"] != "matched")
+        .expect("the run whose snapshot is damaged");
+    let why = second.to_string();
+    assert!(
+        why.contains(digest) && why.contains("does not hold the bytes"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_delegate_example_replays_offline_with_every_run_matching() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = ok(
+        &home,
+        &["run", "delegate", "--prompt", "alpha | beta", "--json"],
+    );
+    assert!(out.contains("merged 2 parts"), "{out}");
+    let session = session_of_output(out.as_bytes());
+    // What each child left in its loan is named in the answer its parent
+    // got.
+    let answers: Vec<Value> = entries_of(&home, &session, "host_call_finished")
+        .into_iter()
+        .filter(|e| e["payload"]["event"]["response"]["snapshot"].is_string())
+        .collect();
+    assert!(answers.len() >= 2, "{answers:?}");
+    let runs = replayed(&home, &session);
+    assert!(!runs.is_empty());
+    for run in &runs {
+        assert_eq!(run["result"], "matched", "{runs:?}");
+    }
+}
