@@ -117,6 +117,27 @@ fn a_run_reading_what_its_previous_generation_wrote_replays_offline() {
         "an unchanged worktree is stored once"
     );
 
+    // A fork before the third run carries the first two, and the
+    // snapshots their journal names: they replay there too.
+    let third = &entries_of(&home, &session, "started")[2];
+    let forked: Value = serde_json::from_str(&ok(
+        &home,
+        &[
+            "fork",
+            &session,
+            "--before",
+            &third["seq"].to_string(),
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let fork = forked["session_id"].as_str().unwrap();
+    let runs = replayed(&home, fork);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for run in &runs {
+        assert_eq!(run["result"], "matched", "{runs:?}");
+    }
+
     // A damaged snapshot is named, not replayed over.
     std::fs::write(store.join(hex), b"{}").unwrap();
     let runs = replayed(&home, &session);

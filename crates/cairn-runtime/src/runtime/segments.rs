@@ -246,6 +246,9 @@ impl Runtime {
         if let Some(generation) = last_generation {
             worker.seed_worktree(&source, generation)?;
         }
+        worker.carry_snapshots(&source).map_err(|e| {
+            RuntimeError::Storage(format!("the fork cannot carry its worktree snapshots: {e}"))
+        })?;
         crash_point("fork-after-create");
         let journal = self
             .inner

@@ -203,3 +203,28 @@ impl WorkerDir {
         Ok(bytes)
     }
 }
+
+impl WorkerDir {
+    /// Carry `source`'s snapshots into this (new) worker: a fork's carried
+    /// history names them. Each is hard-linked where the filesystem allows
+    /// (they never change), else copied.
+    pub fn carry_snapshots(&self, source: &WorkerDir) -> io::Result<()> {
+        let Ok(from) = source.session_dir().open_dir(DIR) else {
+            return Ok(());
+        };
+        let to = fsutil::ensure_dir(self.session_dir(), DIR)?;
+        for entry in from.entries()? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !entry.file_type()?.is_file() || to.exists(&name) {
+                continue;
+            }
+            if from.hard_link(&name, &to, &name).is_err() {
+                from.copy(&name, &to, &name)?;
+            }
+        }
+        fsutil::sync_dir(&to)
+    }
+}
