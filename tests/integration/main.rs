@@ -57,6 +57,7 @@ mod shared_store;
 mod skeleton;
 mod store;
 mod stress;
+mod timers;
 mod update;
 mod update_bulk;
 mod viewer;

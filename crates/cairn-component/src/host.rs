@@ -167,6 +167,19 @@ pub trait RunHost: Send + Sync {
         let _ = call_id;
         self.host_call(capability, op, request).await
     }
+    /// The `check`-th look at the run's timer `id` (due at `due_ms`, wall
+    /// time, as the guest set it): see [`crate::timers`]. Without a journal,
+    /// real time decides.
+    async fn timer(&self, id: u64, due_ms: u64, check: u64) -> crate::timers::TimerState {
+        let _ = (id, check);
+        let now = crate::timers::wall_ms();
+        match due_ms.checked_sub(now) {
+            Some(left) if left > 0 => {
+                crate::timers::TimerState::Wait(std::time::Duration::from_millis(left))
+            }
+            _ => crate::timers::TimerState::Fired,
+        }
+    }
     /// The controller's instance is made (its set-up code ran): the run
     /// leaves seed 002's `Preparing` and its controller starts now.
     fn instantiated(&self) {}

@@ -18,6 +18,7 @@ mod limiter;
 mod metered;
 mod model;
 mod stable_fs;
+pub mod timers;
 mod tools;
 pub mod worktree;
 
@@ -328,6 +329,7 @@ impl Components {
             )
         })
         .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
+        timers::add_to_linker(&mut linker).map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
         linker.allow_shadowing(false);
         Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| ComponentError::Engine(format!("{e:#}")))?;
@@ -579,6 +581,8 @@ impl Components {
             tools: None,
             http: http::Http::new(Some(sandbox.host.clone()), sandbox.limits.http_body_bytes),
             listings: Default::default(),
+            clock: Some(sandbox.clock.clone()),
+            timers: 0,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -738,6 +742,9 @@ pub struct HostState {
     http: http::Http,
     /// Open directory streams, sorted (see `stable_fs`).
     listings: stable_fs::Listings,
+    /// The run's clock (none in `describe()`), and its timers so far.
+    clock: Option<clock::JournalClock>,
+    timers: u64,
 }
 
 impl HostState {
@@ -758,6 +765,8 @@ impl HostState {
             tools: None,
             http: http::Http::new(None, 0),
             listings: Default::default(),
+            clock: None,
+            timers: 0,
         }
     }
 }

@@ -11,6 +11,7 @@ mod agent_wire;
 mod call;
 mod crc;
 mod kinds;
+pub mod u64_text;
 pub use call::{CallError, CallErrorCode, CallUsage};
 pub use crc::{check_line, unsealed};
 pub use kinds::{AGENT_KINDS, REPLAYED_LIFECYCLE, replayed_kinds};
@@ -645,6 +646,25 @@ pub enum LifecycleEvent {
         /// How long it had ended, in milliseconds.
         after_ms: u64,
     },
+    /// A timer the run's controller set (`wasi:clocks/monotonic-clock`'s
+    /// `subscribe-*`, the `timer`-th of the run, from 1): due at `due_ms`
+    /// (wall time). Journaled when it is first waited on; a restore waits
+    /// until then, not a whole duration again.
+    TimerSet {
+        /// Its number in the run.
+        timer: u64,
+        /// When it is due (ms since the epoch).
+        due_ms: u64,
+    },
+    /// That timer fired: the controller saw it ready at its `checks`-th
+    /// look (a replay answers the looks before not ready), and the run's
+    /// clocks moved to its due time.
+    TimerFired {
+        /// Its number in the run.
+        timer: u64,
+        /// The look it was ready at.
+        checks: u64,
+    },
     /// The worktree the run's generation started from (carried from the
     /// one before), as a content-addressed snapshot in the worker aggregate
     /// (`session/worktrees/`): what an offline replay lays out before it
@@ -748,32 +768,6 @@ pub struct RunFacts {
     /// The parked run it resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumes: Option<RunId>,
-}
-
-/// A u64 as a decimal string on the wire; a JSON number is accepted too.
-pub mod u64_text {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    /// Write the string.
-    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&v.to_string())
-    }
-
-    /// Read a string or a number.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Number(u64),
-            Text(String),
-        }
-        match Either::deserialize(d)? {
-            Either::Number(n) => Ok(n),
-            Either::Text(t) => t
-                .parse()
-                .map_err(|_| serde::de::Error::custom(format!("{t:?} is not a u64"))),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -93,6 +93,8 @@ impl LifecycleEvent {
             LifecycleEvent::ComponentUpdated { .. } => "component_updated",
             LifecycleEvent::RunRetired { .. } => "run_retired",
             LifecycleEvent::WorktreeRecorded { .. } => "worktree_recorded",
+            LifecycleEvent::TimerSet { .. } => "timer_set",
+            LifecycleEvent::TimerFired { .. } => "timer_fired",
             LifecycleEvent::ChildNotification { .. } => "child_notification",
         }
     }

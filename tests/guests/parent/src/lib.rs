@@ -7,7 +7,10 @@
 //! `{"loan_race": {"component", "scope", "link", "spawns", "swaps"}}`: the
 //! loan race of the hostile round (spawn a child lent `scope`, then swap
 //! `scope` and `link` by renames while the child starts; wait; repeat),
-//! its result the count of each child's answer.
+//! its result the count of each child's answer. `{"sleep": ms}`: the
+//! monotonic time that passed across a sleep of `ms`; `{"poll_timer": ms}`:
+//! how many times a timer of `ms` was looked at (`ready()`) before it was
+//! ready.
 use cairn_guest::workers;
 use cairn_guest::{Controller, Error, Outcome, Start};
 use serde_json::{Value, json};
@@ -89,6 +92,17 @@ impl Controller for Parent {
                     let _ = std::fs::create_dir_all(dir);
                 }
                 json!(std::fs::write(path, text).is_ok())
+            } else if let Some(ms) = step.get("sleep").and_then(Value::as_u64) {
+                let t = std::time::Instant::now();
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                json!(t.elapsed().as_millis() as u64)
+            } else if let Some(ms) = step.get("poll_timer").and_then(Value::as_u64) {
+                let timer = wasip2::clocks::monotonic_clock::subscribe_duration(ms * 1_000_000);
+                let mut looks: u64 = 0;
+                while !timer.ready() {
+                    looks += 1;
+                }
+                json!(looks)
             } else if let Some(p) = step.get("read") {
                 json!(std::fs::read_to_string(p.as_str().unwrap_or("x")).ok())
             } else if let Some(w) = step.get("peer") {

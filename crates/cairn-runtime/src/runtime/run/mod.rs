@@ -28,6 +28,7 @@ mod host_call;
 mod keyed;
 mod script;
 mod task;
+mod timers;
 pub(crate) use env::{RunEnv, Supervisor};
 pub(crate) use host_call::Capabilities;
 pub(crate) use script::Script;
@@ -83,6 +84,7 @@ pub struct RunCtx {
     script: Mutex<Option<Script>>,
     /// The journaled calls a replay finds by id (outgoing HTTP).
     keyed: Mutex<keyed::Keyed>,
+    timers: Mutex<timers::Timers>,
     /// The session's turns before this run, read on the first `history`.
     history: tokio::sync::OnceCell<Vec<Turn>>,
     /// What the guest is doing, for the limit watcher: it measures the
@@ -186,6 +188,7 @@ impl RunCtx {
             broken: Mutex::new(None),
             script: Mutex::new(None),
             keyed: Mutex::new(keyed::Keyed::default()),
+            timers: Mutex::new(timers::Timers::default()),
             history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
             supervisor: std::sync::OnceLock::new(),
@@ -218,6 +221,7 @@ impl RunCtx {
             calls: std::mem::take(&mut script.keyed),
             offline: script.offline(),
         };
+        *self.timers.lock().unwrap_or_else(|p| p.into_inner()) = std::mem::take(&mut script.timers);
         *self.script.lock().unwrap_or_else(|p| p.into_inner()) = Some(script);
     }
 
@@ -754,6 +758,15 @@ impl RunHost for RunCtx {
         request: serde_json::Value,
     ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
         self.call_by_id(call_id, capability, op, request).await
+    }
+
+    async fn timer(
+        &self,
+        id: u64,
+        due_ms: u64,
+        check: u64,
+    ) -> crate::component::timers::TimerState {
+        self.timer_look(id, due_ms, check)
     }
 
     fn instantiated(&self) {

@@ -16,6 +16,8 @@ pub(crate) struct Script {
     offline: bool,
     /// The calls a replay finds by id, not in order (see `run/keyed.rs`).
     pub(super) keyed: BTreeMap<u64, KeyedCall>,
+    /// The run's timers, found by number (see `run/timers.rs`).
+    pub(super) timers: super::timers::Timers,
 }
 
 /// One journaled call a replay finds by its id: its start, and its end
@@ -71,6 +73,7 @@ impl Script {
             entries,
             offline,
             keyed,
+            timers: super::timers::Timers::of_run(events, run, offline),
         }
     }
 
