@@ -175,3 +175,102 @@ fn the_delegate_example_replays_offline_with_every_run_matching() {
         assert_eq!(run["result"], "matched", "{runs:?}");
     }
 }
+
+/// A small seeded generator: a fixed seed in the suite (the same cases
+/// every time); `CAIRN_PROP_SEED=N` explores others.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// One random run's steps over files, sleeps, timers, decisions and
+/// children (the `parent` fixture's language), and the answers it needs.
+fn random_steps(g: &mut Gen, run: u64) -> (Value, usize) {
+    let files = ["a.txt", "b.txt", "d/c.txt", "d/e/f.txt"];
+    let mut steps = Vec::new();
+    let (mut approvals, mut children) = (0, 0);
+    for _ in 0..1 + g.next(6) {
+        let step = match g.next(7) {
+            0 | 1 => {
+                json!({"write": [files[g.next(4) as usize], format!("run {run} wrote {}", g.next(1000))]})
+            }
+            2 => json!({"read": files[g.next(4) as usize]}),
+            3 => json!({"sleep": g.next(25)}),
+            4 => json!({"poll_timer": 1 + g.next(4)}),
+            5 => {
+                approvals += 1;
+                json!({"approve": format!("step of run {run}?")})
+            }
+            _ => {
+                let scope = format!("s{run}-{children}");
+                steps.push(json!({"spawn": {"component": "delegate", "prompt": format!("write: child {children} of run {run}"), "scope": scope}}));
+                steps.push(json!({"wait": children, "timeout_ms": 60_000}));
+                children += 1;
+                json!({"read": format!("{scope}/out.txt")})
+            }
+        };
+        steps.push(step);
+    }
+    (Value::Array(steps), approvals)
+}
+
+#[test]
+fn random_controller_scripts_replay_offline_with_every_run_matching() {
+    let seed = std::env::var("CAIRN_PROP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_203);
+    println!("CAIRN_PROP_SEED={seed}");
+    let mut g = Gen(seed);
+    let parent = fixture("parent");
+    let parent = parent.to_str().unwrap();
+    for case in 0..4 {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let mut worker: Option<String> = None;
+        let mut session = String::new();
+        let runs = 1 + g.next(3);
+        for run in 0..runs {
+            let (steps, approvals) = random_steps(&mut g, run);
+            let prompt = steps.to_string();
+            let mut args = vec!["run", parent, "--prompt", &prompt, "--json"];
+            if let Some(w) = &worker {
+                args.extend(["--worker", w.as_str()]);
+            }
+            for _ in 0..approvals {
+                args.extend(["--answer", "approval=approve"]);
+            }
+            let out = ok(&home, &args);
+            if worker.is_none() {
+                session = session_of_output(out.as_bytes());
+                let listed: Value = serde_json::from_str(&ok(&home, &["ls", "--json"])).unwrap();
+                worker = listed
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["session_id"] == session.as_str())
+                    .and_then(|r| r["worker_id"].as_str())
+                    .map(str::to_string);
+            }
+        }
+        let report = replayed(&home, &session);
+        assert_eq!(
+            report.len() as u64,
+            runs,
+            "seed {seed} case {case}: {report:?}"
+        );
+        for run in &report {
+            assert_eq!(
+                run["result"], "matched",
+                "seed {seed} case {case}: {report:?}"
+            );
+        }
+    }
+}
