@@ -274,3 +274,65 @@ fn random_controller_scripts_replay_offline_with_every_run_matching() {
         }
     }
 }
+
+/// The viewer's route to a snapshot: the packed tree for a digest the
+/// session holds, `404` for one it does not, `400` for what is no digest.
+#[test]
+fn a_snapshot_is_served_packed_to_the_viewer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let parent = fixture("parent");
+    let parent = parent.to_str().unwrap();
+    let first = ok(
+        &home,
+        &[
+            "run",
+            parent,
+            "--prompt",
+            &json!([{"write": ["kept.txt", "kept"]}]).to_string(),
+            "--json",
+        ],
+    );
+    let session = session_of_output(first.as_bytes());
+    let listed: Value = serde_json::from_str(&ok(&home, &["ls", "--json"])).unwrap();
+    let worker = listed[0]["worker_id"].as_str().unwrap().to_string();
+    ok(
+        &home,
+        &[
+            "run",
+            parent,
+            "--worker",
+            &worker,
+            "--prompt",
+            &json!([{"read": "kept.txt"}]).to_string(),
+        ],
+    );
+    let digest = entries_of(&home, &session, "worktree_recorded")[0]["payload"]["event"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let served = crate::common::serve(&home);
+    let http = reqwest::blocking::Client::new();
+    let get = |d: &str| {
+        http.get(format!(
+            "{}/v1/sessions/{}/worktrees/{}",
+            served.url,
+            crate::common::enc(&session),
+            crate::common::enc(d)
+        ))
+        .send()
+        .unwrap()
+    };
+    let r = get(&digest);
+    assert_eq!(r.status(), 200);
+    let bytes = r.bytes().unwrap();
+    assert!(bytes.starts_with(b"cairn-worktree 1\n"), "{bytes:?}");
+    assert!(
+        bytes.windows(8).any(|w| w == b"kept.txt") && bytes.ends_with(b"kept"),
+        "{bytes:?}"
+    );
+    let missing = format!("sha256:{}", "0".repeat(64));
+    assert_eq!(get(&missing).status(), 404);
+    let r = get("../../etc");
+    assert_eq!(r.status(), 400, "{}", r.text().unwrap());
+}

@@ -133,6 +133,17 @@ async function exactJournal(session: string): Promise<any[]> {
   }
 }
 
+/** The worktree snapshots a run's replay lays out, fetched from the
+ * server (content-addressed: cached for good). */
+async function snapshotsFor(session: string, entries: any[], run: string): Promise<Map<string, Uint8Array>> {
+  const { snapshotsOf } = await import('./replay');
+  const out = new Map<string, Uint8Array>();
+  for (const digest of snapshotsOf(entries, run)) {
+    out.set(digest, await api.getBytes(`/v1/sessions/${encodeURIComponent(session)}/worktrees/${encodeURIComponent(digest)}`));
+  }
+  return out;
+}
+
 async function livePage(session: string): Promise<void> {
   // Torn down from the start: a route change while this page is still
   // loading (the replay module, the journal's first pages) stops it before
@@ -157,13 +168,13 @@ async function livePage(session: string): Promise<void> {
       const entries = await exactJournal(session);
       const component = await api.getBytes(`/v1/components/${encodeURIComponent(run.component)}`);
       const checkpoint = run.resumes ? await api.getBytes(`/v1/runs/${encodeURIComponent(run.resumes)}/checkpoint`) : null;
-      return replayRun(component, entries, run.id, checkpoint);
+      return replayRun(component, entries, run.id, checkpoint, await snapshotsFor(session, entries, run.id));
     },
     shadow: async (run: RunView, digest: string) => {
       const entries = await exactJournal(session);
       const component = await api.getBytes(`/v1/components/${encodeURIComponent(digest)}`);
       const checkpoint = run.resumes ? await api.getBytes(`/v1/runs/${encodeURIComponent(run.resumes)}/checkpoint`) : null;
-      return replayRun(component, entries, run.id, checkpoint);
+      return replayRun(component, entries, run.id, checkpoint, await snapshotsFor(session, entries, run.id));
     },
     components: () => [...componentNames.entries()],
   });

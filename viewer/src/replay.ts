@@ -173,6 +173,58 @@ function childStatus(v: any): any {
   };
 }
 
+/** The worktree snapshots a run's replay lays out (docs/replay.md): the
+ * one its generation started from, and each scope a child returned. */
+export function snapshotsOf(entries: any[], runId: string): string[] {
+  const out = new Set<string>();
+  for (const e of entries) {
+    if (e.run_id !== runId) continue;
+    const x = ev(e);
+    if (x.type === 'worktree_recorded' && typeof x.digest === 'string') out.add(x.digest);
+    if (x.type === 'host_call_finished' && typeof x.response?.snapshot === 'string') out.add(x.response.snapshot);
+  }
+  return [...out];
+}
+
+const PACK_MAGIC = 'cairn-worktree 1\n';
+
+/** Lay a packed snapshot (`GET /v1/sessions/{id}/worktrees/{digest}`) out
+ * in `into`, an in-memory directory of the page's WASI filesystem. */
+export function unpackInto(bytes: Uint8Array, into: Record<string, any>): void {
+  const magic = new TextEncoder().encode(PACK_MAGIC);
+  if (bytes.length < magic.length || magic.some((b, i) => bytes[i] !== b)) {
+    throw new Error('not a cairn worktree snapshot');
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const text = new TextDecoder();
+  let at = magic.length;
+  const take = (n: number) => {
+    if (at + n > bytes.length) throw new Error('the snapshot is truncated');
+    const out = bytes.subarray(at, at + n);
+    at += n;
+    return out;
+  };
+  while (at < bytes.length) {
+    const kind = take(1)[0];
+    const len = view.getUint32(at);
+    take(4);
+    const path = text.decode(take(len)).split('/');
+    if (path.some((p) => p === '' || p === '.' || p === '..')) throw new Error('the snapshot names a path outside the worktree');
+    let dir = into;
+    for (const name of path.slice(0, -1)) dir = ((dir[name] ??= { dir: {} }).dir ??= {});
+    const name = path[path.length - 1];
+    if (kind === 0x64) {
+      (dir[name] ??= { dir: {} }).dir ??= {};
+    } else if (kind === 0x66) {
+      const size = Number(view.getBigUint64(at));
+      take(8);
+      dir[name] = { source: take(size).slice() };
+    } else {
+      throw new Error(`unknown entry kind ${kind} in the snapshot`);
+    }
+  }
+}
+
 /** Whether a component reads 0.2.1's history (system and tool turns,
  * call ids): its import's name is in its bytes. */
 export function readsRichHistory(component: Uint8Array): boolean {
@@ -247,6 +299,7 @@ export async function replayRun(
   entries: any[],
   runId: string,
   checkpoint: Uint8Array | null,
+  snapshots: Map<string, Uint8Array> = new Map(),
 ): Promise<ReplayResult> {
   const startedAt = entries.findIndex((e) => e.run_id === runId && typeOf(e) === 'started');
   if (startedAt < 0) throw new Error(`the journal has no started entry for run ${runId}`);
@@ -330,9 +383,28 @@ export async function replayRun(
     pastEnd(`the end of host call ${x.call_id}`);
     return refused;
   };
+  // The worktree the run started from; a child's returned scope is laid
+  // out when its answer is (docs/replay.md, worktree snapshots).
+  const root: Record<string, any> = {};
+  const layOut = (digest: string, into: Record<string, any>) => {
+    const bytes = snapshots.get(digest);
+    if (bytes) unpackInto(bytes, into);
+    else note ??= `worktree snapshot ${digest} is not at hand: the replay goes on without it`;
+  };
+  const recorded = mine.find((e) => typeOf(e) === 'worktree_recorded');
+  if (recorded) layOut(String(ev(recorded).digest), root);
+  const returned = (r: any) => {
+    if (typeof r?.scope !== 'string' || typeof r?.snapshot !== 'string') return;
+    let dir = root;
+    for (const name of r.scope.split('/')) dir = ((dir[name] ??= { dir: {} }).dir ??= {});
+    layOut(r.snapshot, dir);
+  };
   const workersCall = (call: any, ok: (v: any) => any): any =>
-    hostCall('workers', canon(call), (y) => (y.error ? { tag: 'err', val: y.error.message } : ok(y.response)),
-      { tag: 'err', val: 'not answered by the journal' });
+    hostCall('workers', canon(call), (y) => {
+      if (y.error) return { tag: 'err', val: y.error.message };
+      returned(y.response);
+      return ok(y.response);
+    }, { tag: 'err', val: 'not answered by the journal' });
 
   /** `cairn:tools` as the host does it: the list this run last got, an
    * approval asked as a decision before a marked tool, each call a host call. */
@@ -441,7 +513,7 @@ export async function replayRun(
   };
 
   const imports: any = {
-    ...wasiImports(seed, clock),
+    ...wasiImports(seed, clock, root),
     ...httpImports(() => {
       note ??= 'this run sent HTTP requests (wasi:http), which the browser does not replay: `cairn replay` does';
     }),

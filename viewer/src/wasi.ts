@@ -128,10 +128,11 @@ export function httpImports(sent: () => void) {
   };
 }
 
-export function wasiImports(seed: bigint, clock: ReplayClock) {
+export function wasiImports(seed: bigint, clock: ReplayClock, root: Record<string, any> = {}) {
   patchDescriptor();
-  // A fresh, empty worktree (an offline replay's scratch `artifacts/`).
-  (filesystem as any)._setPreopens({ '/': { dir: {} } });
+  // The run's worktree: the snapshot its generation started from (empty
+  // when the journal names none), like an offline replay's scratch.
+  (filesystem as any)._setPreopens({ '/': { dir: root } });
   const secure = new SeedStream('', seed);
   const insecure = new SeedStream('insecure', seed);
   const never = () => (io as any).pollableCreate();

@@ -256,6 +256,24 @@ await step('in-browser replay: a delegating parent, its workers calls answered f
   assert.equal(r.state, 'matches', r.text);
 });
 
+await step('in-browser replay: worktree snapshots — a carried file, and the delegate example\'s children\'s writes', async () => {
+  const parent = await api('POST', '/v1/components', fs.readFileSync(cfg.parent), { 'content-type': 'application/wasm' });
+  const first = await api('POST', '/v1/runs', { component: parent.digest, prompt: JSON.stringify([{ write: ['notes/today.txt', 'carried over'] }]) });
+  await ended(first.run_id, 'finished');
+  const second = await api('POST', '/v1/runs', { session: first.session_id, prompt: JSON.stringify([{ read: 'notes/today.txt' }]) });
+  await ended(second.run_id, 'finished');
+  await page.goto(`${base}/ui/#/s/${first.session_id}`);
+  await page.locator(`article[data-run="${second.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  let r = await replayIn(second.run_id, 'carried');
+  assert.equal(r.state, 'matches', r.text);
+  const merged = await api('POST', '/v1/runs', { component: 'delegate', prompt: 'alpha | beta' });
+  await ended(merged.run_id, 'finished');
+  await page.goto(`${base}/ui/#/s/${merged.session_id}`);
+  await page.locator(`article[data-run="${merged.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  r = await replayIn(merged.run_id, 'delegate');
+  assert.equal(r.state, 'matches', r.text);
+});
+
 await step('in-browser replay: an agent, its model calls answered from the journal', async () => {
   await page.goto(`${base}/ui/#/s/${cfg.agent.session_id}`);
   await page.locator(`article[data-run="${cfg.agent.run_id}"]`).waitFor({ timeout: TIMEOUT });

@@ -70,7 +70,7 @@ fn names(method: &Method, path: &str, query: &str, headers: &HeaderMap) -> Names
         ["v1", "sessions", _, "events"] | ["v1", "runs", _, "events"] => Names::Nothing,
         ["v1", "sessions", id]
         | ["v1", "sessions", id, _]
-        | ["v1", "sessions", id, "observers", _] => Names::Session(decode(id)),
+        | ["v1", "sessions", id, "observers" | "worktrees", _] => Names::Session(decode(id)),
         ["v1", "runs", id] | ["v1", "runs", id, _] => Names::Run(decode(id)),
         ["v1", "runs"] if method == Method::POST => Names::StartBody,
         ["v1", "a2a", _] if method == Method::POST => Names::A2aBody,

@@ -103,6 +103,10 @@ fn router_of(state: AppState) -> Router {
         .route("/v1/runs/{id}/events", get(events::run_events))
         .route("/v1/runs/{id}/checkpoint", get(viewer::checkpoint))
         .route("/v1/sessions/{id}/journal", get(viewer::journal))
+        .route(
+            "/v1/sessions/{id}/worktrees/{digest}",
+            get(viewer::worktree),
+        )
         .route("/v1/components/{digest}", get(viewer::component))
         .route(
             "/v1/components/{digest}/update",

@@ -572,6 +572,15 @@ pub fn document() -> Value {
     });
     d.add(Op {
         method: "get",
+        path: "/v1/sessions/{id}/worktrees/{digest}",
+        summary: "a worktree snapshot the session's journal names (worktree_recorded, a workers answer's snapshot), packed (application/octet-stream, `cairn-worktree 1`): what the viewer lays out to replay a run",
+        query: vec![],
+        body: Body::None,
+        ok: (200, Reply::Text),
+        errors: &[400, 404],
+    });
+    d.add(Op {
+        method: "get",
         path: "/v1/runs/{id}/checkpoint",
         summary: "a parked run's checkpoint bytes (application/octet-stream)",
         query: vec![],

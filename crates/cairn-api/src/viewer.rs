@@ -1,5 +1,5 @@
-//! What a browser viewer needs: component bytes and park checkpoints (to
-//! replay a run in the page), pages of a journal (to fill an `event: gap`,
+//! What a browser viewer needs: component bytes, park checkpoints and
+//! worktree snapshots (to replay a run in the page), pages of a journal (to fill an `event: gap`,
 //! since `EventSource` cannot reconnect to an older id by itself), and CORS
 //! for the origins `[http] allowed_origins` lists.
 
@@ -51,6 +51,26 @@ pub async fn component(
         s.rt.component_bytes(&name)
             .ok_or_else(|| ApiError::not_found(format!("no component {name}")))?;
     Ok(bytes_response(bytes, "application/wasm", true))
+}
+
+/// `GET /v1/sessions/{id}/worktrees/{digest}`: a worktree snapshot the
+/// session's journal names (`worktree_recorded`, a `workers` answer's
+/// `snapshot`), packed (`cairn-worktree 1`: per entry a kind byte `d` or
+/// `f`, the path's length as 4 big-endian bytes, the path, and for a file
+/// its length as 8 big-endian bytes and its bytes) — what the viewer lays
+/// out to replay a run in the browser.
+pub async fn worktree(
+    State(s): State<AppState>,
+    Extension(ws): Extension<Workspace>,
+    Path((id, digest)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let session = own_session(&s, &ws, &SessionId::parse(&id)?)?;
+    match s.rt.worktree_snapshot(&session, &digest).await? {
+        Some(bytes) => Ok(bytes_response(bytes, "application/octet-stream", true)),
+        None => Err(ApiError::not_found(format!(
+            "session {id} holds no worktree snapshot {digest}"
+        ))),
+    }
 }
 
 /// `GET /v1/runs/{id}/checkpoint`: a parked run's checkpoint bytes.

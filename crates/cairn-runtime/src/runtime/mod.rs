@@ -36,6 +36,7 @@ pub mod telemetry;
 mod tree;
 pub mod update;
 pub mod update_bulk;
+mod worktrees;
 
 use crate::component::{Components, Info, Prepared};
 use crate::ids::{DecisionId, RunId, Seq, SessionId, WorkerId};

@@ -228,3 +228,34 @@ impl WorkerDir {
         fsutil::sync_dir(&to)
     }
 }
+
+impl WorkerDir {
+    /// The snapshot `digest` in the packed form a generation's worktree
+    /// travels in (`crate::worktree::pack`): what the viewer lays out to
+    /// replay in the browser. `None` when this worker holds no such
+    /// snapshot.
+    pub fn pack_worktree(
+        &self,
+        digest: &str,
+        budget: &crate::worktree::Budget,
+    ) -> io::Result<Option<Vec<u8>>> {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        let held = self
+            .session_dir()
+            .open_dir(DIR)
+            .is_ok_and(|d| !hex.is_empty() && d.exists(hex));
+        if !held {
+            return Ok(None);
+        }
+        let scratch = tempfile::tempdir()?;
+        let to = Dir::open_ambient_dir(scratch.path(), cap_std::ambient_authority())?;
+        self.lay_out_worktree(digest, &to)?;
+        crate::worktree::pack(&to, budget)?
+            .map(Some)
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "worktree snapshot {digest} is over the worktree limits"
+                ))
+            })
+    }
+}
