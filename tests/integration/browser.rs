@@ -330,6 +330,7 @@ async fn the_viewer_in_a_real_browser() {
         "history-0.2.0",
         "carried",
         "delegate",
+        "timers",
     ] {
         let text = replays[key].as_str().unwrap_or_default();
         assert!(text.starts_with("matches"), "{key}: {text}");
@@ -340,7 +341,7 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 15, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 16, "{report}");
     let shadow = replays["shadow-loud"].as_str().unwrap_or_default();
     assert!(shadow.contains("first divergence"), "{shadow}");
     let shadow = replays["shadow-calm"].as_str().unwrap_or_default();

@@ -391,6 +391,22 @@ export async function replayRun(
     if (bytes) unpackInto(bytes, into);
     else note ??= `worktree snapshot ${digest} is not at hand: the replay goes on without it`;
   };
+  // Timers: ready at the look the journal says they fired at.
+  const timers = new Map<number, { due: bigint; checks?: number }>();
+  for (const e of mine) {
+    const x = ev(e);
+    if (x.type === 'timer_set') timers.set(Number(x.timer), { ...timers.get(Number(x.timer)), due: big(x.due_ms) });
+    if (x.type === 'timer_fired') {
+      const t = timers.get(Number(x.timer)) ?? { due: 0n };
+      timers.set(Number(x.timer), { ...t, checks: Number(x.checks) });
+    }
+  }
+  const timerLook = (timer: number, look: number): boolean => {
+    const t = timers.get(timer);
+    if (t?.checks === undefined || look < t.checks) return false;
+    clock.advanceTo(t.due);
+    return true;
+  };
   const recorded = mine.find((e) => typeOf(e) === 'worktree_recorded');
   if (recorded) layOut(String(ev(recorded).digest), root);
   const returned = (r: any) => {
@@ -513,7 +529,7 @@ export async function replayRun(
   };
 
   const imports: any = {
-    ...wasiImports(seed, clock, root),
+    ...wasiImports(seed, clock, root, timerLook),
     ...httpImports(() => {
       note ??= 'this run sent HTTP requests (wasi:http), which the browser does not replay: `cairn replay` does';
     }),

@@ -128,14 +128,38 @@ export function httpImports(sent: () => void) {
   };
 }
 
-export function wasiImports(seed: bigint, clock: ReplayClock, root: Record<string, any> = {}) {
+/** A look at a run's timer (docs/replay.md, timers): whether the journal
+ * says it is ready at this look (moving the clock when it is). */
+export type TimerLook = (timer: number, look: number) => boolean;
+
+export function wasiImports(
+  seed: bigint,
+  clock: ReplayClock,
+  root: Record<string, any> = {},
+  timerLook: TimerLook = () => false,
+) {
   patchDescriptor();
   // The run's worktree: the snapshot its generation started from (empty
   // when the journal names none), like an offline replay's scratch.
   (filesystem as any)._setPreopens({ '/': { dir: root } });
   const secure = new SeedStream('', seed);
   const insecure = new SeedStream('insecure', seed);
-  const never = () => (io as any).pollableCreate();
+  // Timers are numbered in the guest's order; each look is counted, and
+  // the journal decides at which one a timer is ready (a zero duration: at
+  // its second). A blocking wait is one look; the page never waits.
+  let timers = 0;
+  const timer = (ns: bigint) => {
+    const id = ns === 0n ? 0 : ++timers;
+    let looks = 0;
+    return (io as any).pollableCreate({
+      ready: () => {
+        looks++;
+        return id === 0 ? looks >= 2 : timerLook(id, looks);
+      },
+      wait: () => new Promise(() => {}),
+    });
+  };
+  const monotonicNow = () => (clock.nowMs - clock.startedMs) * 1_000_000n;
   return {
     'wasi:cli/environment': {
       getEnvironment: () => [],
@@ -152,10 +176,10 @@ export function wasiImports(seed: bigint, clock: ReplayClock, root: Record<strin
     'wasi:cli/terminal-stdin': cli.terminalStdin,
     'wasi:cli/terminal-stdout': cli.terminalStdout,
     'wasi:clocks/monotonic-clock': {
-      now: () => (clock.nowMs - clock.startedMs) * 1_000_000n,
+      now: monotonicNow,
       resolution: () => 1_000_000n,
-      subscribeInstant: never,
-      subscribeDuration: never,
+      subscribeInstant: (when: bigint) => timer(when > monotonicNow() ? when - monotonicNow() : 0n),
+      subscribeDuration: (ns: bigint) => timer(BigInt(ns)),
     },
     'wasi:clocks/wall-clock': {
       now: () => ({ seconds: clock.nowMs / 1000n, nanoseconds: Number(clock.nowMs % 1000n) * 1_000_000 }),

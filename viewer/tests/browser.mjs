@@ -274,6 +274,16 @@ await step('in-browser replay: worktree snapshots — a carried file, and the de
   assert.equal(r.state, 'matches', r.text);
 });
 
+await step('in-browser replay: a sleep and a polled timer, answered from their journaled firing', async () => {
+  const parent = await api('POST', '/v1/components', fs.readFileSync(cfg.parent), { 'content-type': 'application/wasm' });
+  const run = await api('POST', '/v1/runs', { component: parent.digest, prompt: JSON.stringify([{ sleep: 120 }, { poll_timer: 3 }, { poll_timer: 0 }]) });
+  await ended(run.run_id, 'finished');
+  await page.goto(`${base}/ui/#/s/${run.session_id}`);
+  await page.locator(`article[data-run="${run.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  const r = await replayIn(run.run_id, 'timers');
+  assert.equal(r.state, 'matches', r.text);
+});
+
 await step('in-browser replay: an agent, its model calls answered from the journal', async () => {
   await page.goto(`${base}/ui/#/s/${cfg.agent.session_id}`);
   await page.locator(`article[data-run="${cfg.agent.run_id}"]`).waitFor({ timeout: TIMEOUT });
