@@ -190,14 +190,15 @@ impl Gen {
     }
 }
 
-/// One random run's steps over files, sleeps, timers, decisions and
-/// children (the `parent` fixture's language), and the answers it needs.
+/// One random run's steps over files, sleeps, timers, decisions, children
+/// and history (the `parent` fixture's language), and the answers it needs.
 fn random_steps(g: &mut Gen, run: u64) -> (Value, usize) {
     let files = ["a.txt", "b.txt", "d/c.txt", "d/e/f.txt"];
     let mut steps = Vec::new();
     let (mut approvals, mut children) = (0, 0);
     for _ in 0..1 + g.next(6) {
-        let step = match g.next(7) {
+        let step = match g.next(8) {
+            7 => json!({"history": 1 + g.next(5)}),
             0 | 1 => {
                 json!({"write": [files[g.next(4) as usize], format!("run {run} wrote {}", g.next(1000))]})
             }

@@ -10,7 +10,8 @@
 //! its result the count of each child's answer. `{"sleep": ms}`: the
 //! monotonic time that passed across a sleep of `ms`; `{"poll_timer": ms}`:
 //! how many times a timer of `ms` was looked at (`ready()`) before it was
-//! ready.
+//! ready. `{"history": n}`: the session's last `n` turns before this run,
+//! as `seq role: text` lines.
 use cairn_guest::workers;
 use cairn_guest::{Controller, Error, Outcome, Start};
 use serde_json::{Value, json};
@@ -103,6 +104,13 @@ impl Controller for Parent {
                     looks += 1;
                 }
                 json!(looks)
+            } else if let Some(n) = step.get("history").and_then(Value::as_u64) {
+                json!(
+                    cairn_guest::turns(n as u32)
+                        .iter()
+                        .map(|t| format!("{} {:?}: {}", t.seq, t.role, t.text))
+                        .collect::<Vec<_>>()
+                )
             } else if let Some(p) = step.get("read") {
                 json!(std::fs::read_to_string(p.as_str().unwrap_or("x")).ok())
             } else if let Some(w) = step.get("peer") {
