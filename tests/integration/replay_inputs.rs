@@ -140,10 +140,14 @@ fn a_run_reading_what_its_previous_generation_wrote_replays_offline() {
 
     // A damaged snapshot is named, not replayed over.
     std::fs::write(store.join(hex), b"{}").unwrap();
-    let runs = replayed(&home, &session);
-    let second = runs
+    let out = cairn_in(&home, &["replay", &session, "--json"]);
+    assert!(!out.status.success(), "a run not checked is not a match");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let second = report["runs"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|r| r["result"] != "matched")
+        .find(|r| r["result"] == "diverged")
         .expect("the run whose snapshot is damaged");
     let why = second.to_string();
     assert!(
@@ -336,4 +340,96 @@ fn a_snapshot_is_served_packed_to_the_viewer() {
     assert_eq!(get(&missing).status(), 404);
     let r = get("../../etc");
     assert_eq!(r.status(), 400, "{}", r.text().unwrap());
+}
+
+/// On a shared store a snapshot is kept in the store's blob store too: a
+/// shadow replay at another instance (an update after the recording
+/// instance died) lays out the worktree a run started from, which only the
+/// dead instance's files held before.
+#[test]
+fn a_snapshot_recorded_at_a_dead_instance_is_laid_out_at_another() {
+    use crate::scale_out::{Instance, TTL_MS, client, shared_store, wait_finished};
+    let (_tokio, _pg, store, dir) = shared_store();
+    let mut nodes = vec![
+        Instance::start(dir.path(), "w0", &store),
+        Instance::start(dir.path(), "w1", &store),
+    ];
+    let http = client();
+    let upload = |base: &str, bytes: Vec<u8>| -> String {
+        let v: Value = http
+            .post(format!("{base}/v1/components"))
+            .header("content-type", "application/wasm")
+            .body(bytes)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["digest"].as_str().unwrap().to_string()
+    };
+    let parent = std::fs::read(fixture("parent")).unwrap();
+    let digest = upload(&nodes[0].url, parent.clone());
+    let start = |base: &str, body: Value| -> String {
+        let v: Value = http
+            .post(format!("{base}/v1/runs"))
+            .json(&body)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["run_id"].as_str().unwrap().to_string()
+    };
+    let first = start(
+        &nodes[0].url,
+        json!({"component": digest, "session": "carry", "prompt": json!([{"write": ["notes.txt", "kept"]}]).to_string()}),
+    );
+    wait_finished(
+        &nodes[0].url,
+        &first,
+        "the first run",
+        std::time::Duration::from_secs(30),
+    );
+    let second = start(
+        &nodes[0].url,
+        json!({"session": "carry", "prompt": json!([{"read": "notes.txt"}]).to_string()}),
+    );
+    wait_finished(
+        &nodes[0].url,
+        &second,
+        "the second run",
+        std::time::Duration::from_secs(30),
+    );
+    // The same controller under another digest (a custom section added).
+    let mut same = parent;
+    same.extend_from_slice(&[0x00, 0x0c, 0x0a]);
+    same.extend_from_slice(b"cairn-test");
+    same.push(b'x');
+    let other = upload(&nodes[0].url, same);
+    assert_ne!(other, digest);
+    // The recording instance dies; the update is done at the other.
+    drop(nodes.remove(0));
+    std::thread::sleep(std::time::Duration::from_millis(TTL_MS + 500));
+    let t = std::time::Instant::now();
+    let report = loop {
+        let r = http
+            .post(format!("{}/v1/sessions/carry/update", nodes[0].url))
+            .json(&json!({"component": other}))
+            .send()
+            .unwrap();
+        let code = r.status().as_u16();
+        let v: Value = r.json().unwrap_or_default();
+        if code == 200 {
+            break v;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "{code} {v}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(report["switched"], true, "{report}");
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{report}");
+    for run in runs {
+        assert_eq!(run["result"], "matched", "{report}");
+    }
 }

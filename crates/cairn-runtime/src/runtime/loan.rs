@@ -174,6 +174,7 @@ pub(crate) async fn record_returned(
     .and_then(|r| r);
     match recorded {
         Ok(Some(snapshot)) => {
+            rt.share_snapshot(place.worker_id, &snapshot.digest).await;
             status["scope"] = scope.into();
             status["snapshot"] = snapshot.digest.into();
         }

@@ -612,11 +612,24 @@ impl Runtime {
             std::fs::create_dir(&artifacts).map_err(|e| {
                 RuntimeError::RunLost(format!("cannot make a scratch directory: {e}"))
             })?;
-            // The worktree the run started from, as recorded.
+            // The worktree the run started from, as recorded (and the
+            // scopes its children returned), brought here when another
+            // instance recorded them.
+            self.fetch_snapshots(&worker, &snapshots_of(&events, run))
+                .await;
             let carried = match lay_out_started(&worker, &events, run, &artifacts).await {
                 Ok(bytes) => bytes,
+                // Not checked is not matched: a shadow replay switches
+                // nothing over a run it could not re-run as it was.
                 Err(why) => {
-                    report.push(RunReplay::Skipped { run_id: run, why });
+                    report.push(RunReplay::Diverged {
+                        run_id: run,
+                        error: ErrorInfo {
+                            code: FailureCode::ReplayDiverged,
+                            message: why,
+                            details: None,
+                        },
+                    });
                     continue;
                 }
             };
@@ -687,6 +700,27 @@ impl Runtime {
         }
         Ok(report)
     }
+}
+
+/// The snapshots `run`'s journal names: its starting worktree's, and each
+/// scope a child returned.
+fn snapshots_of(events: &[SessionEvent], run: RunId) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.run_id == Some(run)) {
+        let digest = match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::WorktreeRecorded { digest, .. }) => {
+                Some(digest.clone())
+            }
+            Payload::Lifecycle(LifecycleEvent::HostCallFinished {
+                response: Some(r), ..
+            }) => r["snapshot"].as_str().map(str::to_string),
+            _ => None,
+        };
+        if let Some(d) = digest.filter(|d| !out.contains(d)) {
+            out.push(d);
+        }
+    }
+    out
 }
 
 /// Lay out in `artifacts` the worktree `run` started from, when the

@@ -66,6 +66,10 @@ impl Supervisor for Runtime {
         self.snapshot_with(worker, generation, budget).await;
     }
 
+    async fn snapshot_recorded(&self, worker: WorkerId, digest: &str) {
+        self.share_snapshot(worker, digest).await;
+    }
+
     fn leaving_with_run(&self, session: &SessionId) -> Vec<Payload> {
         Runtime::leaving_with_run(self, session)
     }

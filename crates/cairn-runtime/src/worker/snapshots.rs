@@ -259,3 +259,62 @@ impl WorkerDir {
             })
     }
 }
+
+impl WorkerDir {
+    /// Whether this worker holds snapshot `digest`'s manifest.
+    pub fn has_snapshot(&self, digest: &str) -> bool {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        !hex.is_empty()
+            && self
+                .session_dir()
+                .open_dir(DIR)
+                .is_ok_and(|d| d.exists(hex))
+    }
+
+    /// Snapshot `digest`'s blobs, `(hex, bytes)`: its manifest first, then
+    /// each file it names (what a shared store keeps for other instances).
+    pub fn snapshot_blobs(&self, digest: &str) -> io::Result<Vec<(String, Vec<u8>)>> {
+        let store = self.session_dir().open_dir(DIR)?;
+        let hex = digest
+            .strip_prefix("sha256:")
+            .unwrap_or_default()
+            .to_string();
+        let manifest = store.read(&hex)?;
+        let parsed: Manifest = serde_json::from_slice(&manifest)
+            .map_err(|e| bad(format!("worktree snapshot {digest}: {e}")))?;
+        let mut out = vec![(hex, manifest)];
+        for entry in parsed.entries {
+            if let Some(h) = entry.sha256
+                && !out.iter().any(|(k, _)| *k == h)
+            {
+                let data = store.read(&h)?;
+                out.push((h, data));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Keep one blob of a snapshot brought from elsewhere: refused unless
+    /// `bytes` are what `hex` names.
+    pub fn keep_snapshot_blob(&self, hex: &str, bytes: &[u8]) -> io::Result<()> {
+        if hex_of(bytes) != hex {
+            return Err(bad(format!("blob {hex} does not hold the bytes it names")));
+        }
+        let store = fsutil::ensure_dir(self.session_dir(), DIR)?;
+        if !store.exists(hex) {
+            fsutil::write_document(&store, hex, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The file blobs a manifest names (hex).
+    pub fn manifest_blobs(manifest: &[u8]) -> io::Result<Vec<String>> {
+        let parsed: Manifest = serde_json::from_slice(manifest)
+            .map_err(|e| bad(format!("a worktree manifest: {e}")))?;
+        Ok(parsed
+            .entries
+            .into_iter()
+            .filter_map(|e| e.sha256)
+            .collect())
+    }
+}

@@ -66,6 +66,10 @@ pub(crate) trait Supervisor: Send + Sync + 'static {
         budget: crate::worktree::Budget,
     );
 
+    /// A worktree snapshot was recorded for `worker`: a shared store keeps
+    /// it where every instance finds it.
+    async fn snapshot_recorded(&self, worker: WorkerId, digest: &str);
+
     /// Observer entries that go in the run's end write (a claimant that
     /// leaves with the run).
     fn leaving_with_run(&self, session: &SessionId) -> Vec<Payload>;

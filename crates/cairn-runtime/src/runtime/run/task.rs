@@ -192,6 +192,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         let (gen_dir, worktree) =
             laid_out.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         if let Some(w) = worktree {
+            env.supervisor
+                .snapshot_recorded(plan.worker_id, &w.digest)
+                .await;
             let recorded = Payload::Lifecycle(LifecycleEvent::WorktreeRecorded {
                 digest: w.digest,
                 files: w.files,
