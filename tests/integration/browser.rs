@@ -290,6 +290,7 @@ async fn the_viewer_in_a_real_browser() {
         "cairn": env!("CARGO_BIN_EXE_cairn"),
         "agent": agent,
         "parent": super::common::fixture("parent"),
+        "lister": super::common::fixture("lister"),
         "echoV2": super::common::fixture("echo-v2"),
         "agentloop": super::common::fixture("agentloop"),
         "legacyV2": super::common::fixture("legacy-v2"),
@@ -331,6 +332,7 @@ async fn the_viewer_in_a_real_browser() {
         "carried",
         "delegate",
         "timers",
+        "lister",
     ] {
         let text = replays[key].as_str().unwrap_or_default();
         assert!(text.starts_with("matches"), "{key}: {text}");
@@ -341,7 +343,7 @@ async fn the_viewer_in_a_real_browser() {
         let png = std::fs::read(shot.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{shot} is a PNG");
     }
-    assert_eq!(report["steps"].as_array().unwrap().len(), 16, "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 17, "{report}");
     let shadow = replays["shadow-loud"].as_str().unwrap_or_default();
     assert!(shadow.contains("first divergence"), "{shadow}");
     let shadow = replays["shadow-calm"].as_str().unwrap_or_default();

@@ -284,6 +284,17 @@ await step('in-browser replay: a sleep and a polled timer, answered from their j
   assert.equal(r.state, 'matches', r.text);
 });
 
+await step('in-browser replay: a directory listing, sorted by name as on the host', async () => {
+  const lister = await api('POST', '/v1/components', fs.readFileSync(cfg.lister), { 'content-type': 'application/wasm' });
+  const run = await api('POST', '/v1/runs', { component: lister.digest, prompt: 'zeta alpha mid beta omega gamma' });
+  await ended(run.run_id, 'finished');
+  await page.goto(`${base}/ui/#/s/${run.session_id}`);
+  await page.locator(`article[data-run="${run.run_id}"]`).waitFor({ timeout: TIMEOUT });
+  const r = await replayIn(run.run_id, 'lister');
+  assert.equal(r.state, 'matches', r.text);
+  assert.match(r.text, /alpha beta gamma mid omega zeta/);
+});
+
 await step('in-browser replay: an agent, its model calls answered from the journal', async () => {
   await page.goto(`${base}/ui/#/s/${cfg.agent.session_id}`);
   await page.locator(`article[data-run="${cfg.agent.run_id}"]`).waitFor({ timeout: TIMEOUT });
