@@ -39,6 +39,14 @@ pub(super) struct Metered {
     /// The furthest this stream has written (its writes may not have
     /// reached the file yet when the next one is charged).
     end: u64,
+    /// Bytes charged to writes not yet known to have reached the file.
+    inflight: u64,
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        self.meter.landed(self.inflight);
+    }
 }
 
 impl Metered {
@@ -54,6 +62,7 @@ impl Metered {
             meter,
             at: offset.map_or(At::End, At::Offset),
             end: 0,
+            inflight: 0,
         }
     }
 }
@@ -61,7 +70,9 @@ impl Metered {
 #[async_trait::async_trait]
 impl Pollable for Metered {
     async fn ready(&mut self) {
-        self.inner.ready().await
+        self.inner.ready().await;
+        // Ready again: the writes before have reached the file.
+        self.meter.landed(std::mem::take(&mut self.inflight));
     }
 }
 
@@ -80,11 +91,12 @@ impl OutputStream for Metered {
             At::End => size,
         };
         let grows = growth(size, offset, len);
-        if !self.meter.take(grows) {
+        if !self.meter.take_inflight(grows) {
             return Err(StreamError::LastOperationFailed(no_space().into()));
         }
         match self.inner.write(bytes) {
             Ok(()) => {
+                self.inflight += grows;
                 self.end = self.end.max(offset.saturating_add(len));
                 if let At::Offset(o) = &mut self.at {
                     *o = o.saturating_add(len);
@@ -93,6 +105,7 @@ impl OutputStream for Metered {
             }
             Err(e) => {
                 self.meter.give(grows);
+                self.meter.landed(grows);
                 Err(e)
             }
         }

@@ -107,6 +107,13 @@ pub fn usage(dir: &Dir, budget: &Budget) -> io::Result<(Usage, Option<Breach>)> 
 /// its blocks: one block of most filesystems.
 pub const DIRECTORY_BYTES: u64 = 4096;
 
+/// Where a meter's charges stood when a walk began.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    taken: u64,
+    inflight: u64,
+}
+
 /// A run's worktree bytes as its writes grow them, against its
 /// `artifact_bytes`: charged before each write, brought back to the
 /// measured usage by each walk.
@@ -115,6 +122,9 @@ pub struct ArtifactMeter {
     used: std::sync::atomic::AtomicU64,
     /// Every byte ever taken: what was charged while a walk went on.
     taken: std::sync::atomic::AtomicU64,
+    /// Bytes charged to writes still on their way to the file (a stream's
+    /// write lands later, on a blocking thread): a walk may not see them.
+    inflight: std::sync::atomic::AtomicU64,
     /// The guest created, linked or wrote something: only then can the
     /// tree it leaves differ from the one it was given.
     touched: std::sync::atomic::AtomicBool,
@@ -127,6 +137,7 @@ impl ArtifactMeter {
         std::sync::Arc::new(ArtifactMeter {
             used: std::sync::atomic::AtomicU64::new(used),
             taken: std::sync::atomic::AtomicU64::new(0),
+            inflight: std::sync::atomic::AtomicU64::new(0),
             touched: std::sync::atomic::AtomicBool::new(false),
             budget,
         })
@@ -161,9 +172,34 @@ impl ArtifactMeter {
                 }
     }
 
+    /// Take `bytes` for a write that lands later: counted in flight until
+    /// [`Self::landed`] says it reached the file.
+    pub fn take_inflight(&self, bytes: u64) -> bool {
+        let taken = self.take(bytes);
+        if taken {
+            self.inflight
+                .fetch_add(bytes, std::sync::atomic::Ordering::AcqRel);
+        }
+        taken
+    }
+
+    /// Writes of `bytes` taken with [`Self::take_inflight`] reached the file
+    /// (or failed and were given back).
+    pub fn landed(&self, bytes: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .inflight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(bytes))
+            });
+    }
+
     /// Where the charges stand before a walk (see [`Self::measured`]).
-    pub fn mark(&self) -> u64 {
-        self.taken.load(std::sync::atomic::Ordering::Acquire)
+    pub fn mark(&self) -> Mark {
+        Mark {
+            taken: self.taken.load(std::sync::atomic::Ordering::Acquire),
+            inflight: self.inflight.load(std::sync::atomic::Ordering::Acquire),
+        }
     }
 
     /// Give `bytes` back (a write that failed, a file truncated).
@@ -176,13 +212,17 @@ impl ArtifactMeter {
             });
     }
 
-    /// A walk begun at `mark` measured `bytes`: that, and whatever was
-    /// charged while it went on (which it may or may not have seen: counted
-    /// again rather than missed), is what is there now.
-    pub fn measured(&self, mark: u64, bytes: u64) {
-        let since = self.mark().saturating_sub(mark);
+    /// A walk begun at `mark` measured `bytes`: that, whatever was charged
+    /// while it went on, and what was in flight when it began (which it may
+    /// or may not have seen: counted again rather than missed), is what is
+    /// there now.
+    pub fn measured(&self, mark: Mark, bytes: u64) {
+        let since = self
+            .taken
+            .load(std::sync::atomic::Ordering::Acquire)
+            .saturating_sub(mark.taken);
         self.used.store(
-            bytes.saturating_add(since),
+            bytes.saturating_add(since).saturating_add(mark.inflight),
             std::sync::atomic::Ordering::Release,
         );
     }
