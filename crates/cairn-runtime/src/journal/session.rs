@@ -274,7 +274,25 @@ impl SessionJournal {
         run_id: Option<RunId>,
         payloads: Vec<Payload>,
     ) -> Result<Seq, StoreError> {
-        let mut minting = self.core.minting.lock().await;
+        let minting = self.core.minting.lock().await;
+        Ok(self.mint_deferred(minting, run_id, payloads))
+    }
+
+    /// [`SessionJournal::defer`] without waiting: `None` when another
+    /// writer is minting right now (try again). What a host call that
+    /// cannot wait (a guest's look at a timer) journals with.
+    pub fn try_defer(&self, run_id: Option<RunId>, payloads: Vec<Payload>) -> Option<Seq> {
+        let minting = self.core.minting.try_lock().ok()?;
+        Some(self.mint_deferred(minting, run_id, payloads))
+    }
+
+    /// Mint deferred entries and schedule their commit.
+    fn mint_deferred(
+        &self,
+        mut minting: tokio::sync::MutexGuard<'_, Minting>,
+        run_id: Option<RunId>,
+        payloads: Vec<Payload>,
+    ) -> Seq {
         let core = &self.core;
         let at_ms = now_ms();
         let mut seq = minting.last_seq;
@@ -291,30 +309,7 @@ impl SessionJournal {
             tokio::time::sleep(DEFER_DELAY).await;
             let _ = core.flush().await;
         });
-        Ok(seq)
-    }
-
-    /// [`SessionJournal::defer`] without waiting: `None` when another
-    /// writer is minting right now (try again). What a host call that
-    /// cannot wait (a guest's look at a timer) journals with.
-    pub fn try_defer(&self, run_id: Option<RunId>, payloads: Vec<Payload>) -> Option<Seq> {
-        let mut minting = self.core.minting.try_lock().ok()?;
-        let core = &self.core;
-        let at_ms = now_ms();
-        let mut seq = minting.last_seq;
-        for payload in payloads {
-            seq = seq.next();
-            let event = core.event(seq, minting.segment, run_id, at_ms, payload);
-            minting.pending.push(event);
-        }
-        minting.last_seq = seq;
-        drop(minting);
-        let core = core.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(DEFER_DELAY).await;
-            let _ = core.flush().await;
-        });
-        Some(seq)
+        seq
     }
 
     /// Mint an emit into the pending batch and schedule its commit.

@@ -73,6 +73,26 @@ pub struct PendingDecision {
     pub delivery_failed: Option<String>,
 }
 
+/// Hold `id` as pending for a waiter: its receiving end.
+fn waiting(
+    pending: &mut HashMap<DecisionId, Pending>,
+    id: DecisionId,
+    session: SessionId,
+    run: RunId,
+    journal: Arc<SessionJournal>,
+) -> oneshot::Receiver<Delivered> {
+    let (tx, rx) = oneshot::channel();
+    let entry = Pending {
+        session,
+        run,
+        journal,
+        tx,
+        delivery: None,
+    };
+    pending.insert(id, entry);
+    rx
+}
+
 /// Every pending decision of the process.
 #[derive(Default)]
 pub struct Broker {
@@ -90,21 +110,8 @@ impl Broker {
         run: RunId,
         journal: Arc<SessionJournal>,
     ) -> oneshot::Receiver<Delivered> {
-        let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                id,
-                Pending {
-                    session,
-                    run,
-                    journal,
-                    tx,
-                    delivery: None,
-                },
-            );
-        rx
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        waiting(&mut pending, id, session, run, journal)
     }
 
     /// Register a request again for a waiter whose sender was lost, unless
@@ -120,18 +127,7 @@ impl Broker {
         if pending.contains_key(&id) {
             return None;
         }
-        let (tx, rx) = oneshot::channel();
-        pending.insert(
-            id,
-            Pending {
-                session,
-                run,
-                journal,
-                tx,
-                delivery: None,
-            },
-        );
-        Some(rx)
+        Some(waiting(&mut pending, id, session, run, journal))
     }
 
     /// Withdraw a request (its wait ended otherwise). True when it was still
