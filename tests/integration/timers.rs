@@ -34,13 +34,16 @@ fn a_sleep_moves_the_clock_and_a_polled_timer_replays_offline() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let parent = fixture("parent");
+    // A timer due past any clock's range is looked at like any other: not
+    // ready.
     let out = cairn_in(
         &home,
         &[
             "run",
             parent.to_str().unwrap(),
             "--prompt",
-            &json!([{"sleep": 300}, {"poll_timer": 5}, {"poll_timer": 0}]).to_string(),
+            &json!([{"sleep": 300}, {"poll_timer": 5}, {"poll_timer": 0}, {"peek_timer": u64::MAX}])
+                .to_string(),
             "--json",
         ],
     );
@@ -59,6 +62,7 @@ fn a_sleep_moves_the_clock_and_a_polled_timer_replays_offline() {
     // ready at the second look.
     assert!(results[1].as_u64().unwrap() > 0, "{results:?}");
     assert_eq!(results[2], 1, "{results:?}");
+    assert_eq!(results[3], false, "{results:?}");
     let replay = cairn_in(&home, &["replay", &session, "--json"]);
     let report: Value = serde_json::from_slice(&replay.stdout).unwrap();
     assert_eq!(report["runs"][0]["result"], "matched", "{report}");

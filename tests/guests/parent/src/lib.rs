@@ -10,7 +10,8 @@
 //! its result the count of each child's answer. `{"sleep": ms}`: the
 //! monotonic time that passed across a sleep of `ms`; `{"poll_timer": ms}`:
 //! how many times a timer of `ms` was looked at (`ready()`) before it was
-//! ready. `{"history": n}`: the session's last `n` turns before this run,
+//! ready; `{"peek_timer": ms}`: whether a new timer of `ms` is ready at
+//! its first look. `{"history": n}`: the session's last `n` turns before this run,
 //! as `seq role: text` lines.
 use cairn_guest::workers;
 use cairn_guest::{Controller, Error, Outcome, Start};
@@ -104,6 +105,11 @@ impl Controller for Parent {
                     looks += 1;
                 }
                 json!(looks)
+            } else if let Some(ms) = step.get("peek_timer").and_then(Value::as_u64) {
+                let timer = wasip2::clocks::monotonic_clock::subscribe_duration(
+                    ms.saturating_mul(1_000_000),
+                );
+                json!(timer.ready())
             } else if let Some(n) = step.get("history").and_then(Value::as_u64) {
                 json!(
                     cairn_guest::turns(n as u32)
