@@ -615,24 +615,25 @@ impl Runtime {
             // The worktree the run started from, as recorded (and the
             // scopes its children returned), brought here when another
             // instance recorded them.
-            self.fetch_snapshots(&worker, &snapshots_of(&events, run))
+            self.fetch_snapshots(&worker, &super::worktrees::snapshots_of(&events, run))
                 .await;
-            let carried = match lay_out_started(&worker, &events, run, &artifacts).await {
-                Ok(bytes) => bytes,
-                // Not checked is not matched: a shadow replay switches
-                // nothing over a run it could not re-run as it was.
-                Err(why) => {
-                    report.push(RunReplay::Diverged {
-                        run_id: run,
-                        error: ErrorInfo {
-                            code: FailureCode::ReplayDiverged,
-                            message: why,
-                            details: None,
-                        },
-                    });
-                    continue;
-                }
-            };
+            let carried =
+                match super::worktrees::lay_out_started(&worker, &events, run, &artifacts).await {
+                    Ok(bytes) => bytes,
+                    // Not checked is not matched: a shadow replay switches
+                    // nothing over a run it could not re-run as it was.
+                    Err(why) => {
+                        report.push(RunReplay::Diverged {
+                            run_id: run,
+                            error: ErrorInfo {
+                                code: FailureCode::ReplayDiverged,
+                                message: why,
+                                details: None,
+                            },
+                        });
+                        continue;
+                    }
+                };
             let _ = ctx.place.set(super::run::Place {
                 worker_id: worker.id(),
                 generation: *generation,
@@ -700,59 +701,6 @@ impl Runtime {
         }
         Ok(report)
     }
-}
-
-/// The snapshots `run`'s journal names: its starting worktree's, and each
-/// scope a child returned.
-fn snapshots_of(events: &[SessionEvent], run: RunId) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in events.iter().filter(|e| e.run_id == Some(run)) {
-        let digest = match &e.payload {
-            Payload::Lifecycle(LifecycleEvent::WorktreeRecorded { digest, .. }) => {
-                Some(digest.clone())
-            }
-            Payload::Lifecycle(LifecycleEvent::HostCallFinished {
-                response: Some(r), ..
-            }) => r["snapshot"].as_str().map(str::to_string),
-            _ => None,
-        };
-        if let Some(d) = digest.filter(|d| !out.contains(d)) {
-            out.push(d);
-        }
-    }
-    out
-}
-
-/// Lay out in `artifacts` the worktree `run` started from, when the
-/// journal names one (`worktree_recorded`): its bytes. Why not, when it
-/// cannot be.
-async fn lay_out_started(
-    worker: &crate::worker::WorkerDir,
-    events: &[SessionEvent],
-    run: RunId,
-    artifacts: &std::path::Path,
-) -> Result<u64, String> {
-    let Some(digest) = events.iter().find_map(|e| match &e.payload {
-        Payload::Lifecycle(LifecycleEvent::WorktreeRecorded { digest, .. })
-            if e.run_id == Some(run) =>
-        {
-            Some(digest.clone())
-        }
-        _ => None,
-    }) else {
-        return Ok(0);
-    };
-    let (worker, artifacts) = (
-        worker.try_clone().map_err(|e| e.to_string())?,
-        artifacts.to_path_buf(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let to = cap_std::fs::Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority())?;
-        worker.lay_out_worktree(&digest, &to)
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| format!("the worktree it started from cannot be laid out: {e}"))
 }
 
 fn script_len(events: &[SessionEvent], run: RunId) -> usize {

@@ -1,8 +1,12 @@
-//! A session's worktree snapshots, served to the viewer (what it lays out
-//! to replay a run in the browser; see `worker/snapshots.rs`).
+//! A session's worktree snapshots at the runtime: served to the viewer
+//! (what it lays out to replay a run in the browser), shared through a
+//! shared store's blob store, and laid out by an offline replay (see
+//! `worker/snapshots.rs`).
 
 use super::{Runtime, RuntimeError};
-use crate::ids::SessionId;
+use crate::SessionEvent;
+use crate::ids::{RunId, SessionId};
+use crate::journal::event::{LifecycleEvent, Payload};
 
 impl Runtime {
     /// The snapshot `digest` of `session`, packed (`worktree::pack`'s
@@ -112,4 +116,57 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The snapshots `run`'s journal names: its starting worktree's, and each
+/// scope a child returned.
+pub(super) fn snapshots_of(events: &[SessionEvent], run: RunId) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.run_id == Some(run)) {
+        let digest = match &e.payload {
+            Payload::Lifecycle(LifecycleEvent::WorktreeRecorded { digest, .. }) => {
+                Some(digest.clone())
+            }
+            Payload::Lifecycle(LifecycleEvent::HostCallFinished {
+                response: Some(r), ..
+            }) => r["snapshot"].as_str().map(str::to_string),
+            _ => None,
+        };
+        if let Some(d) = digest.filter(|d| !out.contains(d)) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// Lay out in `artifacts` the worktree `run` started from, when the
+/// journal names one (`worktree_recorded`): its bytes. Why not, when it
+/// cannot be.
+pub(super) async fn lay_out_started(
+    worker: &crate::worker::WorkerDir,
+    events: &[SessionEvent],
+    run: RunId,
+    artifacts: &std::path::Path,
+) -> Result<u64, String> {
+    let Some(digest) = events.iter().find_map(|e| match &e.payload {
+        Payload::Lifecycle(LifecycleEvent::WorktreeRecorded { digest, .. })
+            if e.run_id == Some(run) =>
+        {
+            Some(digest.clone())
+        }
+        _ => None,
+    }) else {
+        return Ok(0);
+    };
+    let (worker, artifacts) = (
+        worker.try_clone().map_err(|e| e.to_string())?,
+        artifacts.to_path_buf(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let to = cap_std::fs::Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority())?;
+        worker.lay_out_worktree(&digest, &to)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("the worktree it started from cannot be laid out: {e}"))
 }
