@@ -16,14 +16,8 @@ impl Runtime {
         session: &SessionId,
         digest: &str,
     ) -> Result<Option<Vec<u8>>, RuntimeError> {
-        let ok = digest
-            .strip_prefix("sha256:")
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-        if !ok {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "{digest:?} is not a worktree snapshot's digest (sha256:<64 hex>)"
-            )));
-        }
+        crate::worker::snapshot_blob(digest)
+            .map_err(|e| RuntimeError::InvalidRequest(e.to_string()))?;
         let worker = self.open_worker_of(session)?;
         let budget = crate::worktree::Budget::of(&self.inner.config.host.limits);
         let digest = digest.to_string();
@@ -47,33 +41,36 @@ impl Runtime {
         let Some(cluster) = &self.inner.cluster else {
             return;
         };
-        let blobs = self
-            .inner
-            .workers
-            .open_worker_any(worker)
-            .map_err(|e| e.to_string())
-            .and_then(|w| w.snapshot_blobs(digest).map_err(|e| e.to_string()));
-        let blobs = match blobs {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(worker_id = %worker, "worktree snapshot {digest} is not shared: {e}");
-                return;
+        let shared = &*cluster.shared;
+        let shared: Result<(), String> = async {
+            let hex = crate::worker::snapshot_blob(digest).map_err(|e| e.to_string())?;
+            // Its manifest goes last: held there means whole (an unchanged
+            // worktree costs one lookup).
+            if crate::store::BlobStore::get(shared, &blob_key(hex))
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some()
+            {
+                return Ok(());
             }
-        };
-        for (hex, bytes) in blobs {
-            let key = blob_key(&hex);
-            match crate::store::BlobStore::get(&*cluster.shared, &key).await {
-                Ok(Some(_)) => continue,
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(worker_id = %worker, "worktree snapshot {digest} is not shared: {e}");
-                    return;
-                }
+            let mut blobs = self
+                .inner
+                .workers
+                .open_worker_any(worker)
+                .map_err(|e| e.to_string())?
+                .snapshot_blobs(digest)
+                .map_err(|e| e.to_string())?;
+            blobs.rotate_left(1);
+            for (hex, bytes) in blobs {
+                crate::store::BlobStore::put(shared, &blob_key(&hex), &bytes)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
-            if let Err(e) = crate::store::BlobStore::put(&*cluster.shared, &key, &bytes).await {
-                tracing::warn!(worker_id = %worker, "worktree snapshot {digest} is not shared: {e}");
-                return;
-            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = shared {
+            tracing::warn!(worker_id = %worker, "worktree snapshot {digest} is not shared: {e}");
         }
     }
 
@@ -88,8 +85,8 @@ impl Runtime {
             return;
         };
         for digest in digests.iter().filter(|d| !worker.has_snapshot(d)) {
-            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
             let fetched: Result<(), String> = async {
+                let hex = crate::worker::snapshot_blob(digest).map_err(|e| e.to_string())?;
                 let get = |hex: String| async move {
                     crate::store::BlobStore::get(&*cluster.shared, &blob_key(&hex))
                         .await
@@ -97,7 +94,7 @@ impl Runtime {
                         .ok_or_else(|| format!("the shared store holds no blob {hex}"))
                 };
                 let manifest = get(hex.to_string()).await?;
-                for file in crate::worker::WorkerDir::manifest_blobs(&manifest)
+                for file in crate::worker::WorkerDir::manifest_blobs(digest, &manifest)
                     .map_err(|e| e.to_string())?
                 {
                     let bytes = get(file.clone()).await?;

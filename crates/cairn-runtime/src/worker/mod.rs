@@ -57,7 +57,7 @@ pub use cleanup::Recovery;
 use cleanup::{CREATING, DELETING, FORKING};
 pub use docs::*;
 pub use generation::{GenerationDir, Reserved};
-pub use snapshots::Recorded as RecordedWorktree;
+pub use snapshots::{Recorded as RecordedWorktree, blob_of as snapshot_blob};
 
 /// Something went wrong with the layout on disk.
 #[derive(Debug, thiserror::Error)]

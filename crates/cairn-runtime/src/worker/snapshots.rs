@@ -66,6 +66,41 @@ fn bad(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why)
 }
 
+/// Whether `hex` names a blob: 64 lowercase hex digits (so never a path).
+fn is_blob_name(hex: &str) -> bool {
+    hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The blob a snapshot's digest (`sha256:<64 hex>`) names; the error says
+/// what is wrong with it.
+pub fn blob_of(digest: &str) -> io::Result<&str> {
+    digest
+        .strip_prefix("sha256:")
+        .filter(|h| is_blob_name(h))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{digest:?} is not a worktree snapshot's digest (sha256:<64 hex>)"),
+            )
+        })
+}
+
+/// The file blobs a manifest names, each checked to be a blob's name.
+fn files_of(digest: &str, manifest: &Manifest) -> io::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for hex in manifest.entries.iter().filter_map(|e| e.sha256.as_deref()) {
+        if !is_blob_name(hex) {
+            return Err(bad(format!(
+                "worktree snapshot {digest} names {hex:?}, not a blob"
+            )));
+        }
+        if !out.iter().any(|h| h == hex) {
+            out.push(hex.to_string());
+        }
+    }
+    Ok(out)
+}
+
 impl WorkerDir {
     /// Record `tree` (directories and regular files, `max_depth` levels at
     /// most; symlinks and anything else are left out, as a generation's
@@ -164,12 +199,9 @@ impl WorkerDir {
             }
             Ok(data)
         };
-        let hex = digest
-            .strip_prefix("sha256:")
-            .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-            .ok_or_else(|| bad(format!("{digest:?} is not a worktree snapshot's digest")))?;
-        let manifest: Manifest = serde_json::from_slice(&read(hex)?)
+        let manifest: Manifest = serde_json::from_slice(&read(blob_of(digest)?)?)
             .map_err(|e| bad(format!("worktree snapshot {digest}: {e}")))?;
+        files_of(digest, &manifest)?;
         let mut bytes = 0;
         for entry in &manifest.entries {
             if entry
@@ -202,9 +234,7 @@ impl WorkerDir {
         }
         Ok(bytes)
     }
-}
 
-impl WorkerDir {
     /// Carry `source`'s snapshots into this (new) worker: a fork's carried
     /// history names them. Each is hard-linked where the filesystem allows
     /// (they never change), else copied.
@@ -227,9 +257,7 @@ impl WorkerDir {
         }
         fsutil::sync_dir(&to)
     }
-}
 
-impl WorkerDir {
     /// The snapshot `digest` in the packed form a generation's worktree
     /// travels in (`crate::worktree::pack`): what the viewer lays out to
     /// replay in the browser. `None` when this worker holds no such
@@ -239,12 +267,7 @@ impl WorkerDir {
         digest: &str,
         budget: &crate::worktree::Budget,
     ) -> io::Result<Option<Vec<u8>>> {
-        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
-        let held = self
-            .session_dir()
-            .open_dir(DIR)
-            .is_ok_and(|d| !hex.is_empty() && d.exists(hex));
-        if !held {
+        if !self.has_snapshot(digest) {
             return Ok(None);
         }
         let scratch = tempfile::tempdir()?;
@@ -258,38 +281,27 @@ impl WorkerDir {
                 ))
             })
     }
-}
 
-impl WorkerDir {
     /// Whether this worker holds snapshot `digest`'s manifest.
     pub fn has_snapshot(&self, digest: &str) -> bool {
-        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
-        !hex.is_empty()
-            && self
-                .session_dir()
+        blob_of(digest).is_ok_and(|hex| {
+            self.session_dir()
                 .open_dir(DIR)
                 .is_ok_and(|d| d.exists(hex))
+        })
     }
 
     /// Snapshot `digest`'s blobs, `(hex, bytes)`: its manifest first, then
     /// each file it names (what a shared store keeps for other instances).
     pub fn snapshot_blobs(&self, digest: &str) -> io::Result<Vec<(String, Vec<u8>)>> {
         let store = self.session_dir().open_dir(DIR)?;
-        let hex = digest
-            .strip_prefix("sha256:")
-            .unwrap_or_default()
-            .to_string();
-        let manifest = store.read(&hex)?;
-        let parsed: Manifest = serde_json::from_slice(&manifest)
-            .map_err(|e| bad(format!("worktree snapshot {digest}: {e}")))?;
-        let mut out = vec![(hex, manifest)];
-        for entry in parsed.entries {
-            if let Some(h) = entry.sha256
-                && !out.iter().any(|(k, _)| *k == h)
-            {
-                let data = store.read(&h)?;
-                out.push((h, data));
-            }
+        let hex = blob_of(digest)?;
+        let manifest = store.read(hex)?;
+        let files = files_of(digest, &Self::parse_manifest(digest, &manifest)?)?;
+        let mut out = vec![(hex.to_string(), manifest)];
+        for file in files {
+            let data = store.read(&file)?;
+            out.push((file, data));
         }
         Ok(out)
     }
@@ -297,7 +309,7 @@ impl WorkerDir {
     /// Keep one blob of a snapshot brought from elsewhere: refused unless
     /// `bytes` are what `hex` names.
     pub fn keep_snapshot_blob(&self, hex: &str, bytes: &[u8]) -> io::Result<()> {
-        if hex_of(bytes) != hex {
+        if !is_blob_name(hex) || hex_of(bytes) != hex {
             return Err(bad(format!("blob {hex} does not hold the bytes it names")));
         }
         let store = fsutil::ensure_dir(self.session_dir(), DIR)?;
@@ -307,14 +319,52 @@ impl WorkerDir {
         Ok(())
     }
 
-    /// The file blobs a manifest names (hex).
-    pub fn manifest_blobs(manifest: &[u8]) -> io::Result<Vec<String>> {
-        let parsed: Manifest = serde_json::from_slice(manifest)
-            .map_err(|e| bad(format!("a worktree manifest: {e}")))?;
-        Ok(parsed
-            .entries
-            .into_iter()
-            .filter_map(|e| e.sha256)
-            .collect())
+    /// The file blobs snapshot `digest`'s manifest names (hex, each once).
+    pub fn manifest_blobs(digest: &str, manifest: &[u8]) -> io::Result<Vec<String>> {
+        files_of(digest, &Self::parse_manifest(digest, manifest)?)
+    }
+
+    fn parse_manifest(digest: &str, manifest: &[u8]) -> io::Result<Manifest> {
+        serde_json::from_slice(manifest)
+            .map_err(|e| bad(format!("worktree snapshot {digest}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_digest_or_a_manifest_naming_anything_but_a_blob_is_refused() {
+        let good = format!("sha256:{}", "ab".repeat(32));
+        assert_eq!(blob_of(&good).unwrap(), "ab".repeat(32));
+        for bad_digest in [
+            "sha256:../../worker.json",
+            "sha256:AB",
+            &format!("sha256:{}", "AB".repeat(32)),
+            &"ab".repeat(32),
+        ] {
+            let e = blob_of(bad_digest).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("is not a worktree snapshot's digest"),
+                "{e}"
+            );
+        }
+        let manifest = |hex: &str| Manifest {
+            version: 1,
+            entries: vec![Entry {
+                path: "a.txt".into(),
+                kind: "file".into(),
+                sha256: Some(hex.into()),
+                size: Some(1),
+            }],
+        };
+        assert_eq!(
+            files_of(&good, &manifest(&"cd".repeat(32))).unwrap().len(),
+            1
+        );
+        let e = files_of(&good, &manifest("../../worker.json")).unwrap_err();
+        assert!(e.to_string().contains("not a blob"), "{e}");
     }
 }
