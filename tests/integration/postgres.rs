@@ -4,7 +4,8 @@
 //! PostgreSQL binaries are found) — and the PostgreSQL store's own rules:
 //! migrations, lease fencing between instances, clear errors.
 
-use cairn_runtime::store::blob::{DirBlobs, MemoryBlobs};
+use cairn_runtime::store::DirBlobs;
+use cairn_runtime::store::blob::MemoryBlobs;
 use cairn_runtime::store::conformance::{self, Subject};
 use cairn_runtime::store::file::FileStore;
 use cairn_runtime::store::lease::MemoryLeases;

@@ -8,7 +8,7 @@ pub mod capability;
 mod clock;
 pub mod complexity;
 pub mod cpu;
-pub mod fs;
+pub use cairn_worktree::fs;
 mod host;
 mod http;
 pub use http::HTTP;
@@ -20,7 +20,7 @@ mod model;
 mod stable_fs;
 pub mod timers;
 mod tools;
-pub mod worktree;
+pub use cairn_worktree as worktree;
 
 pub use capability::{CallCtx, CallReply, CallSink, Capability, Grants};
 pub use clock::JournalClock;

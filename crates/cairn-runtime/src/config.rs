@@ -99,25 +99,7 @@ pub struct SharedStoreConfig {
     pub first_commit_sync: FirstCommitSync,
 }
 
-/// How the first commit of a session made for a run makes its worker tree
-/// durable with its first entries (`[store] first_commit_sync`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FirstCommitSync {
-    /// `syncfs` while the machine has little unwritten data (at most
-    /// [`crate::fsutil::SYNCFS_DIRTY_MAX`] dirty or under writeback), so
-    /// the commit never waits on a large backlog of others' writes;
-    /// otherwise `each`.
-    #[default]
-    Auto,
-    /// One `syncfs` of the home's filesystem: the fewest syncs, but it
-    /// waits for every unwritten byte on that filesystem.
-    Syncfs,
-    /// Every file and directory of the tree, its index entry and the
-    /// directories naming them, synced at once (one thread each): waits
-    /// only for the session's own writes.
-    Each,
-}
+pub use crate::worker::FirstCommitSync;
 
 impl Default for SharedStoreConfig {
     fn default() -> Self {

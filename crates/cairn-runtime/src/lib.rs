@@ -39,16 +39,13 @@
 
 pub use cairn_component as component;
 pub mod config;
-pub mod fsutil;
-pub mod home_lock;
+pub use cairn_journal as journal;
+pub use cairn_store_file::{fsutil, home_lock, migrate, worker};
 pub use cairn_types::ids;
-pub mod journal;
 pub use cairn_types::limits;
-pub mod migrate;
 pub mod runtime;
 pub mod socket;
 pub mod store;
-pub mod worker;
 pub use cairn_component::worktree;
 
 pub use cairn_types::{ErrorCode, FailureCode};

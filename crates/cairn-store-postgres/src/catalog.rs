@@ -5,9 +5,9 @@
 
 use super::{PgStore, db};
 use async_trait::async_trait;
-use cairn_runtime::ids::{RunId, SessionId};
-use cairn_runtime::store::{Catalog, StoreError};
-use cairn_runtime::worker::WorkerRecord;
+use cairn_store::records::WorkerRecord;
+use cairn_store::{Catalog, StoreError};
+use cairn_types::ids::{RunId, SessionId};
 
 #[async_trait]
 impl Catalog for PgStore {
@@ -67,7 +67,7 @@ fn worker_json(record: &WorkerRecord) -> Result<String, StoreError> {
     })
 }
 
-pub use cairn_runtime::store::Instance;
+pub use cairn_store::Instance;
 
 impl PgStore {
     /// Publish a new session's worker (after its journal exists). `false`:

@@ -3,9 +3,9 @@
 
 use super::{CHANNEL, PgStore, db, seq_i64};
 use async_trait::async_trait;
-use cairn_runtime::ids::{Generation, RunId, SegmentId, Seq, SessionId};
-use cairn_runtime::journal::event::{RunFacts, SessionEvent};
-use cairn_runtime::store::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
+use cairn_store::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
+use cairn_types::event::{RunFacts, SessionEvent};
+use cairn_types::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use std::sync::Arc;
 use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
@@ -78,7 +78,7 @@ impl<'a> Rows<'a> {
             lines,
             generation: events
                 .iter()
-                .filter_map(|e| cairn_runtime::store::reserved_generation(e))
+                .filter_map(|e| cairn_store::reserved_generation(e))
                 .max()
                 .unwrap_or(Generation(0)),
             started: Vec::new(),
@@ -92,8 +92,8 @@ impl<'a> Rows<'a> {
     fn with_started(mut self, events: &[Arc<SessionEvent>]) -> Self {
         for e in events {
             let (
-                cairn_runtime::journal::event::Payload::Lifecycle(
-                    cairn_runtime::journal::event::LifecycleEvent::Started { .. },
+                cairn_types::event::Payload::Lifecycle(
+                    cairn_types::event::LifecycleEvent::Started { .. },
                 ),
                 Some(run),
             ) = (&e.payload, e.run_id)
@@ -272,7 +272,7 @@ impl PgStore {
         if holder == self.holder && mine == Some(token) {
             return Ok(());
         }
-        let lease = cairn_runtime::store::Lease {
+        let lease = cairn_store::Lease {
             session: session.clone(),
             holder,
             token,
@@ -400,7 +400,7 @@ impl JournalStore for PgStore {
                 _ => db(format!("session {session}: create"))(e),
             })?;
         if n == 0 {
-            let now = match cairn_runtime::store::LeaseStore::lease(self, session).await? {
+            let now = match cairn_store::LeaseStore::lease(self, session).await? {
                 Some(l) => l.to_string(),
                 None => "no lease".to_string(),
             };
@@ -521,15 +521,14 @@ impl JournalStore for PgStore {
             if seq != next {
                 return Err(corrupt(format!("seq {} is missing", next.0)));
             }
-            let item = cairn_runtime::store::file::segment::parse_line(line.as_bytes())
-                .map_err(corrupt)?;
+            let item = cairn_store::parse_line(line.as_bytes()).map_err(corrupt)?;
             if item.seq() != seq {
                 return Err(corrupt(format!("the row holds seq {}", item.seq().0)));
             }
             items.push(item);
             next = next.next();
         }
-        cairn_runtime::store::restamp(session, &mut items);
+        cairn_store::restamp(session, &mut items);
         Ok(items)
     }
 

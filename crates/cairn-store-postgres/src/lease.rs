@@ -3,9 +3,9 @@
 
 use super::{PgStore, db};
 use async_trait::async_trait;
-use cairn_runtime::ids::SessionId;
-use cairn_runtime::store::blob::check_key;
-use cairn_runtime::store::{BlobStore, Lease, LeaseStore, StoreError};
+use cairn_store::blob::check_key;
+use cairn_store::{BlobStore, Lease, LeaseStore, StoreError};
+use cairn_types::ids::SessionId;
 use std::time::Duration;
 use tokio_postgres::Row;
 

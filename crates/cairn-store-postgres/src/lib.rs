@@ -21,8 +21,8 @@ mod ride;
 mod run_index;
 mod shared;
 
-use cairn_runtime::ids::SessionId;
-use cairn_runtime::store::StoreError;
+use cairn_store::StoreError;
+use cairn_types::ids::SessionId;
 pub use catalog::Instance;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 pub use ride::OUTAGE_BUDGET;
@@ -66,7 +66,7 @@ pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Erro
 
 /// A run's facts as `cairn_runs` keeps them: (status, facts JSON).
 pub(crate) fn facts_row(
-    facts: &cairn_runtime::journal::event::RunFacts,
+    facts: &cairn_types::event::RunFacts,
 ) -> Result<(String, String), StoreError> {
     let json = serde_json::to_string(facts).map_err(|e| StoreError::Database {
         context: format!("run {}: its facts", facts.run_id),

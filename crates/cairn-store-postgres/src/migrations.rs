@@ -5,7 +5,7 @@
 //! newer cairn migrated it) is refused.
 
 use super::db;
-use cairn_runtime::store::StoreError;
+use cairn_store::StoreError;
 
 /// The advisory lock key migrations hold (`cairn` in ASCII).
 const LOCK: i64 = 0x0063_6169_726e;

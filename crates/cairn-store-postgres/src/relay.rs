@@ -9,8 +9,8 @@
 //! drops, followers fall back to polling (every [`POLL`]) until it is back.
 
 use super::{CHANNEL, PgStore};
-use cairn_runtime::ids::{Seq, SessionId};
-use cairn_runtime::store::{JournalItem, JournalStore, StoreError};
+use cairn_store::{JournalItem, JournalStore, StoreError};
+use cairn_types::ids::{Seq, SessionId};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,9 +10,9 @@
 //! another writer's: the rows at those seqs are these lines, byte for byte.
 
 use super::{PgStore, describe};
-use cairn_runtime::ids::SessionId;
-use cairn_runtime::journal::event::SessionEvent;
-use cairn_runtime::store::StoreError;
+use cairn_store::StoreError;
+use cairn_types::event::SessionEvent;
+use cairn_types::ids::SessionId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

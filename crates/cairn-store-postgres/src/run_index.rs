@@ -5,10 +5,10 @@
 
 use super::{PgStore, db};
 use async_trait::async_trait;
-use cairn_runtime::ids::{RunId, SessionId};
-use cairn_runtime::journal::event::RunFacts;
-use cairn_runtime::store::StoreError;
-use cairn_runtime::store::run_index::{IndexedRun, RunIndex, RunPage};
+use cairn_store::StoreError;
+use cairn_store::run_index::{IndexedRun, RunIndex, RunPage};
+use cairn_types::event::RunFacts;
+use cairn_types::ids::{RunId, SessionId};
 
 /// One row of the index as selected: run, session, workspace, facts.
 const SELECT: &str = "SELECT rs.run_id, rs.session_id, COALESCE(w.workspace, ''), r.facts,
@@ -44,7 +44,7 @@ fn row(r: &tokio_postgres::Row) -> Result<Option<(RunId, IndexedRun)>, StoreErro
             after: r
                 .get::<_, Option<i64>>(4)
                 .and_then(|a| u64::try_from(a).ok())
-                .map(cairn_runtime::ids::Seq),
+                .map(cairn_types::ids::Seq),
         },
     )))
 }
@@ -56,7 +56,7 @@ impl RunIndex for PgStore {
         run: RunId,
         session: &SessionId,
         _workspace: &str,
-        after: cairn_runtime::ids::Seq,
+        after: cairn_types::ids::Seq,
     ) -> Result<(), StoreError> {
         // Already there when the append of its `started` entry went
         // through; this makes it so when that entry was written elsewhere.

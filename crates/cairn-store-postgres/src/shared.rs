@@ -4,12 +4,12 @@
 use super::PgStore;
 use super::relay::{Follower, Relay as PgRelay};
 use async_trait::async_trait;
-use cairn_runtime::ids::{Seq, SessionId};
-use cairn_runtime::store::{
+use cairn_store::records::WorkerRecord;
+use cairn_store::{
     Instance, InstanceRegistry, JournalItem, Relay, RelayFollower, SharedStore,
     SharedStoreConnector, StoreError,
 };
-use cairn_runtime::worker::WorkerRecord;
+use cairn_types::ids::{Seq, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 

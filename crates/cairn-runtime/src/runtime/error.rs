@@ -255,7 +255,7 @@ impl RuntimeError {
         }
         let damaged = match &self {
             RuntimeError::Store(
-                StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Worker(_),
+                StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Layout(_),
             ) => true,
             RuntimeError::Store(e) if e.is_lost_authority() => false,
             RuntimeError::Worker(WorkerError::NoSuchWorker(_) | WorkerError::NoHome(_)) => false,

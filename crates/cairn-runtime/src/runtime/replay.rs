@@ -75,15 +75,13 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
     // A component update the journal holds and `worker.json` missed (the
     // host died between the two writes): the binding follows the journal.
     let bound = match super::update::journaled_binding(&events) {
-        Some(to) if bound.as_deref() != Some(to.as_str()) => {
-            match super::update::rebind(&worker, &to) {
-                Ok(()) => Some(to),
-                Err(e) => {
-                    tracing::warn!("session {session}: cannot follow its component update: {e}");
-                    bound
-                }
+        Some(to) if bound.as_deref() != Some(to.as_str()) => match worker.rebind(&to) {
+            Ok(()) => Some(to),
+            Err(e) => {
+                tracing::warn!("session {session}: cannot follow its component update: {e}");
+                bound
             }
-        }
+        },
         _ => bound,
     };
     let runs = runs_of(&events);

@@ -184,7 +184,9 @@ impl Runtime {
             .await
             .map_err(|e| RuntimeError::from(e).for_session(session))?;
         crate::fsutil::crash_point("update-journaled");
-        rebind(worker, to).map_err(|e| RuntimeError::from(e).for_session(session))?;
+        worker
+            .rebind(to)
+            .map_err(|e| RuntimeError::from(e).for_session(session))?;
         if let Some(c) = &self.inner.cluster {
             c.shared.rebind(session, to).await?;
         }
@@ -349,14 +351,4 @@ pub(crate) fn journaled_binding(events: &[crate::SessionEvent]) -> Option<String
         Payload::Lifecycle(LifecycleEvent::ComponentUpdated { to, .. }) => Some(to.clone()),
         _ => None,
     })
-}
-
-/// Bind `worker` to `to` in `worker.json`.
-pub(crate) fn rebind(
-    worker: &crate::worker::WorkerDir,
-    to: &str,
-) -> Result<(), crate::worker::WorkerError> {
-    let mut record = worker.record()?;
-    record.component = Some(to.to_string());
-    worker.write_record(&record)
 }

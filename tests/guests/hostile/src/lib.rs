@@ -19,6 +19,8 @@ use std::io::Write;
 
 struct Hostile;
 
+// Unbounded on purpose: the host must stop it at its stack limit.
+#[allow(unconditional_recursion)]
 #[inline(never)]
 fn recurse(depth: u64, sink: &mut [u8; 256]) -> u64 {
     sink[(depth % 256) as usize] = depth as u8;

@@ -1,6 +1,7 @@
 //! A controller built against `cairn:controller@0.1.0` (`wit/0.1.0/`), as
 //! controllers released before 0.2.0 were: it emits, waits on an approval,
 //! reads history and finishes — the host must keep running it.
+#![allow(clippy::too_many_arguments)] // the generated bindings of the 0.1.0 world
 wit_bindgen::generate!({
     path: "../../../wit/0.1.0",
     world: "controller",

@@ -1,0 +1,284 @@
+//! A session journal's committer: the minted-but-pending batch, the
+//! durable head, and the one write that moves it (see [`super::session`]
+//! for group commit). Only [`super::session::SessionJournal`] drives it.
+
+use super::event::{Payload, SessionEvent};
+use super::live::Live;
+use cairn_store::now_ms;
+use cairn_store::{Store, StoreError};
+use cairn_types::ids::{Generation, RunId, SegmentId, Seq, SessionId};
+use std::sync::Arc;
+
+/// What only the committer touches: the durable head.
+pub(super) struct Durable {
+    pub(super) last_seq: Seq,
+    pub(super) last_generation: Generation,
+}
+
+/// What the minting lock guards.
+pub(super) struct Minting {
+    /// The last seq handed out (durable or pending).
+    pub(super) last_seq: Seq,
+    pub(super) segment: SegmentId,
+    /// Minted, not yet committed, in seq order.
+    pub(super) pending: Vec<Arc<SessionEvent>>,
+    /// Bytes (as journaled) of the emits counted into `pending` since it
+    /// was last empty.
+    pub(super) pending_bytes: u64,
+    /// A delayed commit is scheduled.
+    pub(super) timer: bool,
+    /// An immediate commit is scheduled (the batch filled).
+    pub(super) kicked: bool,
+    /// A commit failed; runs get this until one ends.
+    pub(super) failed: Option<Failure>,
+    /// A run is writing its end: its pending entries wait for the terminal
+    /// entry (one write for both), and every other writer waits for it.
+    pub(super) sealed: bool,
+}
+
+impl Minting {
+    /// The error of a commit that failed since the run's last append.
+    pub(super) fn check(&self, session: &SessionId) -> Result<(), StoreError> {
+        match &self.failed {
+            Some(failed) => Err(failed.error(session)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A failed commit, kept to tell the run (a `StoreError` is not `Clone`).
+#[derive(Clone)]
+pub(super) enum Failure {
+    Conflict { expected: Seq, head: Seq },
+    LeaseLost { token: u64, now: String },
+    Other(String),
+}
+
+impl Failure {
+    fn of(e: &StoreError) -> Self {
+        match e {
+            StoreError::Conflict { expected, head, .. } => Failure::Conflict {
+                expected: *expected,
+                head: *head,
+            },
+            StoreError::LeaseLost { token, now, .. } => Failure::LeaseLost {
+                token: *token,
+                now: now.clone(),
+            },
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    fn error(&self, session: &SessionId) -> StoreError {
+        match self {
+            Failure::Conflict { expected, head } => StoreError::Conflict {
+                session: session.clone(),
+                expected: *expected,
+                head: *head,
+            },
+            Failure::LeaseLost { token, now } => StoreError::LeaseLost {
+                session: session.clone(),
+                token: *token,
+                now: now.clone(),
+            },
+            Failure::Other(why) => StoreError::Io {
+                context: format!("session {session}: events of this run could not be written"),
+                source: std::io::Error::other(why.clone()),
+            },
+        }
+    }
+}
+
+pub(super) struct Core {
+    pub(super) session: SessionId,
+    pub(super) store: Arc<dyn Store>,
+    /// Told of each batch made durable.
+    pub(super) observer: Option<super::CommitObserver>,
+    /// Held across a store write: writes go out one at a time, in order.
+    /// Lock order: `commit`, then `minting`.
+    pub(super) commit: tokio::sync::Mutex<Durable>,
+    pub(super) minting: tokio::sync::Mutex<Minting>,
+    /// Told when a sealed journal opens again.
+    pub(super) unsealed: tokio::sync::Notify,
+    /// The durable head, readable without waiting for a write in flight.
+    pub(super) durable_seq: std::sync::atomic::AtomicU64,
+    /// The durable head at each time minted entries were dropped
+    /// uncommitted (a failed commit, an unsealed end): every entry minted
+    /// past it then was dropped. Rare; a wait on minted entries reads it.
+    pub(super) drops: std::sync::Mutex<Vec<Seq>>,
+    /// Told when the durable head moves or minted entries are dropped.
+    pub(super) moved: tokio::sync::Notify,
+    pub(super) live: Arc<Live>,
+}
+
+impl Core {
+    /// Tell the observer a store append of `entries` begun at `began` is
+    /// durable.
+    pub(super) fn observed(&self, began: std::time::Instant, entries: usize) {
+        if let Some(observe) = &self.observer {
+            observe(began.elapsed(), entries);
+        }
+    }
+
+    pub(super) fn event(
+        &self,
+        seq: Seq,
+        segment: SegmentId,
+        run_id: Option<RunId>,
+        at_ms: u64,
+        payload: Payload,
+    ) -> Arc<SessionEvent> {
+        Arc::new(self.entry(seq, segment, run_id, at_ms, payload))
+    }
+
+    pub(super) fn entry(
+        &self,
+        seq: Seq,
+        segment: SegmentId,
+        run_id: Option<RunId>,
+        at_ms: u64,
+        payload: Payload,
+    ) -> SessionEvent {
+        SessionEvent {
+            session_id: self.session.clone(),
+            segment_id: segment,
+            run_id,
+            seq,
+            at_ms,
+            payload,
+            facts: None,
+            line: Default::default(),
+        }
+    }
+
+    /// Write `batch` (dense, continuing the durable head) with the commit
+    /// lock held, then hand it to the live tail. On failure the pending
+    /// entries minted past it are dropped with it and runs are told.
+    pub(super) async fn write(
+        &self,
+        durable: &mut Durable,
+        batch: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        let began = std::time::Instant::now();
+        match self
+            .store
+            .append(&self.session, durable.last_seq.next(), batch)
+            .await
+        {
+            Ok(()) => {
+                self.observed(began, batch.len());
+                self.published(durable, batch, last.seq);
+                Ok(())
+            }
+            Err(e) => {
+                let mut minting = self.minting.lock().await;
+                minting.pending.clear();
+                minting.last_seq = durable.last_seq;
+                minting.failed = Some(Failure::of(&e));
+                drop(minting);
+                self.dropped_pending(durable.last_seq);
+                Err(e)
+            }
+        }
+    }
+
+    /// After the store took `events` (through `last`): count, advance, and
+    /// hand them to the live tail.
+    pub(super) fn published(&self, durable: &mut Durable, events: &[Arc<SessionEvent>], last: Seq) {
+        durable.last_seq = last;
+        self.durable_seq
+            .store(last.0, std::sync::atomic::Ordering::Release);
+        self.moved.notify_waiters();
+        for g in events
+            .iter()
+            .filter_map(|e| cairn_store::reserved_generation(e))
+        {
+            durable.last_generation = durable.last_generation.max(g);
+        }
+        self.live.publish(events);
+    }
+
+    /// Entries minted past `durable` were dropped uncommitted: whoever
+    /// waits on them hears.
+    pub(super) fn dropped_pending(&self, durable: Seq) {
+        self.drops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(durable);
+        self.moved.notify_waiters();
+    }
+
+    /// How many times minted entries were dropped so far.
+    pub(super) fn drop_count(&self) -> usize {
+        self.drops.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Commit whatever is pending.
+    pub(super) async fn flush(&self) -> Result<(), StoreError> {
+        let mut durable = self.commit.lock().await;
+        let batch = {
+            let mut minting = self.minting.lock().await;
+            if minting.sealed {
+                // Kept for the run's terminal write.
+                return Ok(());
+            }
+            minting.timer = false;
+            minting.kicked = false;
+            std::mem::take(&mut minting.pending)
+        };
+        self.write(&mut durable, &batch).await
+    }
+
+    /// The commit lock, once the journal is not sealed (a run writing its
+    /// end): every writer but the ending run waits for it.
+    pub(super) async fn writable(&self) -> tokio::sync::MutexGuard<'_, Durable> {
+        loop {
+            let opened = self.unsealed.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            let durable = self.commit.lock().await;
+            if !self.minting.lock().await.sealed {
+                return durable;
+            }
+            drop(durable);
+            opened.await;
+        }
+    }
+
+    /// Mint `payloads` after whatever is pending and commit them all as one
+    /// batch (the commit lock held by the caller). `build` runs under the
+    /// minting lock with the first new seq; a run's append is refused while
+    /// the journal is failed.
+    pub(super) async fn append_now(
+        &self,
+        durable: &mut Durable,
+        run_id: Option<RunId>,
+        build: impl FnOnce(Seq) -> Vec<Payload>,
+    ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
+        let (batch, new) = {
+            let mut minting = self.minting.lock().await;
+            if run_id.is_some() {
+                minting.check(&self.session)?;
+            }
+            let at_ms = now_ms();
+            let mut seq = minting.last_seq;
+            let segment = minting.segment;
+            let payloads = build(seq.next());
+            let new = payloads.len();
+            let mut batch = std::mem::take(&mut minting.pending);
+            minting.timer = false;
+            minting.kicked = false;
+            batch.extend(payloads.into_iter().map(|payload| {
+                seq = seq.next();
+                self.event(seq, segment, run_id, at_ms, payload)
+            }));
+            minting.last_seq = seq;
+            (batch, new)
+        };
+        self.write(durable, &batch).await?;
+        Ok(batch[batch.len() - new..].to_vec())
+    }
+}

@@ -1,0 +1,363 @@
+//! Owner-only, crash-safe file operations on cap-std directories. Every host
+//! access inside a home goes through a [`Dir`]; nothing here joins a path.
+
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use std::io::{self, Write};
+
+/// Mode of every directory cairn creates, and the owner-only directory
+/// made new (shared with the engine's worktree).
+pub use cairn_worktree::fs::{DIR_MODE, create_dir_new, handle_path};
+/// Mode of every file cairn creates.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Open `name` inside `dir`, creating it owner-only when missing.
+pub fn ensure_dir(dir: &Dir, name: &str) -> io::Result<Dir> {
+    match create_dir_new(dir, name) {
+        Ok(d) => Ok(d),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => dir.open_dir(name),
+        Err(e) => Err(e),
+    }
+}
+
+/// Open (creating, owner-only) a file for appending.
+pub fn open_append(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
+    let mut opts = OpenOptions::new();
+    opts.append(true).create(true).read(true).mode(FILE_MODE);
+    dir.open_with(name, &opts)
+}
+
+/// Create a new, empty owner-only file; an existing one is an error.
+pub fn create_file_new(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
+    let mut opts = OpenOptions::new();
+    opts.write(true).create_new(true).mode(FILE_MODE);
+    dir.open_with(name, &opts)
+}
+
+static SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// fsync/fdatasync calls this process made through cairn's stores (for
+/// `cairn bench`).
+pub fn syncs() -> u64 {
+    SYNCS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Count one sync.
+pub fn count_sync() {
+    SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Flush a directory's entries to disk (after a create or rename in it).
+pub fn sync_dir(dir: &Dir) -> io::Result<()> {
+    count_sync();
+    // cap-std opens directories with O_PATH, which cannot be synced: open
+    // the directory itself for reading and sync that.
+    dir.open(".")?.sync_all()
+}
+
+/// Write a new owner-only file whole, unsynced; returns its handle (to
+/// sync with [`sync_together`]).
+pub fn write_new(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<cap_std::fs::File> {
+    let mut file = create_file_new(dir, name)?;
+    file.write_all(bytes)?;
+    Ok(file)
+}
+
+/// Unwritten bytes on this machine at most which a first commit still
+/// syncs its whole filesystem (`[store] first_commit_sync = "auto"`): a
+/// backlog this small is flushed in a few milliseconds.
+pub const SYNCFS_DIRTY_MAX: u64 = 8 << 20;
+
+/// Bytes dirty or under writeback on this machine (`/proc/meminfo`), when
+/// it says.
+pub fn unwritten_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let mut total = 0;
+    let mut seen = 0;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if key == "Dirty" || key == "Writeback" {
+            let kb: u64 = value.trim().trim_end_matches("kB").trim().parse().ok()?;
+            total += kb * 1024;
+            seen += 1;
+        }
+    }
+    (seen == 2).then_some(total)
+}
+
+/// A handle to sync for every directory and regular file under `dir`
+/// (`dir` included), appended to `out`; other entries (a socket) are
+/// left out.
+pub fn tree_handles(dir: &Dir, out: &mut Vec<cap_std::fs::File>) -> io::Result<()> {
+    out.push(dir_handle(dir)?);
+    for entry in dir.entries()? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            tree_handles(&entry.open_dir()?, out)?;
+        } else if kind.is_file() {
+            out.push(entry.open()?);
+        }
+    }
+    Ok(())
+}
+
+/// A directory's handle to sync (cap-std opens directories `O_PATH`).
+pub fn dir_handle(dir: &Dir) -> io::Result<cap_std::fs::File> {
+    dir.open(".")
+}
+
+/// Sync every handle (files and directories) at once, one thread each:
+/// the filesystem's journal commits concurrent syncs together (ext4 and
+/// xfs flush once for the lot), so a new tree of files and directories
+/// costs about one sync's wait instead of one per entry. Every handle is
+/// synced even when one fails; the first failure is returned.
+pub fn sync_together(handles: Vec<cap_std::fs::File>) -> io::Result<()> {
+    if handles.len() <= 1 {
+        for h in &handles {
+            count_sync();
+            h.sync_all()?;
+        }
+        return Ok(());
+    }
+    std::thread::scope(|scope| {
+        let joins: Vec<_> = handles
+            .iter()
+            .map(|h| {
+                scope.spawn(move || {
+                    count_sync();
+                    h.sync_all()
+                })
+            })
+            .collect();
+        let mut first = Ok(());
+        for j in joins {
+            let r = j
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("a sync thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    })
+}
+
+/// Replace `name` atomically: write a temp file, fsync it, rename it over
+/// `name`, fsync the directory.
+pub fn write_document(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    replace(dir, name, bytes, true)
+}
+
+/// Replace `name` atomically (temp file, rename) without syncing: for a
+/// document another durable record backs (the journal), reconciled from it
+/// after a power loss.
+pub fn write_document_unsynced(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    replace(dir, name, bytes, false)
+}
+
+fn replace(dir: &Dir, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
+    let tmp = format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple());
+    let result = (|| {
+        let mut file = create_file_new(dir, &tmp)?;
+        file.write_all(bytes)?;
+        if sync {
+            count_sync();
+            file.sync_all()?;
+        }
+        dir.rename(&tmp, dir, name)?;
+        if sync {
+            sync_dir(dir)?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = dir.remove_file(&tmp);
+    }
+    result
+}
+
+/// Read a JSON document and check its `"version"` before the full parse, so
+/// a foreign version is reported rather than mis-parsed.
+pub fn read_document<T: serde::de::DeserializeOwned>(
+    dir: &Dir,
+    name: &str,
+    expected_version: u64,
+) -> Result<T, DocumentError> {
+    read_document_since(dir, name, expected_version, expected_version)
+}
+
+/// [`read_document`] for a document whose format versions `oldest` to
+/// `newest` this cairn reads (a newer version adds fields an older one
+/// lacks; the caller upgrades what it read).
+pub fn read_document_since<T: serde::de::DeserializeOwned>(
+    dir: &Dir,
+    name: &str,
+    oldest: u64,
+    newest: u64,
+) -> Result<T, DocumentError> {
+    let bytes = dir.read(name).map_err(|source| DocumentError::Io {
+        name: name.to_string(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| DocumentError::Invalid {
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?;
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if (oldest..=newest).contains(&v) => {}
+        Some(v) => {
+            return Err(DocumentError::Version {
+                name: name.to_string(),
+                found: v,
+                expected: newest,
+            });
+        }
+        None => {
+            return Err(DocumentError::Invalid {
+                name: name.to_string(),
+                reason: "it has no \"version\" field".to_string(),
+            });
+        }
+    }
+    serde_json::from_value(value).map_err(|e| DocumentError::Invalid {
+        name: name.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// A document that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// The file could not be read.
+    #[error("cannot read {name}: {source}")]
+    Io {
+        /// The document.
+        name: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not the expected JSON.
+    #[error("{name} is not valid: {reason}")]
+    Invalid {
+        /// The document.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The file has another format version.
+    #[error("{name} has format version {found}; this cairn reads version {expected}")]
+    Version {
+        /// The document.
+        name: String,
+        /// Its version.
+        found: u64,
+        /// Ours.
+        expected: u64,
+    },
+}
+
+impl DocumentError {
+    /// Whether the document does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, DocumentError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+pub use cairn_store::faults::{crash_point, fault_point, now_ms};
+
+/// Raise this process's soft open-file limit to its hard limit (what a
+/// server holding many sessions needs: each live run holds a few
+/// descriptors). Returns the limit now in force.
+pub fn raise_open_file_limit() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+    getrlimit(Resource::Nofile).current
+}
+
+/// Remove the directory `name` inside `parent` and everything under it,
+/// holding a fixed number of descriptors however deep it nests: each
+/// subdirectory met is first renamed up into one flat trash directory, then
+/// emptied there. (A recursive removal holds one descriptor per level, and a
+/// guest can nest its worktree deeper than a process may open.)
+pub fn remove_tree(parent: &Dir, name: &str) -> io::Result<()> {
+    let top = match parent.open_dir(name) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let trash_name = format!(".trash-{}", uuid::Uuid::new_v4().simple());
+    let trash = create_dir_new(&top, &trash_name)?;
+    let mut next = 0u64;
+    // Empty `dir`: files go, subdirectories move into the trash.
+    let mut empty = |dir: &Dir, skip: Option<&str>| -> io::Result<()> {
+        for entry in dir.entries()? {
+            let entry = entry?;
+            let file = entry.file_name();
+            let Some(file) = file.to_str() else {
+                return Err(io::Error::other("a name that is not UTF-8"));
+            };
+            if Some(file) == skip {
+                continue;
+            }
+            if entry.file_type()?.is_dir() {
+                next += 1;
+                dir.rename(file, &trash, next.to_string())?;
+            } else {
+                dir.remove_file(file)?;
+            }
+        }
+        Ok(())
+    };
+    empty(&top, Some(&trash_name))?;
+    loop {
+        let Some(entry) = trash.entries()?.next() else {
+            break;
+        };
+        let entry = entry?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let sub = trash.open_dir(&file)?;
+        empty(&sub, None)?;
+        drop(sub);
+        trash.remove_dir(&file)?;
+    }
+    drop(trash);
+    top.remove_dir(&trash_name)?;
+    drop(top);
+    parent.remove_dir(name)
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC text
+/// (`2026-11-30T19:22:57.123Z`), as JSON protocols carry timestamps.
+pub fn rfc3339_ms(ms: u64) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| "9999-12-31T23:59:59.999Z".into())
+}
+
+#[cfg(test)]
+mod rfc3339_tests {
+    #[test]
+    fn known_instants() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            super::rfc3339_ms(951_782_400_123),
+            "2000-02-29T00:00:00.123Z"
+        );
+        assert_eq!(
+            super::rfc3339_ms(1_796_066_577_000),
+            "2026-11-30T19:22:57.000Z"
+        );
+    }
+}

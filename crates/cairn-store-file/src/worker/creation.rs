@@ -1,0 +1,365 @@
+//! Creating a worker aggregate: laid out under a name no walk sees,
+//! renamed into place whole with its marker (`creating`, `forking`), named
+//! by the index, and published once its journal holds its first entry.
+//!
+//! Two ways to make it durable. **Synced** (forks, adoptions, a home
+//! beside a shared store): every file and directory is synced before the
+//! rename, the rename and the index entry after it, and publishing removes
+//! the marker durably. **With its first commit** (a new session on the
+//! file store): nothing is synced while it is laid out; the journal's
+//! first commit makes the lot durable at once (the tree, the rename, the
+//! index entry and the first entries together: one `syncfs`, or every
+//! entry synced concurrently when the machine has much unwritten data —
+//! [`FirstCommitSync`]), and only then is the marker
+//! removed (unsynced). Meanwhile this process treats the
+//! worker as published. A crash before that commit leaves the marker and
+//! an empty or torn journal: the next owner rolls it back. A crash after
+//! it leaves the marker and a journal whose first entry is whole: the
+//! next owner finishes the publication ([`Home::recover`]).
+
+use super::cleanup::{CREATING, FORKING, LAYING_OUT, is_staged};
+use super::*;
+
+impl Home {
+    /// Create a new worker aggregate holding `session`, bound to
+    /// `component`. It stays invisible (a `creating` marker) until
+    /// [`WorkerDir::publish`]: a crash before that leaves nothing served, and
+    /// the next owner rolls it back.
+    pub fn create_worker(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        self.create_worker_inner(session, component, workspace, CREATING, None, true)
+    }
+
+    /// Lay out, published, a worker another instance created (the shared
+    /// catalog's `record`: same worker id, session, workspace, binding and
+    /// parent). Nothing in this home names the session yet.
+    pub fn adopt_worker(&self, record: &WorkerRecord) -> Result<WorkerDir, WorkerError> {
+        let worker = self.create_worker_inner(
+            &record.session_id,
+            record.component.as_deref(),
+            &record.workspace,
+            CREATING,
+            Some(record),
+            true,
+        )?;
+        worker.publish()?;
+        Ok(worker)
+    }
+
+    /// A new worker, published at once (for tools and tests that write its
+    /// journal themselves; the runtime stages a creation until its first
+    /// entry is durable).
+    pub fn create_published_worker(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        let worker = self.create_worker(session, component, workspace)?;
+        worker.publish()?;
+        Ok(worker)
+    }
+
+    /// Like [`Home::create_worker`], for a fork (a `forking` marker).
+    pub fn create_worker_staged(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        self.create_worker_inner(session, component, workspace, FORKING, None, true)
+    }
+
+    /// A new session's worker, made durable by its journal's first commit
+    /// (see the module's notes): nothing is synced here. This process
+    /// treats it as published at once; the store's first commit of its
+    /// journal syncs it and calls [`Home::creation_committed`].
+    pub fn create_worker_unsynced(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+    ) -> Result<WorkerDir, WorkerError> {
+        let worker =
+            self.create_worker_inner(session, component, workspace, CREATING, None, false)?;
+        self.unsynced().insert(worker.id);
+        Ok(worker)
+    }
+
+    /// Whether `worker` is a creation waiting for its first commit.
+    pub fn awaits_first_commit(&self, worker: WorkerId) -> bool {
+        self.unsynced().contains(&worker)
+    }
+
+    /// The first commit of an unsynced creation's journal made it durable
+    /// (the tree with it): its marker goes, unsynced (a crash that keeps
+    /// the marker leaves a whole first entry, which the next owner's
+    /// recovery publishes).
+    pub fn creation_committed(&self, worker: &WorkerDir) -> io::Result<()> {
+        let removed = match worker.dir.remove_file(CREATING) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+        self.unsynced().remove(&worker.id);
+        removed
+    }
+
+    /// How first commits make creations durable (`[store]
+    /// first_commit_sync`).
+    pub fn set_first_commit_sync(&self, mode: FirstCommitSync) {
+        *self
+            .inner
+            .first_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = mode;
+    }
+
+    /// The first commit of `worker`'s journal, whose batch was just
+    /// written to `journal`: the batch, the worker's tree, its index entry
+    /// and the directories naming them are made durable together, then
+    /// the creation is published.
+    pub fn commit_creation(&self, worker: &WorkerDir, journal: &std::fs::File) -> io::Result<()> {
+        let mode = *self
+            .inner
+            .first_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let whole_filesystem = match mode {
+            FirstCommitSync::Syncfs => true,
+            FirstCommitSync::Each => false,
+            FirstCommitSync::Auto => {
+                fsutil::unwritten_bytes().is_some_and(|b| b <= fsutil::SYNCFS_DIRTY_MAX)
+            }
+        };
+        if whole_filesystem {
+            fsutil::count_sync();
+            rustix::fs::syncfs(journal)?;
+        } else {
+            self.sync_creation(worker)?;
+        }
+        fsutil::crash_point("create-committed");
+        if let Err(e) = self.creation_committed(worker) {
+            // Durable either way: the next owner publishes it.
+            tracing::warn!(
+                "worker {}: cannot remove its creating marker: {e}",
+                worker.id
+            );
+        }
+        Ok(())
+    }
+
+    /// Sync, all at once, every file and directory in `worker`'s tree (its
+    /// journal included), its index entry, and `workers/` and the index's
+    /// directory (which name them).
+    fn sync_creation(&self, worker: &WorkerDir) -> io::Result<()> {
+        let mut handles = vec![
+            fsutil::dir_handle(&self.inner.workers)?,
+            fsutil::dir_handle(&self.inner.index)?,
+            self.inner.index.open(Self::index_name(&worker.session))?,
+        ];
+        fsutil::tree_handles(&worker.dir, &mut handles)?;
+        fsutil::sync_together(handles)
+    }
+
+    pub(super) fn unsynced(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashSet<WorkerId>> {
+        self.inner
+            .unsynced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a worker directory is staged for readers: its marker says
+    /// so, and it is not a creation this process already serves.
+    pub(super) fn staged(&self, id: WorkerId, dir: &Dir) -> bool {
+        !self.unsynced().contains(&id) && is_staged(dir)
+    }
+
+    /// The aggregate is laid out under a name no walk sees, renamed into
+    /// place whole (with its marker), and only then named by the index: at
+    /// no moment does the index name a half-made worker. `synced`: every
+    /// step is durable before the next (otherwise the first commit of its
+    /// journal makes the lot durable at once).
+    fn create_worker_inner(
+        &self,
+        session: &SessionId,
+        component: Option<&str>,
+        workspace: &str,
+        marker: &str,
+        given: Option<&WorkerRecord>,
+        synced: bool,
+    ) -> Result<WorkerDir, WorkerError> {
+        let worker_id = given.map_or_else(WorkerId::new, |r| r.worker_id);
+        let segment = SegmentId::new();
+        let now = given.map_or_else(fsutil::now_ms, |r| r.created_at_ms);
+        let ctx = format!("cannot create worker {worker_id}");
+        let temp = format!("{LAYING_OUT}{worker_id}");
+        let index_name = Self::index_name(session);
+        let index_temp = format!(".{index_name}.tmp-{}", uuid::Uuid::new_v4().simple());
+        // Everything is written unsynced, then synced at once (one wait for
+        // the lot: the files' contents and every new directory entry),
+        // before the rename makes the aggregate visible; the index entry's
+        // content is synced with them and renamed into place after.
+        let laid_out = (|| -> Result<(Dir, Dir), WorkerError> {
+            let dir =
+                fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
+            // The marker's presence is what counts (synced with the
+            // directory), not its bytes.
+            fsutil::write_new(&dir, marker, b"{\"version\": 1}\n").map_err(io_err(ctx.clone()))?;
+            let session_dir =
+                fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
+            let segments =
+                fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
+            fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
+            // The journal only: its `.trace.jsonl` is made by the first
+            // diagnostic written to it.
+            fsutil::create_file_new(&segments, &format!("{segment}.jsonl"))
+                .map_err(io_err(ctx.clone()))?;
+            let doc = SessionDoc {
+                version: DOC_VERSION,
+                format: FORMAT.to_string(),
+                session_id: session.clone(),
+                worker_id,
+                created_at_ms: now,
+                workspace: Some(workspace.to_string()),
+            };
+            let meta = WorkerMetadata {
+                version: super::METADATA_VERSION,
+                active_segment: segment,
+                pending_segment: None,
+                segments: vec![SegmentRef {
+                    segment_id: segment,
+                    parent: None,
+                }],
+                children: vec![],
+                forked_from: None,
+                peers: vec![],
+                manifest: None,
+            };
+            let record = WorkerRecord {
+                version: super::WORKER_VERSION,
+                worker_id,
+                session_id: session.clone(),
+                workspace: workspace.to_string(),
+                component: component.map(str::to_string),
+                created_at_ms: now,
+                last_generation: given.map_or(Generation(0), |r| r.last_generation),
+                status: given.map_or(WorkerStatus::Active, |r| r.status),
+                parent: given.and_then(|r| r.parent.clone()),
+                request: given
+                    .and_then(|r| r.request.clone())
+                    .or(Some(WorkerRequest {
+                        kind: WorkerRequestKind::Create,
+                        at_ms: now,
+                        run: None,
+                    })),
+                limits: given.and_then(|r| r.limits),
+            };
+            let mut handles = vec![
+                fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),
+                fsutil::write_new(&dir, "metadata.json", &to_json(&meta)),
+                fsutil::write_new(&dir, "worker.json", &to_json(&record)),
+                fsutil::write_new(
+                    &self.inner.index,
+                    &index_temp,
+                    &Self::index_doc(session, worker_id),
+                ),
+            ];
+            if synced {
+                handles.extend([
+                    fsutil::dir_handle(&segments),
+                    fsutil::dir_handle(&session_dir),
+                    fsutil::dir_handle(&dir),
+                ]);
+            }
+            let handles = handles
+                .into_iter()
+                .collect::<io::Result<Vec<_>>>()
+                .map_err(io_err(ctx.clone()))?;
+            if synced {
+                fsutil::sync_together(handles).map_err(io_err(ctx.clone()))?;
+            }
+            fsutil::crash_point("create-laid-out");
+            self.inner
+                .workers
+                .rename(&temp, &self.inner.workers, worker_id.to_string())
+                .map_err(io_err(ctx.clone()))?;
+            if synced {
+                fsutil::sync_dir(&self.inner.workers).map_err(io_err(ctx.clone()))?;
+            }
+            // The handles stay good across the rename: the worker is
+            // served from them, not opened and read back.
+            Ok((dir, session_dir))
+        })();
+        let (dir, session_dir) = match laid_out {
+            Ok(handles) => handles,
+            Err(e) => {
+                let _ = fsutil::remove_tree(&self.inner.workers, &temp);
+                let _ = self.inner.index.remove_file(&index_temp);
+                return Err(e);
+            }
+        };
+        fsutil::crash_point("create-before-index");
+        let indexed = self
+            .inner
+            .index
+            .rename(&index_temp, &self.inner.index, &index_name)
+            .and_then(|()| {
+                if synced {
+                    fsutil::sync_dir(&self.inner.index)
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = indexed {
+            let _ = self.inner.index.remove_file(&index_temp);
+            let _ = self.remove_worker_dir(&worker_id.to_string());
+            return Err(io_err(format!(
+                "cannot write the index entry of session {session}"
+            ))(e));
+        }
+        fsutil::crash_point("create-after-index");
+        self.known().insert(session.clone(), worker_id);
+        Ok(WorkerDir {
+            home: self.clone(),
+            id: worker_id,
+            session: session.clone(),
+            dir,
+            session_dir,
+        })
+    }
+
+    /// Undo a staged worker this process could not finish (a failed
+    /// creation): its index entry and its directory.
+    pub fn discard_staged(&self, worker: &WorkerDir) {
+        self.unsynced().remove(&worker.id);
+        if is_staged(&worker.dir) {
+            let _ = self.delete_worker(worker.id, &worker.session);
+        }
+    }
+}
+
+/// How the first commit of a session made for a run makes its worker tree
+/// durable with its first entries (`[store] first_commit_sync`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirstCommitSync {
+    /// `syncfs` while the machine has little unwritten data (at most
+    /// [`crate::fsutil::SYNCFS_DIRTY_MAX`] dirty or under writeback), so
+    /// the commit never waits on a large backlog of others' writes;
+    /// otherwise `each`.
+    #[default]
+    Auto,
+    /// One `syncfs` of the home's filesystem: the fewest syncs, but it
+    /// waits for every unwritten byte on that filesystem.
+    Syncfs,
+    /// Every file and directory of the tree, its index entry and the
+    /// directories naming them, synced at once (one thread each): waits
+    /// only for the session's own writes.
+    Each,
+}

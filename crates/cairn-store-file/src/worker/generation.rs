@@ -1,0 +1,317 @@
+//! Run generations: reserved past every number the worker or its journal
+//! names, laid out create-new (a collision is never reused), the worktree
+//! carried from the generation before.
+
+use super::*;
+
+/// A reserved generation: its number and its empty directory.
+#[derive(Debug)]
+pub struct Reserved {
+    /// The generation.
+    pub generation: Generation,
+    runs: Dir,
+    dir: Dir,
+}
+
+/// A laid-out generation directory.
+#[derive(Debug)]
+pub struct GenerationDir {
+    /// The generation.
+    pub generation: Generation,
+    /// `runs/<gen>/`.
+    pub dir: Dir,
+    /// The host path of `runs/<gen>/artifacts/`, the guest's one preopen.
+    pub artifacts_path: PathBuf,
+    /// The host path of `runs/<gen>/`.
+    pub path: PathBuf,
+    /// Bytes of the worktree carried over from the generation before (as
+    /// `cairn_worktree` counts them; 0 when none was).
+    pub carried_bytes: u64,
+}
+
+impl WorkerDir {
+    /// Seed this (new) worker's worktree, `runs/0/artifacts/`, with a copy of
+    /// `source`'s generation `generation` (symlinks are not followed).
+    pub fn seed_worktree(
+        &self,
+        source: &WorkerDir,
+        generation: Generation,
+    ) -> Result<(), WorkerError> {
+        let ctx = format!(
+            "worker {}: cannot carry the worktree of worker {} over",
+            self.id, source.id
+        );
+        let Ok(from) = source.generation_dir(generation).and_then(|d| {
+            d.open_dir("artifacts").map_err(io_err(format!(
+                "worker {}: no runs/{generation}/artifacts",
+                source.id
+            )))
+        }) else {
+            return Ok(());
+        };
+        let runs = self.dir.open_dir("runs").map_err(io_err(ctx.clone()))?;
+        let zero = fsutil::create_dir_new(&runs, "0").map_err(io_err(ctx.clone()))?;
+        let artifacts = fsutil::create_dir_new(&zero, "artifacts").map_err(io_err(ctx.clone()))?;
+        cairn_worktree::copy(
+            &from,
+            &artifacts,
+            cairn_types::limits::Limits::default().artifact_depth,
+        )
+        .map_err(io_err(ctx))
+    }
+
+    /// Reserve the next generation: past `worker.json`'s last one and past
+    /// `floor` (the last one the journal names, when the caller read it), with
+    /// `runs/<gen>/` made create-new: a directory that exists already (left
+    /// by a start whose first entries a crash lost) is never reused — the
+    /// reservation goes past it. Nothing is synced here: the caller journals
+    /// `GenerationReserved` next (committed with the run's first entries),
+    /// and calls [`WorkerDir::record_generation`] and
+    /// [`WorkerDir::lay_out_generation`] before anything is instantiated. A
+    /// restore reserves past the journal's last reservation, so a
+    /// `worker.json` a power loss rolled back never hands a number out twice.
+    pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
+        /// Directories in a row a reservation goes past before it gives up.
+        const SKIPS: u32 = 64;
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        let mut generation = floor
+            .map_or(record.last_generation, |f| f.max(record.last_generation))
+            .next();
+        let runs = self
+            .dir
+            .open_dir("runs")
+            .map_err(io_err(format!("worker {}: cannot open runs/", self.id)))?;
+        let mut skipped = 0;
+        let dir = loop {
+            match fsutil::create_dir_new(&runs, &generation.to_string()) {
+                Ok(d) => break d,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && skipped < SKIPS => {
+                    skipped += 1;
+                    generation = generation.next();
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    // The numbers are consumed all the same.
+                    record.last_generation = generation;
+                    let _ = self.write_record_unsynced(&record);
+                    return Err(WorkerError::GenerationCollision {
+                        worker: self.id,
+                        generation,
+                    });
+                }
+                Err(e) => {
+                    return Err(io_err(format!(
+                        "worker {}: cannot create runs/{generation}",
+                        self.id
+                    ))(e));
+                }
+            }
+        };
+        Ok(Reserved {
+            generation,
+            runs,
+            dir,
+        })
+    }
+
+    /// Write a reserved generation to `worker.json` as its last one, and
+    /// bind the worker to `bind` if it is unbound (one atomic replace, backed
+    /// by the journal's `GenerationReserved` and `Started`; see
+    /// [`WorkerDir::reserve_generation`]).
+    pub fn record_generation(
+        &self,
+        generation: Generation,
+        bind: Option<&str>,
+    ) -> Result<(), WorkerError> {
+        self.record_run(generation, bind, None)
+    }
+
+    /// [`Self::record_generation`], and the limits the run runs under.
+    pub fn record_run(
+        &self,
+        generation: Generation,
+        bind: Option<&str>,
+        limits: Option<&cairn_types::limits::Limits>,
+    ) -> Result<(), WorkerError> {
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        let mut changed = false;
+        if let Some(limits) = limits
+            && record.limits.as_ref() != Some(limits)
+        {
+            record.limits = Some(*limits);
+            changed = true;
+        }
+        if record.last_generation < generation {
+            record.last_generation = generation;
+            changed = true;
+        }
+        if let Some(digest) = bind
+            && record.component.is_none()
+        {
+            record.component = Some(digest.to_string());
+            changed = true;
+        }
+        if changed {
+            self.write_record_unsynced(&record)?;
+        }
+        Ok(())
+    }
+
+    /// Keep `manifest` as `metadata.json`'s resolved manifest unless it says
+    /// the same already (written only when the component, or what it is,
+    /// changed: a worker's first run, an update).
+    pub fn record_manifest(&self, manifest: super::ResolvedManifest) -> Result<(), String> {
+        let same = |m: &super::ResolvedManifest| {
+            (&m.component, &m.name, &m.version, m.can_park, &m.imports)
+                == (
+                    &manifest.component,
+                    &manifest.name,
+                    &manifest.version,
+                    manifest.can_park,
+                    &manifest.imports,
+                )
+        };
+        let unchanged = |meta: &super::WorkerMetadata| meta.manifest.as_ref().is_some_and(same);
+        let mut new = Some(manifest.clone());
+        self.update_metadata(|meta| {
+            if unchanged(meta) {
+                return Ok(false);
+            }
+            meta.manifest = new.take();
+            Ok(true)
+        })
+    }
+
+    /// Note in `worker.json` that `run` was restored (seed 000's restore
+    /// request), read and written under the reservation lock like the
+    /// generation it was reserved with, and unsynced like it: the journal
+    /// is the authority, this is its projection.
+    pub fn record_restore(&self, run: cairn_types::ids::RunId) -> Result<(), WorkerError> {
+        let _guard = self.home.reserve_lock();
+        let mut record = self.record()?;
+        record.request = Some(super::WorkerRequest {
+            kind: super::WorkerRequestKind::Restore,
+            at_ms: fsutil::now_ms(),
+            run: Some(run),
+        });
+        self.write_record_unsynced(&record)
+    }
+
+    /// Replace `worker.json` atomically without syncing (the journal backs
+    /// what it records; see [`WorkerDir::reserve_generation`]).
+    fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
+        fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(record)).map_err(io_err(
+            format!("worker {}: cannot write worker.json", self.id),
+        ))
+    }
+
+    /// Lay out a reserved generation: `artifacts/` (a copy of generation
+    /// `from`'s, when there is one). `spawned/` and the two logs are made
+    /// when first written to (a delegation, the guest's first output): a
+    /// trivial run allocates no inode it leaves empty.
+    ///
+    /// The previous worktree is carried only when it is within `budget`
+    /// (the new run's limits): one over them — its run was ended for it,
+    /// or the limits were lowered since — is left where it is as evidence,
+    /// the new run starts with an empty worktree, and its `worker.err.log`
+    /// says why (so a session is never stuck behind one oversized tree).
+    pub fn lay_out_generation(
+        &self,
+        reserved: Reserved,
+        from: Option<Generation>,
+        budget: &cairn_worktree::Budget,
+    ) -> Result<GenerationDir, WorkerError> {
+        let Reserved {
+            generation,
+            runs,
+            dir,
+        } = reserved;
+        let name = generation.to_string();
+        let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
+        let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+        let mut carried_bytes = 0;
+        if let Some(previous) = from
+            && let Ok(prev) = runs
+                .open_dir(previous.to_string())
+                .and_then(|d| d.open_dir("artifacts"))
+        {
+            let ctx = format!(
+                "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
+                self.id
+            );
+            match cairn_worktree::usage(&prev, budget).map_err(io_err(ctx.clone()))? {
+                (used, None) => {
+                    cairn_worktree::copy(&prev, &artifacts, budget.depth).map_err(io_err(ctx))?;
+                    carried_bytes = used.bytes;
+                }
+                (_, Some((limit, value, max))) => {
+                    let note = format!(
+                        "cairn: the worktree of generation {previous} was not carried over: it is over {limit} ({value} > {max}); this generation starts empty\n"
+                    );
+                    if let Ok(mut log) = fsutil::open_append(&dir, "worker.err.log") {
+                        use std::io::Write;
+                        let _ = log.write_all(note.as_bytes());
+                    }
+                }
+            }
+        }
+        // No directory sync here: the reservation is durable in the journal;
+        // a generation directory a crash loses is only missing evidence, and
+        // the next start reserves past it either way.
+        let path = self.path().join("runs").join(&name);
+        Ok(GenerationDir {
+            generation,
+            dir,
+            artifacts_path: path.join("artifacts"),
+            path,
+            carried_bytes,
+        })
+    }
+
+    /// Remove `artifacts/` of every generation older than the newest
+    /// `keep` up to `newest` (logs stay; `keep` 0 keeps everything). The
+    /// generations pruned.
+    pub fn prune_worktrees(&self, newest: Generation, keep: u64) -> io::Result<Vec<Generation>> {
+        let mut pruned = Vec::new();
+        if keep == 0 {
+            return Ok(pruned);
+        }
+        let runs = self.dir.open_dir("runs")?;
+        for entry in runs.entries()? {
+            let entry = entry?;
+            let Some(g) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if g.saturating_add(keep) > newest.0 {
+                continue;
+            }
+            let dir = entry.open_dir()?;
+            if dir.exists("artifacts") {
+                fsutil::remove_tree(&dir, "artifacts")?;
+                pruned.push(Generation(g));
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// `runs/`.
+    pub fn runs_dir(&self) -> io::Result<Dir> {
+        self.dir.open_dir("runs")
+    }
+
+    /// Open an existing generation's directory.
+    pub fn generation_dir(&self, generation: Generation) -> Result<Dir, WorkerError> {
+        self.dir
+            .open_dir("runs")
+            .and_then(|runs| runs.open_dir(generation.to_string()))
+            .map_err(io_err(format!(
+                "worker {}: cannot open runs/{generation}",
+                self.id
+            )))
+    }
+}
