@@ -45,6 +45,7 @@ mod queue_crash;
 mod queue_files;
 mod queue_open;
 mod replay_inputs;
+mod restart_index;
 mod restore;
 mod restore_decisions;
 mod runtime;

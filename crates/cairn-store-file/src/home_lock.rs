@@ -48,6 +48,20 @@ pub struct Holder {
     /// Where it serves the API, for `cairn serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The kernel's boot id when it took the lock. Written only by owners
+    /// that keep the live index (`index/live/`): a next owner that finds
+    /// the same boot id knows the page cache outlived the crash, so that
+    /// index is whole and a restart reads only the workers it lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+}
+
+/// This boot of the kernel (`/proc/sys/kernel/random/boot_id`), when it
+/// can be read.
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_string())
 }
 
 /// The home is held by another process.
@@ -110,6 +124,8 @@ pub struct HomeLock {
     holder: Holder,
     /// The previous owner stopped cleanly ([`CLEAN_FILE`] was there).
     was_clean: bool,
+    /// The previous holder, as its record said when this one took over.
+    previous: Option<Holder>,
     /// What its marker vouched for: the index entries and worker
     /// directories the home held when it stopped.
     vouched: Option<Vouched>,
@@ -198,6 +214,7 @@ impl HomeLock {
             .mode(crate::fsutil::FILE_MODE)
             .open(home.join(OWNER_FILE))
             .ok();
+        let mut file_for_previous = file.try_clone().map_err(io)?;
         let mut lock = HomeLock {
             file,
             owner,
@@ -208,8 +225,10 @@ impl HomeLock {
                 command: command.to_string(),
                 started_at_ms: crate::fsutil::now_ms(),
                 url: None,
+                boot_id: boot_id(),
             },
             was_clean: false,
+            previous: read_holder(&mut file_for_previous),
             vouched: None,
         };
         if let Err(e) = lock.write() {
@@ -246,6 +265,25 @@ impl HomeLock {
     /// Whether the previous owner stopped cleanly.
     pub fn was_clean(&self) -> bool {
         self.was_clean
+    }
+
+    /// Whether the previous owner kept the live index and ran in this
+    /// boot of the kernel: then every unsynced write it made — the live
+    /// index's included — outlived its end (a crash of the process loses
+    /// none; only a crash of the machine does), and a restart may read
+    /// that index instead of walking every worker.
+    pub fn previous_kept_live_index(&self) -> bool {
+        let now = boot_id();
+        self.previous_kept_indexes()
+            && now.is_some()
+            && self.previous.as_ref().is_some_and(|p| p.boot_id == now)
+    }
+
+    /// Whether the previous owner kept the live index and the run index's
+    /// log (a cairn that records its boot id does; an older one does not,
+    /// and what it left of them may be stale).
+    pub fn previous_kept_indexes(&self) -> bool {
+        self.previous.as_ref().is_some_and(|p| p.boot_id.is_some())
     }
 
     /// What the previous owner's clean stop vouched for (`None`: no
@@ -367,6 +405,7 @@ pub fn holder(home: &Path) -> Option<Holder> {
             command: "?".into(),
             started_at_ms: 0,
             url: None,
+            boot_id: None,
         })),
     }
 }

@@ -33,8 +33,10 @@ pub mod file;
 pub mod fsutil;
 pub mod home_lock;
 pub mod migrate;
+pub mod run_index;
 pub mod worker;
 pub mod workers;
 
 pub use blobs::DirBlobs;
+pub use run_index::FileRunIndex;
 pub use workers::{ComponentBytes, Workers};

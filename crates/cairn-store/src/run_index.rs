@@ -64,6 +64,19 @@ pub trait RunIndex: Send + Sync + 'static {
         false
     }
 
+    /// Whether it holds every run the journals hold without being built
+    /// from them (it was loaded from what the previous owner kept): then
+    /// the runtime reads no journal to answer its first lookup.
+    fn is_whole(&self) -> bool {
+        false
+    }
+
+    /// The runtime has just filled it from every journal: an index that
+    /// keeps itself across restarts writes out what it holds now.
+    async fn built(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Runs of `workspace` (`None`: all), newest first (by id, a UUIDv7),
     /// older than `before`, at most `limit`; and whether more remain.
     async fn page(
@@ -89,6 +102,47 @@ impl std::fmt::Debug for MemoryRunIndex {
 }
 
 impl MemoryRunIndex {
+    /// Every run it holds, oldest first.
+    pub fn all(&self) -> Vec<(RunId, IndexedRun)> {
+        self.runs().iter().map(|(id, r)| (*id, r.clone())).collect()
+    }
+
+    /// [`RunIndex::started`], without waiting: whether the run is new.
+    pub fn record_started(
+        &self,
+        run: RunId,
+        session: &SessionId,
+        workspace: &str,
+        after: Option<Seq>,
+    ) -> bool {
+        let mut runs = self.runs();
+        if runs.contains_key(&run) {
+            return false;
+        }
+        runs.insert(
+            run,
+            IndexedRun {
+                session: session.clone(),
+                workspace: workspace.to_string(),
+                facts: None,
+                after,
+            },
+        );
+        true
+    }
+
+    /// [`RunIndex::ended`], without waiting.
+    pub fn record_ended(&self, facts: &RunFacts) {
+        if let Some(r) = self.runs().get_mut(&facts.run_id) {
+            r.facts = Some(facts.clone());
+        }
+    }
+
+    /// [`RunIndex::forget_session`], without waiting.
+    pub fn record_forgotten(&self, session: &SessionId) {
+        self.runs().retain(|_, r| r.session != *session);
+    }
+
     fn runs(&self) -> std::sync::MutexGuard<'_, BTreeMap<RunId, IndexedRun>> {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -103,24 +157,17 @@ impl RunIndex for MemoryRunIndex {
         workspace: &str,
         after: Seq,
     ) -> Result<(), StoreError> {
-        self.runs().entry(run).or_insert_with(|| IndexedRun {
-            session: session.clone(),
-            workspace: workspace.to_string(),
-            facts: None,
-            after: Some(after),
-        });
+        self.record_started(run, session, workspace, Some(after));
         Ok(())
     }
 
     async fn ended(&self, facts: &RunFacts) -> Result<(), StoreError> {
-        if let Some(r) = self.runs().get_mut(&facts.run_id) {
-            r.facts = Some(facts.clone());
-        }
+        self.record_ended(facts);
         Ok(())
     }
 
     async fn forget_session(&self, session: &SessionId) -> Result<(), StoreError> {
-        self.runs().retain(|_, r| r.session != *session);
+        self.record_forgotten(session);
         Ok(())
     }
 

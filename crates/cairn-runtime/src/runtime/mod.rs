@@ -232,6 +232,9 @@ impl Runtime {
         // ... and only if the home still holds what its marker vouched
         // for: a lost index entry or worker directory is walked for (a
         // lookup miss would otherwise make a second worker of a session).
+        // A crash of the previous owner's process in this boot: its live
+        // index names every worker a restore must look at.
+        let live_index = lock.as_ref().is_some_and(|l| l.previous_kept_live_index());
         let was_clean = lock.as_ref().is_some_and(|l| {
             l.was_clean() && l.vouched().is_some() && l.vouched() == home.vouched().ok()
         });
@@ -266,9 +269,21 @@ impl Runtime {
             }
             (StoreKind::Memory { window }, None) => (Arc::new(MemoryStore::new(window)), None),
         };
-        let run_index: Arc<dyn crate::store::RunIndex> = match &cluster {
-            Some(c) => c.shared.clone(),
-            None => Arc::new(crate::store::MemoryRunIndex::default()),
+        let run_index: Arc<dyn crate::store::RunIndex> = match (&cluster, &file_store) {
+            (Some(c), _) => c.shared.clone(),
+            // The owner of a file home keeps its run index across restarts;
+            // it is loaded when the previous owner's log is sure to be whole
+            // (a clean stop, or a crash of its process in this boot).
+            (None, Some(_)) if !read_only => {
+                let trusted = lock
+                    .as_ref()
+                    .is_some_and(|l| l.previous_kept_indexes() && (l.was_clean() || live_index));
+                match home.root().open_dir("index") {
+                    Ok(index) => Arc::new(cairn_store_file::FileRunIndex::open(index, trusted)),
+                    Err(_) => Arc::new(crate::store::MemoryRunIndex::default()),
+                }
+            }
+            _ => Arc::new(crate::store::MemoryRunIndex::default()),
         };
         let journals = Journals::new(store.clone(), config.live_window)
             .with_window_bytes(
@@ -347,7 +362,7 @@ impl Runtime {
             }),
         };
         if restore {
-            replay::restore_all(&rt).await?;
+            replay::restore_all(&rt, live_index).await?;
             // Parked runs that asked for it are resumed now (`resume_on_start`).
             let parked = std::mem::take(
                 &mut *rt
@@ -462,11 +477,19 @@ impl Runtime {
                 facts: Some(facts),
                 ..
             }) => Ok((session, facts)),
-            Some(_) => Err(RuntimeError::WrongRunState {
-                run,
-                state: "interrupted".into(),
-                needed: "it has not ended (it is restored when its home's owner opens it)".into(),
-            }),
+            // An end the index missed (a crash between the terminal write
+            // and the index's line): the store keeps the facts with it.
+            Some(crate::store::IndexedRun { session, .. }) => {
+                match self.inner.store.run_facts(&session, run).await {
+                    Ok(Some(facts)) => Ok((session, facts)),
+                    _ => Err(RuntimeError::WrongRunState {
+                        run,
+                        state: "interrupted".into(),
+                        needed: "it has not ended (it is restored when its home's owner opens it)"
+                            .into(),
+                    }),
+                }
+            }
             None => Err(RuntimeError::UnknownRun(run)),
         }
     }

@@ -22,27 +22,54 @@ use serde::Serialize;
 use std::sync::Arc;
 
 /// Restore every interrupted run in the home.
-pub(crate) async fn restore_all(rt: &Runtime) -> Result<(), RuntimeError> {
+pub(crate) async fn restore_all(rt: &Runtime, live_index: bool) -> Result<(), RuntimeError> {
     // Sessions are independent: their journals are read a few at a time
     // (each read is a blocking-pool hop; one after another, a home of
     // thousands of sessions kept `serve` from listening for a while).
     use futures_util::StreamExt;
     let parallel = crate::store::file::cores().max(2) * 2;
-    futures_util::stream::iter(rt.inner.workers.list_workers()?)
+    // After a crash of the process in this boot the live index names
+    // every worker with something to restore: only their journals are
+    // read. Otherwise every worker's is.
+    let workers = match live_index {
+        true => match rt.inner.home.live_workers() {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!("the live index cannot be read ({e}): every worker is walked");
+                rt.inner.workers.list_workers()?
+            }
+        },
+        false => rt.inner.workers.list_workers()?,
+    };
+    futures_util::stream::iter(workers)
         .for_each_concurrent(parallel, |worker_id| restore_worker(rt, worker_id))
         .await;
     Ok(())
 }
 
 /// Restore the interrupted run of one worker, if it has one (a worker an
-/// instance takes over from the shared store, or each one at open).
+/// instance takes over from the shared store, or each one at open). A
+/// worker left with nothing to restore leaves the live index.
 pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId) {
+    if !restore_one(rt, worker_id).await
+        && let Err(e) = rt.inner.home.clear_live(worker_id)
+    {
+        tracing::warn!("worker {worker_id}: cannot take it out of the live index: {e}");
+    }
+}
+
+/// [`restore_worker`]'s work: whether the worker still needs the live
+/// index (a run restored, a resume queued, or a restore that could not
+/// begin and is tried again at the next start).
+async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
     let worker = match rt.inner.workers.open_worker(worker_id) {
         Ok(w) => w,
+        // Listed by the live index but deleted since: nothing to restore.
+        Err(crate::worker::WorkerError::NoSuchWorker(_)) => return false,
         Err(e) => {
             rt.restore_incomplete();
             tracing::warn!("not restoring worker {worker_id}: {e}");
-            return;
+            return true;
         }
     };
     let record = match worker.record() {
@@ -50,7 +77,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Err(e) => {
             rt.restore_incomplete();
             tracing::warn!("not restoring worker {worker_id}: {e}");
-            return;
+            return true;
         }
     };
     let session = worker.session_id().clone();
@@ -62,7 +89,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Err(e) => {
             rt.restore_incomplete();
             tracing::warn!("not restoring session {session}: {e}");
-            return;
+            return true;
         }
     };
     let events: Vec<SessionEvent> = items
@@ -108,10 +135,10 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(*run);
-        return;
+        return true;
     }
     let Some((run, started, None)) = runs.last().cloned() else {
-        return;
+        return false;
     };
     let Some(component) = bound.or_else(|| {
         started.as_ref().and_then(|s| match &s.payload {
@@ -121,14 +148,14 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             _ => None,
         })
     }) else {
-        return;
+        return false;
     };
     let journal = match rt.inner.journals.open(&session).await {
         Ok(j) => j,
         Err(e) => {
             rt.restore_incomplete();
             tracing::warn!("not restoring session {session}: {e}");
-            return;
+            return true;
         }
     };
     rt.index_started(
@@ -153,10 +180,10 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             message,
         )
         .await;
-        return;
+        return false;
     };
     if record.status == WorkerStatus::Stale {
-        return;
+        return false;
     }
     let Payload::Lifecycle(LifecycleEvent::Started {
         prompt,
@@ -188,7 +215,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
         Ok((p, _)) => p,
         Err(e) => {
             restore_failed(format!("its component is not usable: {e}")).await;
-            return;
+            return false;
         }
     };
     let checkpoint = rt.parked_checkpoint(&session, *resumes).await;
@@ -198,7 +225,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             resumes.map(|r| r.to_string()).unwrap_or_default()
         ))
         .await;
-        return;
+        return false;
     }
     let ctx = rt.replay_ctx(run, &session, &journal, *liveness, &record.workspace);
     ctx.set_script(Script::of_run(&events, run, false));
@@ -295,6 +322,7 @@ pub(crate) async fn restore_worker(rt: &Runtime, worker_id: crate::ids::WorkerId
             }
         });
     }
+    true
 }
 
 /// The claiming observers the journal holds attached at its end (they died

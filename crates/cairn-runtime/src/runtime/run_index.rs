@@ -1,8 +1,10 @@
 //! The runtime's use of the run index ([`crate::store::RunIndex`]): on the
-//! embedded store it is built once from the journals (the first lookup
-//! after open; corrupt sessions are skipped), then kept current at every
-//! start and terminal write, so a lookup or a page of runs reads no
-//! journal. A shared store's appends keep its index themselves.
+//! embedded store it is loaded from the log the previous owner kept when
+//! that log is whole, otherwise built once from the journals (the first
+//! lookup after open; corrupt sessions are skipped) and written out; it is
+//! kept current at every start and terminal write, so a lookup or a page
+//! of runs reads no journal. A shared store's appends keep its index
+//! themselves.
 
 use super::state::runs_of;
 use super::{Runtime, RuntimeError};
@@ -68,7 +70,7 @@ impl Runtime {
     /// The run index, built from the journals on first use.
     pub(crate) async fn run_index(&self) -> Result<&dyn RunIndex, RuntimeError> {
         let index = &*self.inner.run_index;
-        if index.kept_by_appends() {
+        if index.kept_by_appends() || index.is_whole() {
             return Ok(index);
         }
         self.inner
@@ -82,6 +84,9 @@ impl Runtime {
                         continue;
                     };
                     self.index_session(&session, &ws).await;
+                }
+                if let Err(e) = index.built().await {
+                    tracing::warn!("the run index is not kept for the next start: {e}");
                 }
                 Ok::<_, RuntimeError>(())
             })

@@ -96,6 +96,9 @@ impl Home {
         self.remove_index_entry(session, worker_id)
             .map_err(io_err(ctx.clone()))?;
         fsutil::crash_point("delete-after-index");
+        // A worker that is gone has nothing to restore (a marker left by
+        // a crash here names no worker, and a restart drops it).
+        let _ = self.clear_live(worker_id);
         self.remove_worker_dir(&name).map_err(io_err(ctx))
     }
 

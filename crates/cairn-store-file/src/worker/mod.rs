@@ -38,12 +38,14 @@ mod cleanup;
 mod components;
 mod creation;
 mod generation;
+mod live;
 mod snapshots;
 pub use cleanup::MIGRATING;
 pub use cleanup::Recovery;
 use cleanup::{CREATING, DELETING, FORKING};
 pub use creation::FirstCommitSync;
 pub use generation::{GenerationDir, Reserved};
+pub use live::LiveEntry;
 pub use snapshots::{Recorded as RecordedWorktree, blob_of as snapshot_blob};
 
 /// Something went wrong with the layout on disk.
@@ -131,6 +133,8 @@ struct HomeInner {
     unsynced: Mutex<std::collections::HashSet<WorkerId>>,
     /// How those first commits make them durable.
     first_commit: Mutex<FirstCommitSync>,
+    /// `index/live/`, opened (made) on first use.
+    live: std::sync::OnceLock<Option<Dir>>,
 }
 
 impl std::fmt::Debug for Home {
@@ -200,6 +204,7 @@ impl Home {
                 known: Mutex::new(Default::default()),
                 unsynced: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),
+                live: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -52,8 +52,17 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     // The worker's directory handles serve the start; the run holds none
     // while it lives (a waiting run costs no descriptors for them).
     let worker_dir = plan.worker;
+    let live_entry = worker_dir.live_entry();
     let result: Result<Outcome, ErrorOrCancel> = async {
         let worker = &worker_dir;
+        // Listed before its first entry is written: a restart after a
+        // crash finds it there (the end takes it out).
+        worker.mark_live().map_err(|e| {
+            ErrorOrCancel::error(
+                FailureCode::Generation,
+                format!("cannot list the worker in the live index: {e}"),
+            )
+        })?;
         let reserved = worker
             .reserve_generation(plan.generation_floor)
             .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
@@ -397,8 +406,18 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     let mut backoff = Duration::from_millis(50);
     let behind = env.supervisor.leaving_with_run(&session);
     ctx.finishing.store(true, Ordering::SeqCst);
+    // Once the end is durable nothing is left to restore, unless it parked
+    // asking to be resumed at the next start: the worker leaves the live
+    // index before the session takes its next run (which lists it again).
+    let resumes_at_start =
+        plan.resume_on_start && matches!(&terminal, LifecycleEvent::Parked { .. });
     loop {
-        let stored = || ctx.ended.store(true, Ordering::SeqCst);
+        let stored = || {
+            if !resumes_at_start && let Err(e) = live_entry.clear() {
+                tracing::warn!(run_id = %run_id, "cannot take the worker out of the live index: {e}");
+            }
+            ctx.ended.store(true, Ordering::SeqCst)
+        };
         match ctx
             .journal
             .finish_then(run_id, terminal.clone(), &facts, behind.clone(), stored)
@@ -406,6 +425,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         {
             Ok(e) => {
                 let facts = *e.facts.expect("a terminal event carries its facts");
+
                 // A child's end reaches its parent (loan, metadata, a hint).
                 let shutdown = matches!(
                     &terminal,

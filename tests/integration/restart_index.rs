@@ -1,0 +1,221 @@
+//! Restarting fast after a crash (issue 42 item 2): the live index
+//! (`index/live/`) names every worker a restart must restore, and the run
+//! index's log (`index/runs.jsonl`) is loaded instead of being built from
+//! every journal — both only when the previous owner's process died in
+//! this boot of the kernel (its unsynced writes outlived it); after a
+//! reboot the restart walks every worker and rebuilds the index, as before.
+
+use crate::common::*;
+use cairn_runtime::runtime::{Runtime, RuntimeConfig};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Start `n` `approval` runs on a server of `home`, wait until each asks,
+/// and kill the server (SIGKILL).
+async fn crash_with_waiting_runs(home: &Path, n: usize) {
+    let served = serve(home);
+    let http = reqwest::Client::new();
+    for i in 0..n {
+        let r = http
+            .post(format!("{}/v1/runs", served.url))
+            .json(&json!({"component": "approval", "prompt": "ship?", "session": format!("w-{i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    let t = Instant::now();
+    loop {
+        let pending: Value = http
+            .get(format!("{}/v1/decisions", served.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if pending.as_array().map_or(0, Vec::len) == n {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the runs never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(served);
+}
+
+fn listed(home: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(home.join("index/live"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Copy `home` (sockets included) to `to` and make its lock record say
+/// its owner ran in another boot of the kernel.
+fn as_after_a_reboot(home: &Path, to: &Path) {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(home)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let lock = to.join("cairn.lock");
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&lock).unwrap()).unwrap();
+    assert!(
+        record["boot_id"].is_string(),
+        "the owner records its boot: {record}"
+    );
+    record["boot_id"] = json!("another-boot");
+    std::fs::write(&lock, format!("{record}\n")).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_in_the_same_boot_restores_the_workers_the_live_index_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    crash_with_waiting_runs(&home, 2).await;
+    let before = listed(&home);
+    assert_eq!(
+        before.len(),
+        2,
+        "each waiting run's worker is listed: {before:?}"
+    );
+    // One worker taken out of the index by hand: a restart in this boot
+    // reads only the index, so it does not restore that one...
+    std::fs::remove_file(home.join("index/live").join(&before[1])).unwrap();
+    let rebooted = tmp.path().join("rebooted");
+    as_after_a_reboot(&home, &rebooted);
+
+    let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let live = rt.live_runs();
+    assert_eq!(
+        live.len(),
+        1,
+        "only the listed worker is restored: {live:?}"
+    );
+    // ... and a restored run that ends leaves the index.
+    let run = live[0].1;
+    let t = Instant::now();
+    let decision = loop {
+        if let Some(d) = rt.pending_decisions(None).first() {
+            break d.decision_id.clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "never asked again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    rt.decide(&decision, json!(true)).await.unwrap();
+    let facts = rt.wait(run).await.unwrap();
+    assert_eq!(facts.status, cairn_runtime::RunStatus::Finished);
+    assert_eq!(
+        listed(&home),
+        Vec::<String>::new(),
+        "an ended run leaves the index"
+    );
+    rt.shutdown(Duration::from_secs(5)).await;
+
+    // After a reboot the unsynced index may be short: every worker is
+    // walked, and both runs are restored.
+    let rt = Runtime::open(RuntimeConfig::new(&rebooted)).await.unwrap();
+    assert_eq!(rt.live_runs().len(), 2, "a reboot walks every worker");
+    rt.shutdown(Duration::from_secs(5)).await;
+}
+
+/// The runs of `GET /v1/runs`, by id.
+async fn listed_runs(url: &str) -> Vec<Value> {
+    let page: Value = reqwest::get(format!("{url}/v1/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page.as_array().cloned().expect("a list of runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_index_is_loaded_after_a_crash_in_the_same_boot_and_rebuilt_after_a_reboot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let served = serve(&home);
+    let http = reqwest::Client::new();
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let started: Value = http
+            .post(format!("{}/v1/runs", served.url))
+            .json(&json!({"component": "echo", "prompt": "hi", "session": format!("e-{i}")}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let run = started["run_id"].as_str().unwrap().to_string();
+        let t = Instant::now();
+        while listed_runs(&served.url)
+            .await
+            .iter()
+            .all(|r| r["run_id"] != run.as_str() || r["facts"].is_null())
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "run {run} never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        runs.push(run);
+    }
+    drop(served);
+    // The log holds both runs, each started and ended.
+    let log = std::fs::read_to_string(home.join("index/runs.jsonl")).unwrap();
+    for run in &runs {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("\"started\"") && l.contains(run.as_str())),
+            "{log}"
+        );
+        assert!(
+            log.lines()
+                .any(|l| l.contains("\"ended\"") && l.contains(run.as_str())),
+            "{log}"
+        );
+    }
+    // A value only the log says: what a restart shows if it loads the log
+    // rather than reading the journals.
+    let marked = log.replace("\"wall_ms\":", "\"wall_ms\":7777777");
+    std::fs::write(home.join("index/runs.jsonl"), &marked).unwrap();
+    let rebooted = tmp.path().join("rebooted");
+    as_after_a_reboot(&home, &rebooted);
+
+    let wall = |runs: &[Value]| -> Vec<u64> {
+        runs.iter()
+            .map(|r| r["facts"]["usage"]["wall_ms"].as_u64().unwrap_or(0))
+            .collect()
+    };
+    let served = serve(&home);
+    let same_boot = listed_runs(&served.url).await;
+    assert_eq!(same_boot.len(), 2, "{same_boot:?}");
+    assert!(
+        wall(&same_boot).iter().all(|w| *w >= 7_777_777),
+        "the index is loaded from its log: {:?}",
+        wall(&same_boot)
+    );
+    drop(served);
+
+    let served = serve(&rebooted);
+    let after_reboot = listed_runs(&served.url).await;
+    assert_eq!(after_reboot.len(), 2, "{after_reboot:?}");
+    assert!(
+        wall(&after_reboot).iter().all(|w| *w < 7_777_777),
+        "after a reboot the index is built from the journals: {:?}",
+        wall(&after_reboot)
+    );
+    // ... and written anew.
+    let rewritten = std::fs::read_to_string(rebooted.join("index/runs.jsonl")).unwrap();
+    assert!(!rewritten.contains("7777777"), "{rewritten}");
+}
