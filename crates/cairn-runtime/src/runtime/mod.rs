@@ -234,7 +234,7 @@ impl Runtime {
         // lookup miss would otherwise make a second worker of a session).
         // A crash of the previous owner's process in this boot: its live
         // index names every worker a restore must look at.
-        let live_index = lock.as_ref().is_some_and(|l| l.previous_kept_live_index());
+        let mut live_index = lock.as_ref().is_some_and(|l| l.previous_kept_live_index());
         let was_clean = lock.as_ref().is_some_and(|l| {
             l.was_clean() && l.vouched().is_some() && l.vouched() == home.vouched().ok()
         });
@@ -248,7 +248,25 @@ impl Runtime {
                     StoreKind::Memory { .. } => Vec::new(),
                 };
                 if !was_clean {
-                    notes.extend(home.recover().notes());
+                    // After a crash of its process in this boot, the
+                    // previous owner's live index lists every worker whose
+                    // layout or run was changing: only those are opened.
+                    let listed = match live_index {
+                        true => home
+                            .live_workers()
+                            .ok()
+                            .filter(|listed| home.live_index_holds(listed)),
+                        false => None,
+                    };
+                    let recovery = match &listed {
+                        Some(listed) => home.recover_listed(listed),
+                        None => {
+                            // Walked whole: restore walks every worker too.
+                            live_index = false;
+                            home.recover()
+                        }
+                    };
+                    notes.extend(recovery.notes());
                 }
                 notes
             }

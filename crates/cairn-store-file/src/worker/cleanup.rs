@@ -81,6 +81,9 @@ impl Home {
     ) -> Result<(), WorkerError> {
         let name = worker_id.to_string();
         let ctx = format!("cannot delete worker {worker_id}");
+        // Listed while the delete is under way: a crash leaves it for the
+        // next owner's recovery to finish, whichever way that owner walks.
+        self.mark_live(worker_id).map_err(io_err(ctx.clone()))?;
         match self.inner.workers.open_dir(&name) {
             Ok(dir) => {
                 if !dir.exists(DELETING) {
@@ -96,10 +99,11 @@ impl Home {
         self.remove_index_entry(session, worker_id)
             .map_err(io_err(ctx.clone()))?;
         fsutil::crash_point("delete-after-index");
-        // A worker that is gone has nothing to restore (a marker left by
-        // a crash here names no worker, and a restart drops it).
+        self.remove_worker_dir(&name).map_err(io_err(ctx))?;
+        // Gone: nothing to restore or finish (a crash before this leaves it
+        // listed, and the next owner finishes the delete).
         let _ = self.clear_live(worker_id);
-        self.remove_worker_dir(&name).map_err(io_err(ctx))
+        Ok(())
     }
 
     /// Remove the index entry of `session` if it names `worker_id`.
@@ -165,6 +169,19 @@ impl Home {
     /// and write lost index entries again. Never fails as a whole: what it
     /// cannot repair is reported, and that worker alone stays unusable.
     pub fn recover(&self) -> Recovery {
+        self.recover_some(None)
+    }
+
+    /// [`Home::recover`] after a crash of the previous owner's process in
+    /// this boot: the workers the live index lists (`listed`: every one
+    /// whose layout or run was changing) are visited, the others only
+    /// named — `workers/` is listed for the remains of half-laid-out and
+    /// deleted directories, but no other worker is opened.
+    pub fn recover_listed(&self, listed: &[WorkerId]) -> Recovery {
+        self.recover_some(Some(listed.iter().copied().collect()))
+    }
+
+    fn recover_some(&self, listed: Option<std::collections::HashSet<WorkerId>>) -> Recovery {
         let mut out = Recovery::default();
         // Temp files of index entries a crash interrupted name nothing.
         if let Ok(entries) = self.inner.index.entries() {
@@ -199,6 +216,9 @@ impl Home {
             let Ok(id) = name.parse::<WorkerId>() else {
                 continue;
             };
+            if listed.as_ref().is_some_and(|l| !l.contains(&id)) {
+                continue;
+            }
             let Ok(dir) = entry.open_dir() else { continue };
             // An empty aggregate is what an older cairn's delete left when
             // it died between the marker and the directory: it holds

@@ -201,6 +201,10 @@ impl Home {
         let temp = format!("{LAYING_OUT}{worker_id}");
         let index_name = Self::index_name(session);
         let index_temp = format!(".{index_name}.tmp-{}", uuid::Uuid::new_v4().simple());
+        // Listed until it is published (or its first commit's run ends): a
+        // crash meanwhile leaves it for the next owner's recovery to finish
+        // or roll back, whichever way that owner walks.
+        self.mark_live(worker_id).map_err(io_err(ctx.clone()))?;
         // Everything is written unsynced, then synced at once (one wait for
         // the lot: the files' contents and every new directory entry),
         // before the rename makes the aggregate visible; the index entry's

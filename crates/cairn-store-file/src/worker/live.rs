@@ -77,6 +77,49 @@ impl Home {
         out.sort();
         Ok(out)
     }
+
+    /// Whether the home outside what `listed` names is as whole as a
+    /// clean stop would vouch: the workers not listed and the index
+    /// entries not naming a listed worker's session agree in number (two
+    /// directory listings and a read of each listed worker's
+    /// `session.json`). Only listed workers were changing when the owner
+    /// died; a mismatch elsewhere — an index entry or a worker directory
+    /// lost or added by hand — makes the restart walk every worker.
+    pub fn live_index_holds(&self, listed: &[WorkerId]) -> bool {
+        let listed: std::collections::HashSet<WorkerId> = listed.iter().copied().collect();
+        let mut sessions = std::collections::HashSet::new();
+        for id in &listed {
+            let doc = self
+                .inner
+                .workers
+                .open_dir(format!("{id}/session"))
+                .ok()
+                .and_then(|d| {
+                    fsutil::read_document::<SessionDoc>(&d, "session.json", DOC_VERSION).ok()
+                });
+            if let Some(doc) = doc {
+                sessions.insert(Self::index_name(&doc.session_id));
+            }
+        }
+        let count = |dir: &Dir, counted: &dyn Fn(&str) -> bool| -> Option<usize> {
+            let mut n = 0;
+            for entry in dir.entries().ok()? {
+                let name = entry.ok()?.file_name();
+                if counted(&name.to_string_lossy()) {
+                    n += 1;
+                }
+            }
+            Some(n)
+        };
+        let workers = count(&self.inner.workers, &|name| {
+            name.parse::<WorkerId>()
+                .is_ok_and(|id| !listed.contains(&id))
+        });
+        let entries = count(&self.inner.index, &|name| {
+            name.ends_with(".json") && !name.starts_with('.') && !sessions.contains(name)
+        });
+        workers.is_some() && workers == entries
+    }
 }
 
 impl WorkerDir {

@@ -593,7 +593,17 @@ impl WorkerDir {
                 Err(e) => return Err(io_err(ctx)(e)),
             }
         }
-        fsutil::sync_dir(&self.dir).map_err(io_err(format!("worker {}: cannot publish", self.id)))
+        fsutil::sync_dir(&self.dir)
+            .map_err(io_err(format!("worker {}: cannot publish", self.id)))?;
+        // Whole and published: nothing for a restart to finish (a run of it,
+        // which starts after this, lists it again).
+        if let Err(e) = self.clear_live() {
+            tracing::warn!(
+                "worker {}: cannot take it out of the live index: {e}",
+                self.id
+            );
+        }
+        Ok(())
     }
 
     /// Read, change and write `metadata.json`, one such change at a time in
