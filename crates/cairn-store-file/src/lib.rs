@@ -34,6 +34,7 @@ pub mod fsutil;
 pub mod home_lock;
 pub mod migrate;
 pub mod run_index;
+pub mod syncfs;
 pub mod worker;
 pub mod workers;
 

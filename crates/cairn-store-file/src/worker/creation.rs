@@ -8,7 +8,8 @@
 //! the marker durably. **With its first commit** (a new session on the
 //! file store): nothing is synced while it is laid out; the journal's
 //! first commit makes the lot durable at once (the tree, the rename, the
-//! index entry and the first entries together: one `syncfs`, or every
+//! index entry and the first entries together: one `syncfs`, shared by
+//! every first commit waiting at once ([`crate::syncfs`]), or every
 //! entry synced concurrently when the machine has much unwritten data —
 //! [`FirstCommitSync`]), and only then is the marker
 //! removed (unsynced). Meanwhile this process treats the
@@ -136,10 +137,15 @@ impl Home {
             }
         };
         if whole_filesystem {
-            fsutil::count_sync();
-            rustix::fs::syncfs(journal)?;
+            // Shared with every first commit waiting at once.
+            self.inner.syncfs.sync(journal)?;
         } else {
             self.sync_creation(worker)?;
+            // Too much unwritten to wait for: drain it in the background,
+            // so the next commits can share a `syncfs` again.
+            if mode == FirstCommitSync::Auto {
+                self.inner.syncfs.drain_in_background(journal);
+            }
         }
         fsutil::crash_point("create-committed");
         if let Err(e) = self.creation_committed(worker) {

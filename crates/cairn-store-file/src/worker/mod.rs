@@ -135,6 +135,8 @@ struct HomeInner {
     first_commit: Mutex<FirstCommitSync>,
     /// `index/live/`, opened (made) on first use.
     live: std::sync::OnceLock<Option<Dir>>,
+    /// The `syncfs` first commits share.
+    syncfs: Arc<crate::syncfs::SharedSyncfs>,
 }
 
 impl std::fmt::Debug for Home {
@@ -205,6 +207,7 @@ impl Home {
                 unsynced: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),
                 live: std::sync::OnceLock::new(),
+                syncfs: Default::default(),
             }),
         }
     }

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Two cairn binaries side by side (a before and an after), alternating
+request by request and round by round so both see the same machine state
+(a filesystem busy writing back, say). Stdlib only; kept out of CI.
+
+    python3 bench/peer/ab.py BEFORE AFTER [--runs N] [--rounds R] [--json FILE]
+
+Figures, each for both binaries:
+  p50 / p99   trivial run (echo via POST /v1/chat/completions, a new
+              connection per run), requests alternating between the two
+  throughput  1,000 trivial runs from 50 concurrent clients, rounds
+              alternating (before, after, before, ...)
+
+Output: a table; with --json, {"version": 1, "before", "after", "rows":
+[{"figure", "unit", "before", "after", "ratio"}]} (ratio = after/before)."""
+
+import argparse, http.client, json, os, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def trivial(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.connect()
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    body = json.dumps({"model": "echo", "messages": [{"role": "user", "content": "hi"}]})
+    c.request("POST", "/v1/chat/completions", body=body, headers={"content-type": "application/json"})
+    r = c.getresponse()
+    out = r.read()
+    c.close()
+    assert r.status == 200, (r.status, out[:200])
+
+
+def serve(binary, home):
+    p = subprocess.Popen([binary, "serve", "--insecure-local", "--listen", "127.0.0.1:0", "--home", home],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    url = next(w for w in line.split() if w.startswith("http://"))
+    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    return p, int(url.rsplit(":", 1)[1].strip("/"))
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q / 100))]
+
+
+def throughput(port, total=1000, clients=50):
+    left = [total]
+    lock = threading.Lock()
+
+    def client(_):
+        while True:
+            with lock:
+                if left[0] == 0:
+                    return
+                left[0] -= 1
+            trivial(port)
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    return total / (time.perf_counter() - t)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="cairn-ab-")
+    servers = {}
+    try:
+        for name, binary in (("before", a.before), ("after", a.after)):
+            servers[name] = serve(binary, os.path.join(work, name))
+        ports = {n: s[1] for n, s in servers.items()}
+        for n in ports:
+            for _ in range(20):
+                trivial(ports[n])
+        lat = {"before": [], "after": []}
+        for i in range(a.runs):
+            order = ("before", "after") if i % 2 == 0 else ("after", "before")
+            for n in order:
+                t = time.perf_counter()
+                trivial(ports[n])
+                lat[n].append((time.perf_counter() - t) * 1000)
+        tput = {"before": [], "after": []}
+        for r in range(a.rounds):
+            order = ("before", "after") if r % 2 == 0 else ("after", "before")
+            for n in order:
+                tput[n].append(throughput(ports[n]))
+                log(f"round {r + 1} {n}: {tput[n][-1]:.0f} runs/s")
+    finally:
+        for p, _ in servers.values():
+            p.terminate()
+            p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    rows = [
+        ("trivial run p50", "ms", pct(lat["before"], 50), pct(lat["after"], 50)),
+        ("trivial run p99", "ms", pct(lat["before"], 99), pct(lat["after"], 99)),
+        ("1,000 runs, 50 clients (median round)", "runs/s",
+         statistics.median(tput["before"]), statistics.median(tput["after"])),
+        ("1,000 runs, 50 clients (slowest round)", "runs/s", min(tput["before"]), min(tput["after"])),
+    ]
+    print(f"{'figure':<40} {'before':>9} {'after':>9} {'after/before':>13}")
+    out = []
+    for figure, unit, b, f in rows:
+        print(f"{figure:<40} {b:>9.2f} {f:>9.2f} {f / b:>12.2f}x  {unit}")
+        out.append({"figure": figure, "unit": unit, "before": b, "after": f, "ratio": f / b})
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"version": 1, "before": a.before, "after": a.after, "rows": out,
+                       "throughput_rounds": tput}, fh, indent=1)
+            fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()
