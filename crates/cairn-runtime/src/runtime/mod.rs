@@ -271,6 +271,11 @@ impl Runtime {
                 notes
             }
         };
+        // The owner, its recovery done, opens settled workers without
+        // probing for markers (a reader cannot: the owner changes them).
+        if !read_only {
+            home.keep_settled();
+        }
         let cluster = match read_only {
             true => None,
             false => cluster::open(&config.host.store, connectors).await?,

@@ -169,6 +169,16 @@ impl Runtime {
             .await
             .map_err(|e| RuntimeError::from(e).for_session(session))?;
         let at_seq = journal.last_seq().await;
+        // Listed before the journal names the switch: a crash before
+        // `worker.json` follows it leaves the worker for the next owner's
+        // restore to finish (a restore with nothing else to do unlists it).
+        worker.mark_live().map_err(|e| {
+            RuntimeError::from(crate::worker::WorkerError::Io {
+                context: format!("cannot list worker {} in the live index", worker.id()),
+                source: e,
+            })
+            .for_session(session)
+        })?;
         // The journal first (the authority), then `worker.json`.
         journal
             .append(

@@ -84,6 +84,8 @@ impl Home {
         // Listed while the delete is under way: a crash leaves it for the
         // next owner's recovery to finish, whichever way that owner walks.
         self.mark_live(worker_id).map_err(io_err(ctx.clone()))?;
+        // Probed again from now on: it is being deleted.
+        self.unsettle(worker_id);
         match self.inner.workers.open_dir(&name) {
             Ok(dir) => {
                 if !dir.exists(DELETING) {

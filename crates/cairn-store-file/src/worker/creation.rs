@@ -183,7 +183,7 @@ impl Home {
     /// Whether a worker directory is staged for readers: its marker says
     /// so, and it is not a creation this process already serves.
     pub(super) fn staged(&self, id: WorkerId, dir: &Dir) -> bool {
-        !self.unsynced().contains(&id) && is_staged(dir)
+        !self.is_settled(id) && !self.unsynced().contains(&id) && is_staged(dir)
     }
 
     /// The aggregate is laid out under a name no walk sees, renamed into

@@ -137,6 +137,11 @@ struct HomeInner {
     live: std::sync::OnceLock<Option<Dir>>,
     /// The `syncfs` first commits share.
     syncfs: Arc<crate::syncfs::SharedSyncfs>,
+    /// Whether [`Home::keep_settled`] was called (by the home's owner).
+    settling: std::sync::atomic::AtomicBool,
+    /// Workers this owner found published and not being deleted: opened
+    /// again without probing for markers they cannot have.
+    settled: Mutex<std::collections::HashSet<WorkerId>>,
 }
 
 impl std::fmt::Debug for Home {
@@ -208,6 +213,8 @@ impl Home {
                 first_commit: Mutex::new(Default::default()),
                 live: std::sync::OnceLock::new(),
                 syncfs: Default::default(),
+                settling: Default::default(),
+                settled: Mutex::new(Default::default()),
             }),
         }
     }
@@ -407,7 +414,43 @@ impl Home {
         if self.staged(worker_id, &worker.dir) {
             return Err(WorkerError::NoSuchWorker(worker_id));
         }
+        self.settle(worker_id);
         Ok(worker)
+    }
+
+    /// Remember which workers are settled (published, not being deleted)
+    /// once seen so, and open them again without probing for markers: for
+    /// the home's owner only — nobody else changes the home under it, and
+    /// its own deletes unsettle a worker before they mark it.
+    pub fn keep_settled(&self) {
+        self.inner
+            .settling
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn settled_set(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<WorkerId>> {
+        self.inner.settled.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn is_settled(&self, id: WorkerId) -> bool {
+        self.inner
+            .settling
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && self.settled_set().contains(&id)
+    }
+
+    fn settle(&self, id: WorkerId) {
+        if self
+            .inner
+            .settling
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.settled_set().insert(id);
+        }
+    }
+
+    pub(super) fn unsettle(&self, id: WorkerId) {
+        self.settled_set().remove(&id);
     }
 
     /// Open a worker, a fork still being written included.
@@ -419,7 +462,7 @@ impl Home {
             }
             Err(e) => return Err(io_err(format!("cannot open worker {worker_id}"))(e)),
         };
-        if dir.exists(DELETING) {
+        if !self.is_settled(worker_id) && dir.exists(DELETING) {
             return Err(WorkerError::NoSuchWorker(worker_id));
         }
         let session_dir = dir
