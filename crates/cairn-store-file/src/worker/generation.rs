@@ -201,9 +201,15 @@ impl WorkerDir {
     /// Replace `worker.json` atomically without syncing (the journal backs
     /// what it records; see [`WorkerDir::reserve_generation`]).
     fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
-        fsutil::write_document_unsynced(&self.dir, "worker.json", &to_json(record)).map_err(io_err(
-            format!("worker {}: cannot write worker.json", self.id),
-        ))
+        let bytes = to_json(record);
+        let written = fsutil::write_document_unsynced(&self.dir, "worker.json", &bytes).map_err(
+            io_err(format!("worker {}: cannot write worker.json", self.id)),
+        );
+        match &written {
+            Ok(()) => self.home.cache_written_record(self.id, &bytes),
+            Err(_) => self.home.forget_documents(self.id),
+        }
+        written
     }
 
     /// Lay out a reserved generation: `artifacts/` (a copy of generation

@@ -34,6 +34,7 @@ pub(crate) fn read_metadata(dir: &Dir) -> Result<WorkerMetadata, DocumentError> 
     Ok(meta)
 }
 
+mod cache;
 mod cleanup;
 mod components;
 mod creation;
@@ -142,6 +143,8 @@ struct HomeInner {
     /// Workers this owner found published and not being deleted: opened
     /// again without probing for markers they cannot have.
     settled: Mutex<std::collections::HashSet<WorkerId>>,
+    /// Their documents, as last read or written.
+    documents: cache::Documents,
 }
 
 impl std::fmt::Debug for Home {
@@ -215,6 +218,7 @@ impl Home {
                 syncfs: Default::default(),
                 settling: Default::default(),
                 settled: Mutex::new(Default::default()),
+                documents: Default::default(),
             }),
         }
     }
@@ -319,12 +323,19 @@ impl Home {
     /// The worker holding `session`, if the session is persisted here (a
     /// fork still being written is not).
     pub fn lookup(&self, session: &SessionId) -> Result<Option<WorkerId>, WorkerError> {
-        Ok(self.lookup_any(session)?.filter(|id| {
+        if let Some(id) = self.cached_lookup(session) {
+            return Ok(Some(id));
+        }
+        let found = self.lookup_any(session)?.filter(|id| {
             self.inner
                 .workers
                 .open_dir(id.to_string())
                 .is_ok_and(|d| !self.staged(*id, &d))
-        }))
+        });
+        if let Some(id) = found {
+            self.cache_lookup(session, id);
+        }
+        Ok(found)
     }
 
     /// Every worker in this home, by id (UUIDv7: oldest first); workers being
@@ -451,6 +462,7 @@ impl Home {
 
     pub(super) fn unsettle(&self, id: WorkerId) {
         self.settled_set().remove(&id);
+        self.forget_documents(id);
     }
 
     /// Open a worker, a fork still being written included.
@@ -603,6 +615,9 @@ impl WorkerDir {
 
     /// Read `worker.json`.
     pub fn record(&self) -> Result<WorkerRecord, WorkerError> {
+        if let Some(record) = self.home.cached_record(self.id) {
+            return Ok(record.scoped());
+        }
         let record = read_record(&self.dir).map_err(self.doc_err())?;
         if record.worker_id != self.id {
             return Err(WorkerError::Mismatch {
@@ -610,22 +625,32 @@ impl WorkerDir {
                 what: format!("worker.json names worker {}", record.worker_id),
             });
         }
+        self.home.cache_record(self.id, record.clone());
         Ok(record.scoped())
     }
 
     /// Replace `worker.json` atomically.
     pub fn write_record(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
-        fsutil::write_document(&self.dir, "worker.json", &to_json(record)).map_err(io_err(format!(
-            "worker {}: cannot write worker.json",
-            self.id
-        )))
+        let bytes = to_json(record);
+        let written = fsutil::write_document(&self.dir, "worker.json", &bytes).map_err(io_err(
+            format!("worker {}: cannot write worker.json", self.id),
+        ));
+        match &written {
+            Ok(()) => self.home.cache_written_record(self.id, &bytes),
+            // What is on disk now is not known: read it next time.
+            Err(_) => self.home.forget_documents(self.id),
+        }
+        written
     }
 
     /// Read `metadata.json`.
     pub fn metadata(&self) -> Result<WorkerMetadata, WorkerError> {
-        read_metadata(&self.dir)
-            .map(|m| m.scoped(&self.session))
-            .map_err(self.doc_err())
+        if let Some(meta) = self.home.cached_metadata(self.id) {
+            return Ok(meta.scoped(&self.session));
+        }
+        let meta = read_metadata(&self.dir).map_err(self.doc_err())?;
+        self.home.cache_metadata(self.id, meta.clone());
+        Ok(meta.scoped(&self.session))
     }
 
     /// Make a staged worker visible (the last step of a creation or a
@@ -671,10 +696,15 @@ impl WorkerDir {
 
     /// Replace `metadata.json` atomically.
     pub fn write_metadata(&self, meta: &WorkerMetadata) -> Result<(), WorkerError> {
-        fsutil::write_document(&self.dir, "metadata.json", &to_json(meta)).map_err(io_err(format!(
-            "worker {}: cannot write metadata.json",
-            self.id
-        )))
+        let bytes = to_json(meta);
+        let written = fsutil::write_document(&self.dir, "metadata.json", &bytes).map_err(io_err(
+            format!("worker {}: cannot write metadata.json", self.id),
+        ));
+        match &written {
+            Ok(()) => self.home.cache_written_metadata(self.id, &bytes),
+            Err(_) => self.home.forget_documents(self.id),
+        }
+        written
     }
 
     /// Mark the worker stale (a replay diverged).
