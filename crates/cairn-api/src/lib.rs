@@ -1,5 +1,40 @@
 //! The HTTP seam (axum). Every handler calls the runtime and reads journal
 //! subscriptions; none holds a component, a store or a cancel token.
+//!
+//! Serving a runtime on loopback and asking it as an OpenAI client would:
+//!
+//! ```
+//! use cairn_runtime::{Runtime, RuntimeConfig};
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let home = tempfile::tempdir()?;
+//! let rt = Runtime::builder(RuntimeConfig::new(home.path())).open().await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let url = format!("http://{}", listener.local_addr()?);
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = tokio::spawn(cairn_api::serve(listener, rt.clone(), async {
+//!     let _ = stopped.await;
+//! }));
+//! let request = serde_json::json!({
+//!     "model": "echo",
+//!     "messages": [{"role": "user", "content": "hello"}],
+//! });
+//! let reply: serde_json::Value = reqwest::Client::new()
+//!     .post(format!("{url}/v1/chat/completions"))
+//!     .json(&request)
+//!     .send()
+//!     .await?
+//!     .error_for_status()?
+//!     .json()
+//!     .await?;
+//! let answer = reply["choices"][0]["message"]["content"].as_str().unwrap_or_default();
+//! assert!(answer.contains("hello"), "{reply}");
+//! let _ = stop.send(());
+//! server.await??;
+//! rt.shutdown(std::time::Duration::from_secs(5)).await;
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 

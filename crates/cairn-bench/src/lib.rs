@@ -110,8 +110,12 @@ impl Only {
     }
 }
 
-/// Run the benchmarks, print the table, write the JSON.
-pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
+/// What a bench says as it goes (a line for people, one per step).
+pub type Progress = std::sync::Arc<dyn Fn(String) + Send + Sync>;
+
+/// Run the benchmarks and write the JSON (`--json`), telling `progress`
+/// what is measured as it goes; the rows, for [`table`].
+pub async fn run(args: BenchArgs, progress: Progress) -> anyhow::Result<Vec<Row>> {
     let base = match &args.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,
@@ -122,25 +126,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let only = Only(args.only.clone());
     if args.group.as_deref().is_none_or(|g| g == "journal") && only.wants("append") {
-        rows.extend(
-            journal::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
-        );
+        rows.extend(journal::run(scratch.path(), args.quick, &mut |line| progress(line)).await?);
     }
     if args.group.as_deref().is_none_or(|g| g == "journal") && only.wants("append") {
         match &args.store {
             Some(url) => rows.extend(
-                postgres::run(url, scratch.path(), args.quick, &mut |line| {
-                    eprintln!("{line}")
-                })
-                .await?,
+                postgres::run(url, scratch.path(), args.quick, &mut |line| progress(line)).await?,
             ),
-            None => eprintln!("postgres: no --store URL given; its rows are skipped"),
+            None => progress("postgres: no --store URL given; its rows are skipped".into()),
         }
     }
     if args.group.as_deref().is_none_or(|g| g == "runtime") {
         rows.extend(
             runtime::run(scratch.path(), args.quick, &only, &mut |line| {
-                eprintln!("{line}")
+                progress(line)
             })
             .await?,
         );
@@ -148,28 +147,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
     if args.group.as_deref().is_none_or(|g| g == "migrate") && only.wants("migrate") {
         let dir = scratch.path().to_path_buf();
         let quick = args.quick;
+        let said = progress.clone();
         rows.extend(
-            tokio::task::spawn_blocking(move || {
-                migrate::run(&dir, quick, &mut |line| eprintln!("{line}"))
-            })
-            .await??,
+            tokio::task::spawn_blocking(move || migrate::run(&dir, quick, &mut |line| said(line)))
+                .await??,
         );
     }
     if args.group.as_deref().is_none_or(|g| g == "model") && only.wants("model") {
         rows.extend(
-            model::run_bench(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
+            model::run_bench(scratch.path(), args.quick, &mut |line| progress(line)).await?,
         );
     }
     if args.group.as_deref().is_none_or(|g| g == "update") && only.wants("update") {
-        rows.extend(
-            update::run(scratch.path(), args.quick, &mut |line| eprintln!("{line}")).await?,
-        );
+        rows.extend(update::run(scratch.path(), args.quick, &mut |line| progress(line)).await?);
     }
-    print_table(&rows);
     if let Some(path) = &args.json {
         let doc = serde_json::json!({ "version": 1, "quick": args.quick, "rows": rows });
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
-        eprintln!("wrote {}", path.display());
+        progress(format!("wrote {}", path.display()));
     }
     Ok(rows)
 }
@@ -186,8 +181,9 @@ fn human(v: f64) -> String {
     }
 }
 
-/// Print rows as an aligned table.
-pub fn print_table(rows: &[Row]) {
+/// Rows as an aligned table, one line each.
+pub fn table(rows: &[Row]) -> String {
+    use std::fmt::Write;
     let fw = rows
         .iter()
         .map(|r| r.figure.len())
@@ -200,12 +196,13 @@ pub fn print_table(rows: &[Row]) {
         .max()
         .unwrap_or(8)
         .max(8);
-    println!(
-        "{:<fw$}  {:>10}  {:<bw$}  {:>10}  {:>7}  unit",
+    let mut out = format!(
+        "{:<fw$}  {:>10}  {:<bw$}  {:>10}  {:>7}  unit\n",
         "figure", "value", "baseline", "baseline", "ratio"
     );
     for r in rows {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<fw$}  {:>10}  {:<bw$}  {:>10}  {:>6.2}x  {} ({} is better)",
             r.figure,
             human(r.value),
@@ -216,4 +213,5 @@ pub fn print_table(rows: &[Row]) {
             r.better
         );
     }
+    out
 }

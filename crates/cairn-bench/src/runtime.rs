@@ -572,17 +572,29 @@ async fn reopen(dir: &Path, n: usize) -> anyhow::Result<(f64, f64, f64)> {
         Ok::<_, anyhow::Error>((rt, t.elapsed().as_secs_f64() * 1000.0))
     };
     let (rt, clean) = first(config.clone()).await?;
-    // A crash: the lock goes with no marker left behind. In this boot of
+    // A crash: the lock goes with no marker left behind, and its record
+    // names the dead owner (a clean release empties it). In this boot of
     // the kernel the live index says what to look at.
+    let crashed = |boot_id: Option<String>| -> anyhow::Result<()> {
+        let holder = cairn_runtime::home_lock::Holder {
+            version: 1,
+            pid: 1,
+            command: "serve".into(),
+            started_at_ms: 0,
+            url: None,
+            boot_id,
+        };
+        let record = serde_json::to_string(&holder)? + "\n";
+        std::fs::write(home.join("cairn.lock"), record)?;
+        Ok(())
+    };
     rt.release_home();
+    crashed(cairn_runtime::home_lock::boot_id())?;
     let (rt, crash) = first(config.clone()).await?;
-    // The same crash as after a reboot: the lock's record names another
-    // boot, so the next owner walks every worker.
+    // The same crash as after a reboot: the record names another boot, so
+    // the next owner walks every worker.
     rt.release_home();
-    let lock = home.join("cairn.lock");
-    let mut record: serde_json::Value = serde_json::from_slice(&std::fs::read(&lock)?)?;
-    record["boot_id"] = serde_json::json!("another-boot");
-    std::fs::write(&lock, format!("{record}\n"))?;
+    crashed(Some("another-boot".into()))?;
     let (rt, rebooted) = first(config).await?;
     rt.shutdown(Duration::from_secs(10)).await;
     Ok((clean, crash, rebooted))

@@ -278,7 +278,12 @@ pub fn main() -> ExitCode {
             Command::Doctor(target) => queue::doctor(target).await,
             Command::Status(target) => queue::status(target).await,
             #[cfg(feature = "bench")]
-            Command::Bench(args) => cairn_bench::run(args).await.map(|_| ExitCode::SUCCESS),
+            Command::Bench(args) => {
+                let progress = std::sync::Arc::new(|line: String| eprintln!("{line}"));
+                let rows = cairn_bench::run(args, progress).await?;
+                print!("{}", cairn_bench::table(&rows));
+                Ok(ExitCode::SUCCESS)
+            }
             Command::New(args) => scaffold::new(args),
             Command::Schema { which } => {
                 match which.as_str() {

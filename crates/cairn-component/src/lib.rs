@@ -1,5 +1,19 @@
 //! Components: the wasmtime engine, validation against the world, and the
 //! cache of compiled components and their `InstancePre`, per digest.
+//!
+//! ```
+//! use cairn_component::{Components, precheck};
+//!
+//! // A core module is refused before any compile, saying what to do.
+//! let core_module = b"\0asm\x01\0\0\0";
+//! let why = precheck(core_module).unwrap_err().to_string();
+//! assert!(why.contains("wasm32-wasip2"), "{why}");
+//! // An engine with no pooled instances (memories allocated on demand)
+//! // and no compiled-code cache on disk; nothing compiled yet.
+//! let components = Components::new(0, 64 << 20, None)?;
+//! assert_eq!(components.cache_usage(), (0, 0));
+//! # Ok::<(), cairn_component::ComponentError>(())
+//! ```
 
 #![deny(missing_docs)]
 

@@ -1,6 +1,14 @@
 //! The built-in example controllers (`echo`, `approval`, `sandbox-probe`,
 //! `bench-emit`, `delegate`), compiled for wasm32-wasip2 by the build
 //! script and embedded.
+//!
+//! ```
+//! let echo = cairn_examples::built_in("echo").expect("built in");
+//! // A component (layer 1), not a core module.
+//! assert!(echo.starts_with(b"\0asm") && echo[6..8] == [1, 0]);
+//! assert!(cairn_examples::names().contains(&"approval"));
+//! assert!(cairn_examples::built_in_digest("echo").unwrap().starts_with("sha256:"));
+//! ```
 
 #![deny(missing_docs)]
 

@@ -9,6 +9,36 @@
 //! A [`Subscription`] joins the live broadcast first, reads the store up to
 //! what it has seen live, and dedupes by seq; one that falls behind gets one
 //! [`Delivery::Gap`] and goes on. The writer never waits for an observer.
+//!
+//! ```
+//! use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals};
+//! use cairn_store::MemoryStore;
+//! use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionId};
+//! use std::sync::Arc;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! tokio.block_on(async {
+//!     let journals = Journals::new(Arc::new(MemoryStore::new(1024)), DEFAULT_LIVE_WINDOW);
+//!     let session = SessionId::parse("demo")?;
+//!     let journal = journals.create(&session, SegmentId::new()).await?;
+//!     let mut follower = journal.subscribe(Seq(0));
+//!     let text = AgentEvent::TextDelta { text: "hello".into(), by: None };
+//!     // Returned once durable, with its seq (1 is the segment's creation).
+//!     let entry = journal.append(None, Payload::Agent(text)).await?;
+//!     assert_eq!(entry.seq, Seq(2));
+//!     for seq in [Seq(1), Seq(2)] {
+//!         match follower.next().await {
+//!             Some(Ok(Delivery::Event(e))) => assert_eq!(e.seq, seq),
+//!             other => panic!("expected seq {}, got {other:?}", seq.0),
+//!         }
+//!     }
+//!     Ok::<(), Box<dyn std::error::Error>>(())
+//! })
+//! # }
+//! ```
+
+#![deny(missing_docs)]
 
 mod commit;
 pub use cairn_types::event;

@@ -10,6 +10,33 @@
 //! `awaiting → pending` by `answer` or `rework`; `done | failed → pending`
 //! by `rework`; a higher round supersedes a row in place (a processing row
 //! only once it ends).
+//!
+//! A queue over an embedded runtime: add a card, dispatch until idle.
+//!
+//! ```
+//! use cairn_orchestration::{NewCard, Queue, RowState};
+//! use cairn_runtime::runtime::HOST_WORKSPACE;
+//! use cairn_runtime::{Runtime, RuntimeConfig};
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let home = tempfile::tempdir()?;
+//! let rt = Runtime::builder(RuntimeConfig::new(home.path())).open().await?;
+//! let queue = Queue::open(rt.clone())?;
+//! let card = NewCard {
+//!     card: "greet".into(),
+//!     component: "echo".into(),
+//!     prompt: "hello".into(),
+//!     round: None,
+//!     workspace: HOST_WORKSPACE.into(),
+//! };
+//! assert_eq!(queue.add(card).await?.state, RowState::Pending);
+//! queue.work(true).await?; // until no row is pending or processing
+//! let rows = queue.rows(None)?;
+//! assert_eq!((rows[0].state, rows[0].worker_key.as_str()), (RowState::Done, "worker:greet:r1"));
+//! rt.shutdown(std::time::Duration::from_secs(5)).await;
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 

@@ -9,6 +9,20 @@
 //! too. The schema is cairn's own, created and migrated by cairn at connect
 //! ([`migrations`]); a database whose schema is newer than this cairn knows
 //! is refused, never written.
+//!
+//! ```
+//! use cairn_store_postgres::PgStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // `PgStore::connect("postgres://cairn@localhost:5432/cairn", "instance-a")`
+//! // opens the store (migrating its schema) as instance `instance-a`; a
+//! // URL that is not PostgreSQL's is refused, naming the form expected.
+//! let refused = PgStore::connect("host=/nowhere port=banana", "instance-a").await;
+//! let why = refused.err().map(|e| e.to_string()).unwrap_or_default();
+//! assert!(why.contains("postgres://"), "{why}");
+//! # }
+//! ```
 
 #![deny(missing_docs)]
 

@@ -43,6 +43,7 @@ pub use catalog::Catalog;
 pub use faults::now_ms;
 pub use lease::{Lease, LeaseStore};
 pub use line::parse_line;
+pub use memory::MemoryStore;
 pub use run_index::{IndexedRun, MemoryRunIndex, RunIndex};
 pub use shared::{
     Instance, InstanceRegistry, Relay, RelayFollower, SharedStore, SharedStoreConnector,

@@ -1,6 +1,18 @@
 //! The words cairn speaks: ids, the journal's vocabulary and its schema,
 //! limits, and the codes of failures and wire errors. No I/O lives here;
 //! every other cairn crate builds on these types.
+//!
+//! ```
+//! use cairn_types::{ErrorCode, SessionId};
+//!
+//! // An id that tries to leave its directory is refused, saying why.
+//! let refused = SessionId::parse("../etc").unwrap_err();
+//! assert_eq!(refused.kind, "session id");
+//! // A wire error's code is its HTTP status, and snake_case on the wire.
+//! assert_eq!(ErrorCode::NotFound.status(), 404);
+//! assert_eq!(serde_json::to_value(ErrorCode::HomeBusy)?, "home_busy");
+//! # Ok::<(), serde_json::Error>(())
+//! ```
 
 #![deny(missing_docs)]
 

@@ -18,6 +18,24 @@
 //! Walks are iterative, hold one descriptor per level (at most
 //! `artifact_depth`), and stop at the first limit crossed, so a hostile tree
 //! costs the host no more than the limits allow.
+//!
+//! ```
+//! use cairn_worktree::{Budget, usage};
+//! use cap_std::{ambient_authority, fs::Dir};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let tree = Dir::open_ambient_dir(tmp.path(), ambient_authority())?;
+//! tree.create_dir("notes")?;
+//! tree.write("notes/a.txt", b"hello")?;
+//! let budget = Budget { bytes: 1 << 20, files: 2, depth: 4 };
+//! let (used, breach) = usage(&tree, &budget)?;
+//! assert_eq!((used.files, used.depth), (2, 2)); // a directory and a file in it
+//! assert!(used.bytes >= 5 && breach.is_none());
+//! // One more entry crosses `artifact_files`: the walk stops there.
+//! tree.write("b.txt", b"")?;
+//! assert_eq!(usage(&tree, &budget)?.1.map(|b| b.0), Some("artifact_files"));
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 #![deny(missing_docs)]
 
