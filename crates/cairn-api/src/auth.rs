@@ -72,7 +72,7 @@ pub async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Respo
     let acts = writes || get_with_side_effect(req.uri());
     if local && acts {
         if let Some(origin) = header(axum::http::header::ORIGIN)
-            && !super::viewer::origin_allowed(&s, origin, host)
+            && !super::cors::origin_allowed(&s, origin, host)
         {
             return forbidden(format!(
                 "a write from origin {origin:?} is refused: this server serves without tokens and takes writes (and claiming, presence or takeover on a GET) only from its own origin and [http] allowed_origins"

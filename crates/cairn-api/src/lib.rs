@@ -43,6 +43,7 @@ pub mod auth;
 pub mod body;
 mod chat;
 mod components;
+mod cors;
 mod decisions;
 pub mod error;
 mod events;
@@ -214,7 +215,7 @@ fn router_of(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            viewer::cors,
+            cors::cors,
         ))
         .with_state(state)
 }

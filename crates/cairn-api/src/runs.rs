@@ -151,7 +151,7 @@ pub async fn list(
         )
         .await?;
     Ok((
-        super::sessions::next_cursor_header(page.next_cursor),
+        super::wire::next_cursor_header(page.next_cursor),
         Json(page.items),
     ))
 }

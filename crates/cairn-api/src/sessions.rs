@@ -58,16 +58,10 @@ pub async fn list(
             q.limit.unwrap_or(cairn_runtime::runtime::MAX_PAGE),
         )
         .await?;
-    Ok((next_cursor_header(page.next_cursor), Json(page.items)))
-}
-
-/// The `x-next-cursor` header of a page that has a next one.
-pub fn next_cursor_header(cursor: Option<String>) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    if let Some(c) = cursor.and_then(|c| c.parse().ok()) {
-        headers.insert("x-next-cursor", c);
-    }
-    headers
+    Ok((
+        super::wire::next_cursor_header(page.next_cursor),
+        Json(page.items),
+    ))
 }
 
 pub async fn get(

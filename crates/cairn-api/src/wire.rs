@@ -279,3 +279,12 @@ pub struct RunsQuery {
     #[serde(default)]
     pub session: Option<String>,
 }
+
+/// The `x-next-cursor` header of a page that has a next one.
+pub fn next_cursor_header(cursor: Option<String>) -> axum::http::HeaderMap {
+    let mut headers = axum::http::HeaderMap::new();
+    if let Some(c) = cursor.and_then(|c| c.parse().ok()) {
+        headers.insert("x-next-cursor", c);
+    }
+    headers
+}

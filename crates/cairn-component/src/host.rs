@@ -170,14 +170,12 @@ pub trait RunHost: Send + Sync {
     /// The `check`-th look at the run's timer `id` (due at `due_ms`, wall
     /// time, as the guest set it): see [`crate::timers`]. Without a journal,
     /// real time decides.
-    async fn timer(&self, id: u64, due_ms: u64, check: u64) -> crate::timers::TimerState {
+    async fn timer(&self, id: u64, due_ms: u64, check: u64) -> TimerState {
         let _ = (id, check);
-        let now = crate::timers::wall_ms();
+        let now = wall_ms();
         match due_ms.checked_sub(now) {
-            Some(left) if left > 0 => {
-                crate::timers::TimerState::Wait(std::time::Duration::from_millis(left))
-            }
-            _ => crate::timers::TimerState::Fired,
+            Some(left) if left > 0 => TimerState::Wait(std::time::Duration::from_millis(left)),
+            _ => TimerState::Fired,
         }
     }
     /// The controller's instance is made (its set-up code ran): the run
@@ -563,4 +561,22 @@ mod current {
                 .unwrap_or_default())
         }
     }
+}
+
+/// What the host says of a timer at one look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerState {
+    /// Ready now (journaled; the clocks moved to its due time).
+    Fired,
+    /// Not ready at this look (a replay before the journaled one).
+    NotYet,
+    /// Live and not due: look again after this long.
+    Wait(std::time::Duration),
+}
+
+/// Milliseconds since the Unix epoch, in real time.
+pub(crate) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

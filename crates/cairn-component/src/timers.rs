@@ -15,23 +15,13 @@
 //! blocking") is ready at its second look and journals nothing.
 
 use crate::HostState;
-use crate::host::RunHost;
+pub use crate::host::TimerState;
+use crate::host::{RunHost, wall_ms};
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
-
-/// What the host says of a timer at one look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimerState {
-    /// Ready now (journaled; the clocks moved to its due time).
-    Fired,
-    /// Not ready at this look (a replay before the journaled one).
-    NotYet,
-    /// Live and not due: look again after this long.
-    Wait(Duration),
-}
 
 /// One timer of a run.
 struct Timer {
@@ -136,13 +126,6 @@ impl monotonic_clock::Host for Clock<'_> {
     ) -> wasmtime::Result<Resource<DynPollable>> {
         self.subscribe(duration)
     }
-}
-
-/// Milliseconds since the Unix epoch, in real time.
-pub(crate) fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Link this clock over wasmtime-wasi's (the linker allows shadowing).

@@ -296,7 +296,7 @@ impl Queue {
         let identity = uuid::Uuid::new_v4().to_string();
         self.rt
             .set_worktree_identity(worker_id, &row.worker_key, &identity)?;
-        Ok(super::recover::record_of(
+        Ok(super::model::record_of(
             row, worker_id, session, identity, replayed, transcript, reason,
         ))
     }

@@ -626,3 +626,32 @@ impl QueueStore for FileQueue {
             .collect()
     }
 }
+
+/// The record of a worker made (or found) for `row`'s key.
+pub(crate) fn record_of(
+    row: &Row,
+    worker_id: cairn_runtime::ids::WorkerId,
+    session: SessionId,
+    identity: String,
+    replayed: bool,
+    transcript: Vec<TranscriptTurn>,
+    reason: Option<String>,
+) -> Record {
+    Record {
+        key: row.worker_key.clone(),
+        card: row.card.clone(),
+        round: row.round,
+        workspace: row.workspace.clone(),
+        worker_id,
+        session_id: session,
+        worktree: identity,
+        status: RecordStatus::Active,
+        resumed_by_replay: replayed,
+        last_run: None,
+        pending_decision: None,
+        ended_run: None,
+        transcript,
+        reason,
+        created_ms: cairn_runtime::fsutil::now_ms(),
+    }
+}

@@ -6,7 +6,7 @@
 //! worker made for the key before its record was written is adopted.
 
 use super::dispatch::Dispatched;
-use super::model::{Record, RecordStatus, Resume, Row};
+use super::model::{Resume, Row};
 use super::{Queue, QueueError};
 use cairn_runtime::ids::{DecisionId, RunId, Seq, SessionId};
 use cairn_runtime::journal::event::{LifecycleEvent, Payload};
@@ -30,7 +30,15 @@ impl Queue {
                 .into_iter()
                 .rfind(|(_, _, key, _)| *key == row.worker_key)
             {
-                let record = record_of(row, worker, session, identity, false, Vec::new(), None);
+                let record = super::model::record_of(
+                    row,
+                    worker,
+                    session,
+                    identity,
+                    false,
+                    Vec::new(),
+                    None,
+                );
                 records.sessions.insert(row.worker_key.clone(), record);
                 self.store.put_records(&records)?;
             }
@@ -115,34 +123,5 @@ impl Queue {
             })
             .await;
         (asked, in_run)
-    }
-}
-
-/// The record of a worker made (or found) for `row`'s key.
-pub(crate) fn record_of(
-    row: &Row,
-    worker_id: cairn_runtime::ids::WorkerId,
-    session: SessionId,
-    identity: String,
-    replayed: bool,
-    transcript: Vec<super::model::TranscriptTurn>,
-    reason: Option<String>,
-) -> Record {
-    Record {
-        key: row.worker_key.clone(),
-        card: row.card.clone(),
-        round: row.round,
-        workspace: row.workspace.clone(),
-        worker_id,
-        session_id: session,
-        worktree: identity,
-        status: RecordStatus::Active,
-        resumed_by_replay: replayed,
-        last_run: None,
-        pending_decision: None,
-        ended_run: None,
-        transcript,
-        reason,
-        created_ms: cairn_runtime::fsutil::now_ms(),
     }
 }

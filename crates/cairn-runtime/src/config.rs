@@ -449,7 +449,7 @@ impl HostConfig {
     /// the top level for the host's own workspace (local mode and `cairn
     /// run`), only what it names for any other.
     pub fn grants(&self, workspace: &str) -> crate::component::Grants {
-        if workspace == crate::runtime::HOST_WORKSPACE {
+        if workspace == HOST_WORKSPACE {
             return crate::component::Grants {
                 models: self.models.keys().cloned().collect(),
                 secrets: self.secrets.keys().cloned().collect(),
@@ -558,3 +558,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     a.ct_eq(b).into()
 }
+
+/// The host's own workspace: local mode, `cairn run` and the CLI act for
+/// it; its sessions are keyed by their bare names.
+pub const HOST_WORKSPACE: &str = "local";

@@ -37,6 +37,7 @@
 
 #![deny(missing_docs)]
 
+mod builder;
 pub use cairn_component as component;
 pub mod config;
 pub use cairn_journal as journal;
@@ -48,7 +49,8 @@ pub mod socket;
 pub mod store;
 pub use cairn_component::worktree;
 
+pub use builder::RuntimeBuilder;
 pub use cairn_types::{ErrorCode, FailureCode};
 pub use ids::{DecisionId, Generation, RunId, SegmentId, Seq, SessionId, WorkerId};
 pub use journal::event::{AgentEvent, LifecycleEvent, Payload, RunFacts, RunStatus, SessionEvent};
-pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig, StartRun};
+pub use runtime::{Runtime, RuntimeConfig, StartRun};

@@ -201,6 +201,4 @@ pub struct Started {
     pub component: String,
 }
 
-/// The host's own workspace: local mode, `cairn run` and the CLI act for
-/// it; its sessions are keyed by their bare names.
-pub const HOST_WORKSPACE: &str = "local";
+pub use crate::config::HOST_WORKSPACE;

@@ -4,7 +4,6 @@
 //! handle or a cancel token.
 
 mod audit;
-mod builder;
 mod cache_mirror;
 mod catalog;
 pub mod cluster;
@@ -49,7 +48,6 @@ use crate::store::memory::MemoryStore;
 use crate::store::{JournalItem, Store, StoreError};
 use crate::worker::{Home, WorkerDir, WorkerStatus};
 pub use audit::WorkerAudit;
-pub use builder::RuntimeBuilder;
 pub use catalog::{Metrics, RunState, RunSummary};
 pub use decisions::{DecideError, PendingDecision};
 pub use error::RuntimeError;
@@ -202,16 +200,15 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Open a runtime on `config.home`. With `config.restore`, interrupted
-    /// runs found there are restored by replay (see [`Runtime::restored`]).
-    pub async fn open(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        Self::builder(config).open().await
-    }
-
+    /// Open a runtime over `config` with the parts a [`RuntimeBuilder`]
+    /// registered (see [`Runtime::open`]).
+    ///
+    /// [`RuntimeBuilder`]: crate::RuntimeBuilder
     pub(crate) async fn open_with(
         config: RuntimeConfig,
         connectors: &[Arc<dyn crate::store::SharedStoreConnector>],
         capabilities: Vec<Arc<dyn crate::component::Capability>>,
+        seams: Vec<Arc<dyn GenerationSeam>>,
     ) -> Result<Runtime, RuntimeError> {
         let read_only = config.read_only;
         // One writer per home: the lock first, before anything is read
@@ -373,10 +370,7 @@ impl Runtime {
                 may_mark_clean: AtomicBool::new(may_mark_clean),
                 resume_pending: AtomicBool::new(false),
                 resume_at_start: Default::default(),
-                seams: match config.sockets {
-                    true => vec![Arc::new(crate::socket::WorkerSocket)],
-                    false => Vec::new(),
-                },
+                seams,
                 closing: watch::channel(false).0,
                 ended: Default::default(),
                 restoring: Default::default(),

@@ -344,7 +344,7 @@ fn first_commit_whole(id: WorkerId, dir: &Dir) -> bool {
         return false;
     };
     matches!(
-        crate::file::parse_line(&bytes[..end]),
+        cairn_store::parse_line(&bytes[..end]),
         Ok(cairn_store::JournalItem::Event(e)) if e.seq.0 == 1 && e.session_id.same_name(&doc.session_id)
     )
 }

@@ -1,8 +1,10 @@
 //! [`RuntimeBuilder`]: a runtime is opened with what its embedder
 //! registers — the shared stores it may open (`[store] url`) and the
-//! capabilities controllers may call; the runtime itself names only traits.
+//! capabilities controllers may call — and the generation seams this crate
+//! provides (`worker.sock`, when `config.sockets`); the runtime itself
+//! names only traits.
 
-use super::{Runtime, RuntimeConfig, RuntimeError};
+use crate::runtime::{GenerationSeam, Runtime, RuntimeConfig, RuntimeError};
 use crate::store::SharedStoreConnector;
 use std::sync::Arc;
 
@@ -74,11 +76,21 @@ impl RuntimeBuilder {
 
     /// Open the runtime on its home (see [`Runtime::open`]).
     pub async fn open(self) -> Result<Runtime, RuntimeError> {
-        Runtime::open_with(self.config, &self.shared, self.capabilities).await
+        let seams: Vec<Arc<dyn GenerationSeam>> = match self.config.sockets {
+            true => vec![Arc::new(crate::socket::WorkerSocket)],
+            false => Vec::new(),
+        };
+        Runtime::open_with(self.config, &self.shared, self.capabilities, seams).await
     }
 }
 
 impl Runtime {
+    /// Open a runtime on `config.home`. With `config.restore`, interrupted
+    /// runs found there are restored by replay (see [`Runtime::restored`]).
+    pub async fn open(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        Self::builder(config).open().await
+    }
+
     /// A builder for a runtime over `config`.
     pub fn builder(config: RuntimeConfig) -> RuntimeBuilder {
         RuntimeBuilder::new(config)
