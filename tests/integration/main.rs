@@ -25,6 +25,7 @@ mod hostile;
 mod http;
 mod isolation;
 mod js_sdk;
+mod layout;
 mod leased_observers;
 mod lifecycle;
 mod lock_guard;
