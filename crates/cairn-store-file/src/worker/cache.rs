@@ -1,16 +1,24 @@
-//! The owner's copies of its settled workers' `worker.json` and
-//! `metadata.json` (see [`Home::keep_settled`]): a run reads them several
-//! times, and nobody but the owner writes them, so once read or written
-//! they are answered from memory, and so is the worker a session was last
-//! looked up to. A document as cached is what reading the bytes just
-//! written would give; a worker being deleted is forgotten.
+//! The owner's copies of `worker.json` and `metadata.json` of its settled
+//! workers (see [`Home::keep_settled`]) and of those it is creating: a run
+//! reads them several times, and nobody but the owner writes them, so once
+//! read or written they are answered from memory, and so is the worker a
+//! session was last looked up to. A document as cached is what reading the
+//! bytes just written would give; a worker being deleted is forgotten.
+//! Each map holds at most [`CAP`] workers (past it, one is dropped for
+//! each added: a miss costs one read).
 
 use super::*;
 use std::collections::HashMap;
 
+/// The most workers each map remembers.
+pub(super) const CAP: usize = 4096;
+
 /// The cached documents of a home's settled workers.
 #[derive(Default)]
 pub(super) struct Documents {
+    /// Workers this owner created and has not deleted (their documents
+    /// are cached while they are still being created, too).
+    made: Mutex<std::collections::HashSet<WorkerId>>,
     records: Mutex<HashMap<WorkerId, WorkerRecord>>,
     metadata: Mutex<HashMap<WorkerId, WorkerMetadata>>,
     /// Sessions and the settled workers that hold them, as looked up.
@@ -21,17 +29,46 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Insert into a map that holds at most [`CAP`] keys.
+fn bounded_insert<K: std::hash::Hash + Eq + Clone, V>(map: &mut HashMap<K, V>, key: K, value: V) {
+    if map.len() >= CAP
+        && !map.contains_key(&key)
+        && let Some(old) = map.keys().next().cloned()
+    {
+        map.remove(&old);
+    }
+    map.insert(key, value);
+}
+
 impl Home {
+    /// Whether `id`'s documents may be answered from memory.
+    fn caches(&self, id: WorkerId) -> bool {
+        self.is_settled(id) || lock(&self.inner.documents.made).contains(&id)
+    }
+
+    /// `id` was just made by this owner (only an owner caches).
+    pub(super) fn made_here(&self, id: WorkerId) {
+        if self.keeps_settled() {
+            let mut made = lock(&self.inner.documents.made);
+            if made.len() >= CAP
+                && let Some(old) = made.iter().next().copied()
+            {
+                made.remove(&old);
+            }
+            made.insert(id);
+        }
+    }
+
     pub(super) fn cached_record(&self, id: WorkerId) -> Option<WorkerRecord> {
-        match self.is_settled(id) {
+        match self.caches(id) {
             true => lock(&self.inner.documents.records).get(&id).cloned(),
             false => None,
         }
     }
 
     pub(super) fn cache_record(&self, id: WorkerId, record: WorkerRecord) {
-        if self.is_settled(id) {
-            lock(&self.inner.documents.records).insert(id, record);
+        if self.caches(id) {
+            bounded_insert(&mut lock(&self.inner.documents.records), id, record);
         }
     }
 
@@ -47,15 +84,15 @@ impl Home {
     }
 
     pub(super) fn cached_metadata(&self, id: WorkerId) -> Option<WorkerMetadata> {
-        match self.is_settled(id) {
+        match self.caches(id) {
             true => lock(&self.inner.documents.metadata).get(&id).cloned(),
             false => None,
         }
     }
 
     pub(super) fn cache_metadata(&self, id: WorkerId, meta: WorkerMetadata) {
-        if self.is_settled(id) {
-            lock(&self.inner.documents.metadata).insert(id, meta);
+        if self.caches(id) {
+            bounded_insert(&mut lock(&self.inner.documents.metadata), id, meta);
         }
     }
 
@@ -78,12 +115,41 @@ impl Home {
 
     pub(super) fn cache_lookup(&self, session: &SessionId, id: WorkerId) {
         if self.is_settled(id) {
-            lock(&self.inner.documents.sessions).insert(session.clone(), id);
+            bounded_insert(
+                &mut lock(&self.inner.documents.sessions),
+                session.clone(),
+                id,
+            );
         }
+    }
+
+    /// Forget `id`'s documents, and that this owner made it (a delete).
+    pub(super) fn forget_worker(&self, id: WorkerId) {
+        lock(&self.inner.documents.made).remove(&id);
+        self.forget_documents(id);
     }
 
     pub(super) fn forget_documents(&self, id: WorkerId) {
         lock(&self.inner.documents.records).remove(&id);
         lock(&self.inner.documents.metadata).remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_map_holds_at_most_cap_keys_and_keeps_the_newest() {
+        let mut map = HashMap::new();
+        for i in 0..CAP + 10 {
+            bounded_insert(&mut map, i, i);
+        }
+        assert_eq!(map.len(), CAP);
+        assert_eq!(map.get(&(CAP + 9)), Some(&(CAP + 9)));
+        // Replacing a key it holds drops nothing.
+        let held = *map.keys().next().unwrap();
+        bounded_insert(&mut map, held, 0);
+        assert_eq!((map.len(), map[&held]), (CAP, 0));
     }
 }

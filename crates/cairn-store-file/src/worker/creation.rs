@@ -335,6 +335,7 @@ impl Home {
         }
         fsutil::crash_point("create-after-index");
         self.known().insert(session.clone(), worker_id);
+        self.made_here(worker_id);
         Ok(WorkerDir {
             home: self.clone(),
             id: worker_id,

@@ -462,7 +462,14 @@ impl Home {
 
     pub(super) fn unsettle(&self, id: WorkerId) {
         self.settled_set().remove(&id);
-        self.forget_documents(id);
+        self.forget_worker(id);
+    }
+
+    /// Whether this is the owner, remembering what it settles and makes.
+    pub(super) fn keeps_settled(&self) -> bool {
+        self.inner
+            .settling
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Open a worker, a fork still being written included.
@@ -666,6 +673,9 @@ impl WorkerDir {
         }
         fsutil::sync_dir(&self.dir)
             .map_err(io_err(format!("worker {}: cannot publish", self.id)))?;
+        // Published by this owner: settled (opened and read from memory
+        // from now on, until a delete unsettles it).
+        self.home.settle(self.id);
         // Whole and published: nothing for a restart to finish (a run of it,
         // which starts after this, lists it again).
         if let Err(e) = self.clear_live() {
