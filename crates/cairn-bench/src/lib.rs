@@ -11,6 +11,7 @@ pub mod journal;
 pub mod migrate;
 pub mod model;
 pub mod postgres;
+mod restart;
 pub mod runtime;
 pub mod update;
 
