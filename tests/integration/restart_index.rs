@@ -219,3 +219,48 @@ async fn the_run_index_is_loaded_after_a_crash_in_the_same_boot_and_rebuilt_afte
     let rewritten = std::fs::read_to_string(rebooted.join("index/runs.jsonl")).unwrap();
     assert!(!rewritten.contains("7777777"), "{rewritten}");
 }
+
+/// A clean stop keeps the workers each workspace holds
+/// (`worker-counts.json`, vouched for by its marker) and the next owner
+/// counts from it instead of opening every worker at its first creation;
+/// after a crash the file is not trusted and the home is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_keeps_the_worker_counts_and_a_crash_does_not() {
+    use cairn_runtime::runtime::RuntimeError;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let toml = Some("[quota]\nworkers = 3\n");
+    let counts = home.join("worker-counts.json");
+    let rt = runtime_with(&home, toml).await;
+    let local = rt.default_workspace().to_string();
+    for _ in 0..2 {
+        rt.create_session_in(None, &local).await.unwrap();
+    }
+    rt.shutdown(Duration::from_secs(10)).await;
+    let kept: Value = serde_json::from_slice(&std::fs::read(&counts).unwrap()).unwrap();
+    assert_eq!(kept["workers"][&local], 2, "{kept}");
+    // The next owner takes the file and believes it: told 3, it refuses a
+    // third worker (2 are there) — so it did not count them itself.
+    let told = json!({"version": 1, "workers": {local.clone(): 3}});
+    std::fs::write(&counts, told.to_string()).unwrap();
+    let rt = runtime_with(&home, toml).await;
+    assert!(!counts.exists(), "the counts are taken at open");
+    match rt.create_session_in(None, &local).await {
+        Err(RuntimeError::Capacity(m)) => assert!(m.contains("workers = 3"), "{m}"),
+        other => panic!("a third worker past the kept count: {other:?}"),
+    }
+    // A crash (no marker): a file left behind is not believed; the home
+    // is counted (2 workers) and a third fits.
+    std::fs::write(&counts, told.to_string()).unwrap();
+    rt.release_home();
+    drop(rt);
+    let rt = runtime_with(&home, toml).await;
+    rt.create_session_in(None, &local)
+        .await
+        .expect("counted from the home after a crash: room for a third");
+    assert!(matches!(
+        rt.create_session_in(None, &local).await,
+        Err(RuntimeError::Capacity(_))
+    ));
+    rt.shutdown(Duration::from_secs(10)).await;
+}

@@ -235,6 +235,12 @@ impl Runtime {
         let was_clean = lock.as_ref().is_some_and(|l| {
             l.was_clean() && l.vouched().is_some() && l.vouched() == home.vouched().ok()
         });
+        // The workers each workspace held, as a clean stop left them (else
+        // counted from the home at the first creation).
+        let worker_counts = match read_only {
+            true => None,
+            false => home.take_worker_counts(was_clean),
+        };
         let recovery = match read_only {
             true => Vec::new(),
             false => {
@@ -353,7 +359,7 @@ impl Runtime {
                 recovery,
                 run_index,
                 run_index_built: Default::default(),
-                worker_counts: Default::default(),
+                worker_counts: Mutex::new(worker_counts),
                 store,
                 file_store,
                 cluster,

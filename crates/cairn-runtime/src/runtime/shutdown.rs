@@ -76,11 +76,19 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        // This runtime no longer owns the home.
+        // This runtime no longer owns the home; the workspaces' worker
+        // counts go first, the marker that vouches for them after.
+        let counts = self
+            .inner
+            .worker_counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if let (true, Some(lock)) = (clean, lock)
             && let Err(e) = self
                 .home()
-                .vouched()
+                .save_worker_counts(counts.as_ref())
+                .and_then(|()| self.home().vouched())
                 .and_then(|vouched| lock.release_clean(vouched))
         {
             tracing::warn!(

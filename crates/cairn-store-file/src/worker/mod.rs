@@ -37,6 +37,7 @@ pub(crate) fn read_metadata(dir: &Dir) -> Result<WorkerMetadata, DocumentError> 
 mod cache;
 mod cleanup;
 mod components;
+mod counts;
 mod creation;
 mod generation;
 mod live;
