@@ -88,6 +88,7 @@ impl Home {
         let worker =
             self.create_worker_inner(session, component, workspace, CREATING, None, false)?;
         self.unsynced().insert(worker.id);
+        self.open_trees().insert(worker.id);
         Ok(worker)
     }
 
@@ -106,6 +107,7 @@ impl Home {
             _ => Ok(()),
         };
         self.unsynced().remove(&worker.id);
+        self.open_trees().remove(&worker.id);
         removed
     }
 
@@ -124,6 +126,7 @@ impl Home {
     /// and the directories naming them are made durable together, then
     /// the creation is published.
     pub fn commit_creation(&self, worker: &WorkerDir, journal: &std::fs::File) -> io::Result<()> {
+        self.close_tree(worker.id);
         let mode = *self
             .inner
             .first_commit
@@ -169,6 +172,28 @@ impl Home {
         ];
         fsutil::tree_handles(&worker.dir, &mut handles)?;
         fsutil::sync_together(handles)
+    }
+
+    /// Whether `worker` is a new worker whose first commit has not begun:
+    /// asked under the worker's `metadata.json` lock, a `true` holds until
+    /// that lock is released (the commit takes it before it begins), so a
+    /// write made meanwhile may go unsynced — the commit syncs it.
+    pub(super) fn tree_open(&self, worker: WorkerId) -> bool {
+        self.open_trees().contains(&worker)
+    }
+
+    /// The first commit of `worker` begins: nothing written from here on
+    /// is left for it to sync.
+    fn close_tree(&self, worker: WorkerId) {
+        let _guard = self.inner.metadata.lock(worker);
+        self.open_trees().remove(&worker);
+    }
+
+    fn open_trees(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<WorkerId>> {
+        self.inner
+            .open_trees
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn unsynced(
@@ -349,6 +374,7 @@ impl Home {
     /// creation): its index entry and its directory.
     pub fn discard_staged(&self, worker: &WorkerDir) {
         self.unsynced().remove(&worker.id);
+        self.open_trees().remove(&worker.id);
         if is_staged(&worker.dir) {
             let _ = self.delete_worker(worker.id, &worker.session);
         }

@@ -73,7 +73,7 @@ impl WorkerDir {
     pub fn reserve_generation(&self, floor: Option<Generation>) -> Result<Reserved, WorkerError> {
         /// Directories in a row a reservation goes past before it gives up.
         const SKIPS: u32 = 64;
-        let _guard = self.home.reserve_lock();
+        let _guard = self.home.record_lock(self.id);
         let mut record = self.record()?;
         let mut generation = floor
             .map_or(record.last_generation, |f| f.max(record.last_generation))
@@ -133,7 +133,7 @@ impl WorkerDir {
         bind: Option<&str>,
         limits: Option<&cairn_types::limits::Limits>,
     ) -> Result<(), WorkerError> {
-        let _guard = self.home.reserve_lock();
+        let _guard = self.home.record_lock(self.id);
         let mut record = self.record()?;
         let mut changed = false;
         if let Some(limits) = limits
@@ -162,6 +162,7 @@ impl WorkerDir {
     /// the same already (written only when the component, or what it is,
     /// changed: a worker's first run, an update).
     pub fn record_manifest(&self, manifest: super::ResolvedManifest) -> Result<(), String> {
+
         let same = |m: &super::ResolvedManifest| {
             (&m.component, &m.name, &m.version, m.can_park, &m.imports)
                 == (
@@ -188,7 +189,7 @@ impl WorkerDir {
     /// generation it was reserved with, and unsynced like it: the journal
     /// is the authority, this is its projection.
     pub fn record_restore(&self, run: cairn_types::ids::RunId) -> Result<(), WorkerError> {
-        let _guard = self.home.reserve_lock();
+        let _guard = self.home.record_lock(self.id);
         let mut record = self.record()?;
         record.request = Some(super::WorkerRequest {
             kind: super::WorkerRequestKind::Restore,

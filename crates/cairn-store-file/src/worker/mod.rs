@@ -114,13 +114,40 @@ pub struct Home {
     inner: Arc<HomeInner>,
 }
 
+/// Locks striped by worker: two workers share one only when their ids hash
+/// alike (never nested, so sharing one cannot deadlock).
+struct Stripes([Mutex<()>; 64]);
+
+impl Default for Stripes {
+    fn default() -> Self {
+        Stripes(std::array::from_fn(|_| Mutex::new(())))
+    }
+}
+
+impl Stripes {
+    fn lock(&self, worker: WorkerId) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(worker);
+        self.0[(hash % self.0.len() as u64) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 struct HomeInner {
     path: PathBuf,
     root: Dir,
     index: Dir,
     workers: Dir,
-    /// Serializes generation reservations within this process.
+    /// Serializes read-modify-write of the home's own documents (component
+    /// grants) within this process.
     reserve: Mutex<()>,
+    /// Serialize read-modify-write of one worker's `worker.json` (and,
+    /// apart, its `metadata.json`) within this process: striped by worker,
+    /// so creations and runs of different workers do not wait on one
+    /// another's writes.
+    records: Stripes,
+    metadata: Stripes,
     /// Set when this process lost the home's lock: why (nothing is written
     /// from then on).
     lost: std::sync::OnceLock<String>,
@@ -133,6 +160,10 @@ struct HomeInner {
     /// whose journals' first commit has not happened yet (their marker is
     /// still on disk).
     unsynced: Mutex<std::collections::HashSet<WorkerId>>,
+    /// Those of them whose first commit has not begun: what is written in
+    /// their tree now is made durable by that commit (see
+    /// [`Home::tree_open`]).
+    open_trees: Mutex<std::collections::HashSet<WorkerId>>,
     /// How those first commits make them durable.
     first_commit: Mutex<FirstCommitSync>,
     /// `index/live/`, opened (made) on first use.
@@ -211,9 +242,12 @@ impl Home {
                 index,
                 workers,
                 reserve: Mutex::new(()),
+                records: Stripes::default(),
+                metadata: Stripes::default(),
                 lost: std::sync::OnceLock::new(),
                 known: Mutex::new(Default::default()),
                 unsynced: Mutex::new(Default::default()),
+                open_trees: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),
                 live: std::sync::OnceLock::new(),
                 syncfs: Default::default(),
@@ -234,10 +268,16 @@ impl Home {
         &self.inner.root
     }
 
-    /// The lock that serialises read-modify-write of this home's documents
-    /// (worker.json reservations, component grants).
+    /// The lock that serialises read-modify-write of this home's own
+    /// documents (component grants).
     fn reserve_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.inner.reserve.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lock that serialises read-modify-write of `worker`'s
+    /// `worker.json` (generation reservations, the run's record).
+    fn record_lock(&self, worker: WorkerId) -> std::sync::MutexGuard<'_, ()> {
+        self.inner.records.lock(worker)
     }
 
     fn index_name(session: &SessionId) -> String {
@@ -696,21 +736,35 @@ impl WorkerDir {
         &self,
         change: impl FnOnce(&mut WorkerMetadata) -> Result<bool, String>,
     ) -> Result<(), String> {
-        static CHANGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _guard = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = self.home.inner.metadata.lock(self.id);
         let mut meta = self.metadata().map_err(|e| e.to_string())?;
         if change(&mut meta)? {
-            self.write_metadata(&meta).map_err(|e| e.to_string())?;
+            // A new worker's tree before its first commit is written
+            // unsynced: that commit, which waits for this lock before it
+            // begins, makes the tree durable with it.
+            let sync = !self.home.tree_open(self.id);
+            self.write_metadata_synced(&meta, sync)
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
 
     /// Replace `metadata.json` atomically.
     pub fn write_metadata(&self, meta: &WorkerMetadata) -> Result<(), WorkerError> {
+        self.write_metadata_synced(meta, true)
+    }
+
+    fn write_metadata_synced(&self, meta: &WorkerMetadata, sync: bool) -> Result<(), WorkerError> {
         let bytes = to_json(meta);
-        let written = fsutil::write_document(&self.dir, "metadata.json", &bytes).map_err(io_err(
-            format!("worker {}: cannot write metadata.json", self.id),
-        ));
+        let written = if sync {
+            fsutil::write_document(&self.dir, "metadata.json", &bytes)
+        } else {
+            fsutil::write_document_unsynced(&self.dir, "metadata.json", &bytes)
+        }
+        .map_err(io_err(format!(
+            "worker {}: cannot write metadata.json",
+            self.id
+        )));
         match &written {
             Ok(()) => self.home.cache_written_metadata(self.id, &bytes),
             Err(_) => self.home.forget_documents(self.id),
