@@ -44,6 +44,14 @@ pub fn syncs() -> u64 {
 /// Count one sync.
 pub fn count_sync() {
     SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(test)]
+    THREAD_SYNCS.with(|n| n.set(n.get() + 1));
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The syncs this thread made (unit tests run side by side).
+    pub(crate) static THREAD_SYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Flush a directory's entries to disk (after a create or rename in it).

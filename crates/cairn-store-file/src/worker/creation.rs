@@ -400,3 +400,52 @@ pub enum FirstCommitSync {
     /// only for the session's own writes.
     Each,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fsutil::THREAD_SYNCS;
+
+    fn manifest(version: &str) -> cairn_store::records::ResolvedManifest {
+        cairn_store::records::ResolvedManifest {
+            component: format!("sha256:{}", "ab".repeat(32)),
+            name: "echo".into(),
+            version: version.into(),
+            can_park: false,
+            imports: vec![],
+            resolved_at_ms: 1,
+        }
+    }
+
+    /// A new worker's manifest is written without a sync of its own until
+    /// its first commit begins (which syncs the tree with it); from then on
+    /// every change of metadata.json is synced.
+    #[test]
+    fn a_new_workers_metadata_is_synced_by_its_first_commit_and_later_changes_by_themselves() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        home.set_first_commit_sync(FirstCommitSync::Each);
+        let session: SessionId = "s-gate".parse().unwrap();
+        let worker = home
+            .create_worker_unsynced(&session, None, "default")
+            .unwrap();
+        let syncs = || THREAD_SYNCS.with(|n| n.get());
+        let before = syncs();
+        worker.record_manifest(manifest("1")).unwrap();
+        assert_eq!(syncs(), before, "the open tree's manifest was synced on its own");
+        assert_eq!(worker.metadata().unwrap().manifest.unwrap().version, "1");
+
+        let journal = std::fs::File::open(tmp.path()).unwrap();
+        // `each` syncs the tree on threads of its own: the process's count.
+        let before = crate::fsutil::syncs();
+        home.commit_creation(&worker, &journal).unwrap();
+        assert!(crate::fsutil::syncs() > before, "the first commit synced nothing");
+        assert!(!home.awaits_first_commit(worker.id));
+
+        let before = syncs();
+        worker.record_manifest(manifest("2")).unwrap();
+        assert_eq!(syncs() - before, 2, "a committed worker's manifest: the file and its directory");
+        let reread = read_metadata(&worker.dir).unwrap();
+        assert_eq!(reread.manifest.unwrap().version, "2");
+    }
+}
