@@ -18,6 +18,10 @@ pub(crate) struct Live {
     /// Draft sessions: a stable id in memory, with its workspace.
     pub drafts: HashMap<SessionId, String>,
     pub restored: Vec<RunId>,
+    /// Sessions given a live run since the last count (a start counts the
+    /// workspace's live runs from here, not from every session it holds,
+    /// and drops those whose run ended).
+    pub running: std::collections::HashSet<SessionId>,
 }
 
 /// The one lock.
@@ -58,6 +62,11 @@ impl Registry {
             get: |l| &l.sessions,
             get_mut: |l| &mut l.sessions,
         }
+    }
+
+    /// Every part at once (a start, which counts live runs as it takes one).
+    pub fn all(&self) -> MutexGuard<'_, Live> {
+        self.lock()
     }
 
     /// Runs hosted here (live, or ended within the retention window).

@@ -231,8 +231,9 @@ async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
     ctx.set_script(Script::of_run(&events, run, false));
     let _ = ctx.workspace.set(record.workspace.clone());
     {
-        let mut sessions = rt.inner.registry.sessions();
-        sessions.entry(session.clone()).or_default().run = Some(ctx.clone());
+        let mut all = rt.inner.registry.all();
+        all.sessions.entry(session.clone()).or_default().run = Some(ctx.clone());
+        all.running.insert(session.clone());
     }
     let first_seq = events
         .iter()

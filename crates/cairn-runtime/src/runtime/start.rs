@@ -365,7 +365,10 @@ impl Runtime {
         let mut waited = false;
         loop {
             let finishing = {
-                let mut sessions = inner.registry.sessions();
+                let mut all = inner.registry.all();
+                let super::registry::Live {
+                    sessions, running, ..
+                } = &mut *all;
                 let live = sessions.entry(session.clone()).or_default();
                 if live.deleting {
                     return Err(RuntimeError::UnknownSession(session));
@@ -388,11 +391,16 @@ impl Runtime {
                         // The workspace's quota of live runs, counted here,
                         // under the one lock every start takes.
                         let quota = inner.config.host.live_run_quota(&record.workspace);
-                        let held = sessions
-                            .values()
-                            .filter_map(|l| l.live_run())
-                            .filter(|r| r.workspace.get() == Some(&record.workspace))
-                            .count();
+                        running.retain(|s| {
+                            sessions.get(s).is_some_and(|l| l.live_run().is_some())
+                        });
+                        let live_runs = || {
+                            running
+                                .iter()
+                                .filter_map(|s| sessions.get(s).and_then(|l| l.live_run()))
+                                .filter(|r| r.workspace.get() == Some(&record.workspace))
+                        };
+                        let held = live_runs().count();
                         if held >= quota {
                             return Err(RuntimeError::Capacity(format!(
                                 "workspace {:?} holds {held} live runs, its quota (live_runs = {quota}); try again when one ends",
@@ -411,10 +419,7 @@ impl Runtime {
                                 .into_iter()
                                 .map(|p| p.run_id)
                                 .collect();
-                            let held = sessions
-                                .values()
-                                .filter_map(|l| l.live_run())
-                                .filter(|r| r.workspace.get() == Some(&record.workspace))
+                            let held = live_runs()
                                 .filter(|r| waiting.contains(&r.run_id))
                                 .count();
                             if held >= waiting_quota {
@@ -424,6 +429,7 @@ impl Runtime {
                                 )));
                             }
                         }
+                        running.insert(session.clone());
                         let live = sessions.entry(session.clone()).or_default();
                         let _ = ctx.workspace.set(record.workspace.clone());
                         ctx.set_present(live.observers.values().any(|o| o.present));
