@@ -165,6 +165,21 @@ pub fn write_document_unsynced(dir: &Dir, name: &str, bytes: &[u8]) -> io::Resul
     replace(dir, name, bytes, false)
 }
 
+/// Overwrite `name` in place, unsynced (no temp file, no rename: no inode
+/// made or freed), for a document of a new worker's tree that no reader
+/// sees yet and whose creation is rolled back unless its first commit,
+/// begun after this returns, is whole (see `Home::tree_open`). A file
+/// that is not there is made as [`write_document_unsynced`] would.
+pub fn overwrite_unsynced(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let mut opts = OpenOptions::new();
+    opts.write(true).truncate(true);
+    match dir.open_with(name, &opts) {
+        Ok(mut file) => file.write_all(bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => replace(dir, name, bytes, false),
+        Err(e) => Err(e),
+    }
+}
+
 fn replace(dir: &Dir, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
     let tmp = format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple());
     let result = (|| {

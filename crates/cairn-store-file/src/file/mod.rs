@@ -391,6 +391,10 @@ impl FileStore {
             .join(format!("{}.jsonl", writer.segment));
         Self::fence(&writer, &path, session, expected, events)?;
         let (buf, spans) = encode(events);
+        if files.fresh.load(std::sync::atomic::Ordering::Acquire) {
+            // The first entry is written after the tree's last in-place write.
+            files.worker.home().close_tree(files.worker.id());
+        }
         let result = writer
             .file
             .write_all(&buf)

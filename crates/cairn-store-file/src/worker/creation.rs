@@ -175,17 +175,24 @@ impl Home {
     }
 
     /// Whether `worker` is a new worker whose first commit has not begun:
-    /// asked under the worker's `metadata.json` lock, a `true` holds until
-    /// that lock is released (the commit takes it before it begins), so a
-    /// write made meanwhile may go unsynced — the commit syncs it.
+    /// asked under the worker's `worker.json` or `metadata.json` lock, a
+    /// `true` holds until that lock is released (the commit takes both
+    /// before it writes the journal's first entry), so a write made
+    /// meanwhile may go unsynced — the commit syncs it — and in place: a
+    /// crash before that entry is written rolls the creation back, and
+    /// the entry is written only after the write is whole.
     pub(super) fn tree_open(&self, worker: WorkerId) -> bool {
         self.open_trees().contains(&worker)
     }
 
-    /// The first commit of `worker` begins: nothing written from here on
-    /// is left for it to sync.
-    fn close_tree(&self, worker: WorkerId) {
-        let _guard = self.inner.metadata.lock(worker);
+    /// The first commit of `worker` begins (before its first entry is
+    /// written): nothing written from here on is left for it to sync.
+    pub fn close_tree(&self, worker: WorkerId) {
+        if !self.open_trees().contains(&worker) {
+            return;
+        }
+        let _record = self.inner.records.lock(worker);
+        let _metadata = self.inner.metadata.lock(worker);
         self.open_trees().remove(&worker);
     }
 
@@ -430,10 +437,25 @@ mod tests {
             .create_worker_unsynced(&session, None, "default")
             .unwrap();
         let syncs = || THREAD_SYNCS.with(|n| n.get());
+        use std::os::unix::fs::MetadataExt;
+        let inode = |name: &str| {
+            std::fs::metadata(tmp.path().join("workers").join(worker.id.to_string()).join(name))
+                .unwrap()
+                .ino()
+        };
+        let (meta_inode, record_inode) = (inode("metadata.json"), inode("worker.json"));
         let before = syncs();
         worker.record_manifest(manifest("1")).unwrap();
-        assert_eq!(syncs(), before, "the open tree's manifest was synced on its own");
+        worker.record_run(Generation(1), Some("sha256:x"), None).unwrap();
+        assert_eq!(syncs(), before, "the open tree's documents were synced on their own");
         assert_eq!(worker.metadata().unwrap().manifest.unwrap().version, "1");
+        assert_eq!(read_metadata(&worker.dir).unwrap().manifest.unwrap().version, "1");
+        assert_eq!(read_record(&worker.dir).unwrap().last_generation, Generation(1));
+        assert_eq!(
+            (inode("metadata.json"), inode("worker.json")),
+            (meta_inode, record_inode),
+            "the open tree's documents are written in place (no inode made or freed)"
+        );
 
         let journal = std::fs::File::open(tmp.path()).unwrap();
         // `each` syncs the tree on threads of its own: the process's count.
@@ -447,5 +469,6 @@ mod tests {
         assert_eq!(syncs() - before, 2, "a committed worker's manifest: the file and its directory");
         let reread = read_metadata(&worker.dir).unwrap();
         assert_eq!(reread.manifest.unwrap().version, "2");
+        assert_ne!(inode("metadata.json"), meta_inode, "a committed worker's is replaced");
     }
 }

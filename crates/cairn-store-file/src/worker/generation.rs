@@ -203,7 +203,13 @@ impl WorkerDir {
     /// what it records; see [`WorkerDir::reserve_generation`]).
     fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
         let bytes = to_json(record);
-        let written = fsutil::write_document_unsynced(&self.dir, "worker.json", &bytes).map_err(
+        // Every caller holds the worker's record lock.
+        let written = if self.home.tree_open(self.id) {
+            fsutil::overwrite_unsynced(&self.dir, "worker.json", &bytes)
+        } else {
+            fsutil::write_document_unsynced(&self.dir, "worker.json", &bytes)
+        }
+        .map_err(
             io_err(format!("worker {}: cannot write worker.json", self.id)),
         );
         match &written {

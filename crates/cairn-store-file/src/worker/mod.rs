@@ -114,6 +114,16 @@ pub struct Home {
     inner: Arc<HomeInner>,
 }
 
+/// How a document is written.
+#[derive(Clone, Copy)]
+enum Write {
+    /// Replaced atomically and synced (the file and its directory).
+    Synced,
+    /// Overwritten in place, unsynced: a new worker's tree before its
+    /// first commit (see [`Home::tree_open`]).
+    InPlace,
+}
+
 /// Locks striped by worker: two workers share one only when their ids hash
 /// alike (never nested, so sharing one cannot deadlock).
 struct Stripes([Mutex<()>; 64]);
@@ -659,6 +669,25 @@ impl WorkerDir {
         self.home.path().join("workers").join(self.id.to_string())
     }
 
+    /// Read a document of this worker's; one of a new worker's tree, which
+    /// is overwritten in place (see [`Home::tree_open`]), is read again
+    /// when a read caught it half-written.
+    fn read_whole<T>(
+        &self,
+        read: impl Fn(&Dir) -> Result<T, DocumentError>,
+    ) -> Result<T, DocumentError> {
+        let mut tries = 0;
+        loop {
+            match read(&self.dir) {
+                Err(DocumentError::Invalid { .. }) if tries < 20 && self.home.tree_open(self.id) => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn doc_err(&self) -> impl FnOnce(DocumentError) -> WorkerError {
         let worker = self.id.to_string();
         move |source| WorkerError::Document { worker, source }
@@ -669,7 +698,9 @@ impl WorkerDir {
         if let Some(record) = self.home.cached_record(self.id) {
             return Ok(record.scoped());
         }
-        let record = read_record(&self.dir).map_err(self.doc_err())?;
+        let record = self
+            .read_whole(read_record)
+            .map_err(self.doc_err())?;
         if record.worker_id != self.id {
             return Err(WorkerError::Mismatch {
                 worker: self.id,
@@ -699,7 +730,9 @@ impl WorkerDir {
         if let Some(meta) = self.home.cached_metadata(self.id) {
             return Ok(meta.scoped(&self.session));
         }
-        let meta = read_metadata(&self.dir).map_err(self.doc_err())?;
+        let meta = self
+            .read_whole(read_metadata)
+            .map_err(self.doc_err())?;
         self.home.cache_metadata(self.id, meta.clone());
         Ok(meta.scoped(&self.session))
     }
@@ -745,8 +778,8 @@ impl WorkerDir {
             // A new worker's tree before its first commit is written
             // unsynced: that commit, which waits for this lock before it
             // begins, makes the tree durable with it.
-            let sync = !self.home.tree_open(self.id);
-            self.write_metadata_synced(&meta, sync)
+            let open = self.home.tree_open(self.id);
+            self.write_metadata_with(&meta, if open { Write::InPlace } else { Write::Synced })
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -754,15 +787,14 @@ impl WorkerDir {
 
     /// Replace `metadata.json` atomically.
     pub fn write_metadata(&self, meta: &WorkerMetadata) -> Result<(), WorkerError> {
-        self.write_metadata_synced(meta, true)
+        self.write_metadata_with(meta, Write::Synced)
     }
 
-    fn write_metadata_synced(&self, meta: &WorkerMetadata, sync: bool) -> Result<(), WorkerError> {
+    fn write_metadata_with(&self, meta: &WorkerMetadata, how: Write) -> Result<(), WorkerError> {
         let bytes = to_json(meta);
-        let written = if sync {
-            fsutil::write_document(&self.dir, "metadata.json", &bytes)
-        } else {
-            fsutil::write_document_unsynced(&self.dir, "metadata.json", &bytes)
+        let written = match how {
+            Write::Synced => fsutil::write_document(&self.dir, "metadata.json", &bytes),
+            Write::InPlace => fsutil::overwrite_unsynced(&self.dir, "metadata.json", &bytes),
         }
         .map_err(io_err(format!(
             "worker {}: cannot write metadata.json",
