@@ -391,9 +391,7 @@ impl Runtime {
                         // The workspace's quota of live runs, counted here,
                         // under the one lock every start takes.
                         let quota = inner.config.host.live_run_quota(&record.workspace);
-                        running.retain(|s| {
-                            sessions.get(s).is_some_and(|l| l.live_run().is_some())
-                        });
+                        running.retain(|s| sessions.get(s).is_some_and(|l| l.live_run().is_some()));
                         let live_runs = || {
                             running
                                 .iter()
@@ -419,9 +417,7 @@ impl Runtime {
                                 .into_iter()
                                 .map(|p| p.run_id)
                                 .collect();
-                            let held = live_runs()
-                                .filter(|r| waiting.contains(&r.run_id))
-                                .count();
+                            let held = live_runs().filter(|r| waiting.contains(&r.run_id)).count();
                             if held >= waiting_quota {
                                 return Err(RuntimeError::Capacity(format!(
                                     "workspace {:?} holds {held} runs waiting on a decision, its quota (waiting_runs = {waiting_quota}); answer one first",

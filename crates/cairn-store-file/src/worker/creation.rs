@@ -439,18 +439,39 @@ mod tests {
         let syncs = || THREAD_SYNCS.with(|n| n.get());
         use std::os::unix::fs::MetadataExt;
         let inode = |name: &str| {
-            std::fs::metadata(tmp.path().join("workers").join(worker.id.to_string()).join(name))
-                .unwrap()
-                .ino()
+            std::fs::metadata(
+                tmp.path()
+                    .join("workers")
+                    .join(worker.id.to_string())
+                    .join(name),
+            )
+            .unwrap()
+            .ino()
         };
         let (meta_inode, record_inode) = (inode("metadata.json"), inode("worker.json"));
         let before = syncs();
         worker.record_manifest(manifest("1")).unwrap();
-        worker.record_run(Generation(1), Some("sha256:x"), None).unwrap();
-        assert_eq!(syncs(), before, "the open tree's documents were synced on their own");
+        worker
+            .record_run(Generation(1), Some("sha256:x"), None)
+            .unwrap();
+        assert_eq!(
+            syncs(),
+            before,
+            "the open tree's documents were synced on their own"
+        );
         assert_eq!(worker.metadata().unwrap().manifest.unwrap().version, "1");
-        assert_eq!(read_metadata(&worker.dir).unwrap().manifest.unwrap().version, "1");
-        assert_eq!(read_record(&worker.dir).unwrap().last_generation, Generation(1));
+        assert_eq!(
+            read_metadata(&worker.dir)
+                .unwrap()
+                .manifest
+                .unwrap()
+                .version,
+            "1"
+        );
+        assert_eq!(
+            read_record(&worker.dir).unwrap().last_generation,
+            Generation(1)
+        );
         assert_eq!(
             (inode("metadata.json"), inode("worker.json")),
             (meta_inode, record_inode),
@@ -461,14 +482,25 @@ mod tests {
         // `each` syncs the tree on threads of its own: the process's count.
         let before = crate::fsutil::syncs();
         home.commit_creation(&worker, &journal).unwrap();
-        assert!(crate::fsutil::syncs() > before, "the first commit synced nothing");
+        assert!(
+            crate::fsutil::syncs() > before,
+            "the first commit synced nothing"
+        );
         assert!(!home.awaits_first_commit(worker.id));
 
         let before = syncs();
         worker.record_manifest(manifest("2")).unwrap();
-        assert_eq!(syncs() - before, 2, "a committed worker's manifest: the file and its directory");
+        assert_eq!(
+            syncs() - before,
+            2,
+            "a committed worker's manifest: the file and its directory"
+        );
         let reread = read_metadata(&worker.dir).unwrap();
         assert_eq!(reread.manifest.unwrap().version, "2");
-        assert_ne!(inode("metadata.json"), meta_inode, "a committed worker's is replaced");
+        assert_ne!(
+            inode("metadata.json"),
+            meta_inode,
+            "a committed worker's is replaced"
+        );
     }
 }

@@ -162,7 +162,6 @@ impl WorkerDir {
     /// the same already (written only when the component, or what it is,
     /// changed: a worker's first run, an update).
     pub fn record_manifest(&self, manifest: super::ResolvedManifest) -> Result<(), String> {
-
         let same = |m: &super::ResolvedManifest| {
             (&m.component, &m.name, &m.version, m.can_park, &m.imports)
                 == (
@@ -209,9 +208,10 @@ impl WorkerDir {
         } else {
             fsutil::write_document_unsynced(&self.dir, "worker.json", &bytes)
         }
-        .map_err(
-            io_err(format!("worker {}: cannot write worker.json", self.id)),
-        );
+        .map_err(io_err(format!(
+            "worker {}: cannot write worker.json",
+            self.id
+        )));
         match &written {
             Ok(()) => self.home.cache_written_record(self.id, &bytes),
             Err(_) => self.home.forget_documents(self.id),

@@ -75,7 +75,13 @@ impl Home {
         let spare = self.spares().pop();
         if let Some(spare) = spare {
             use rustix::fs::{RenameFlags, renameat_with};
-            match renameat_with(dir, spare.as_str(), dir, name.as_str(), RenameFlags::NOREPLACE) {
+            match renameat_with(
+                dir,
+                spare.as_str(),
+                dir,
+                name.as_str(),
+                RenameFlags::NOREPLACE,
+            ) {
                 Ok(()) => return Ok(()),
                 // Listed already: the spare stays one.
                 Err(rustix::io::Errno::EXIST) => {
@@ -256,7 +262,10 @@ mod tests {
         drop(home);
         let home = Home::open(tmp.path()).unwrap();
         home.mark_live(a).unwrap();
-        assert_eq!(std::fs::metadata(live.join(a.to_string())).unwrap().ino(), inode);
+        assert_eq!(
+            std::fs::metadata(live.join(a.to_string())).unwrap().ino(),
+            inode
+        );
         assert_eq!(std::fs::read_dir(&live).unwrap().count(), 1);
     }
 }

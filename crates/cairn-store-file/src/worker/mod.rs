@@ -125,7 +125,10 @@ enum Write {
 }
 
 /// Locks striped by worker: two workers share one only when their ids hash
-/// alike (never nested, so sharing one cannot deadlock).
+/// alike. No lock is taken while another of the same set is held, and only
+/// `Home::close_tree` holds two (its worker's `records` lock, then its
+/// `metadata` lock; nothing takes them the other way round), so sharing a
+/// stripe cannot deadlock.
 struct Stripes([Mutex<()>; 64]);
 
 impl Default for Stripes {
@@ -679,7 +682,9 @@ impl WorkerDir {
         let mut tries = 0;
         loop {
             match read(&self.dir) {
-                Err(DocumentError::Invalid { .. }) if tries < 20 && self.home.tree_open(self.id) => {
+                Err(DocumentError::Invalid { .. })
+                    if tries < 20 && self.home.tree_open(self.id) =>
+                {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_micros(200));
                 }
@@ -698,9 +703,7 @@ impl WorkerDir {
         if let Some(record) = self.home.cached_record(self.id) {
             return Ok(record.scoped());
         }
-        let record = self
-            .read_whole(read_record)
-            .map_err(self.doc_err())?;
+        let record = self.read_whole(read_record).map_err(self.doc_err())?;
         if record.worker_id != self.id {
             return Err(WorkerError::Mismatch {
                 worker: self.id,
@@ -730,9 +733,7 @@ impl WorkerDir {
         if let Some(meta) = self.home.cached_metadata(self.id) {
             return Ok(meta.scoped(&self.session));
         }
-        let meta = self
-            .read_whole(read_metadata)
-            .map_err(self.doc_err())?;
+        let meta = self.read_whole(read_metadata).map_err(self.doc_err())?;
         self.home.cache_metadata(self.id, meta.clone());
         Ok(meta.scoped(&self.session))
     }
