@@ -136,7 +136,28 @@ def wait_port(port, proc, what, deadline=120):
     raise RuntimeError(f"{what} did not listen on {port}")
 
 
-class Cairn:
+class Server:
+    """What every side shares: one server process (`proc`), killed with
+    SIGKILL or stopped with SIGTERM."""
+
+    proc = None
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+    def pids(self):
+        return [self.proc.pid]
+
+    def close(self):
+        pass
+
+
+class Cairn(Server):
     name = "cairn"
 
     def __init__(self, binary, work):
@@ -155,13 +176,6 @@ class Cairn:
         )
         wait_port(self.port, self.proc, "cairn serve")
 
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait()
 
     def trivial(self, c):
         out = c.json("POST", "/v1/chat/completions", {
@@ -185,12 +199,6 @@ class Cairn:
         out = c.json("POST", "/v1/runs", {"component": self.parent, "prompt": naps})
         return out["run_id"]
 
-    def pids(self):
-        return [self.proc.pid]
-
-    def close(self):
-        pass
-
     def finished(self, c, run):
         status, raw = c.request("GET", f"/v1/runs/{run}")
         if status != 200:
@@ -201,7 +209,7 @@ class Cairn:
         return bool(facts)
 
 
-class Obelisk:
+class Obelisk(Server):
     name = "obelisk"
 
     def __init__(self, binary, work, wasm):
@@ -240,13 +248,6 @@ class Obelisk:
         )
         wait_port(self.port, self.proc, "obelisk server run")
 
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait()
 
     def _follow(self, c, fn, params):
         out = c.json("POST", "/v1/executions?follow=true",
@@ -268,12 +269,6 @@ class Obelisk:
                      {"ffqn": "bench:trivial/workflow.nap", "params": [ms]})
         return out["ok"]
 
-    def pids(self):
-        return [self.proc.pid]
-
-    def close(self):
-        pass
-
     def finished(self, c, eid):
         status, raw = c.request("GET", f"/v1/executions/{eid}/status")
         if status != 200:
@@ -285,7 +280,7 @@ class Obelisk:
             raise RuntimeError(f"execution {eid} did not end ok: {text[:300]}")
         return True
 
-class Restate:
+class Restate(Server):
     """Restate's server (the binary from npm, run directly so a kill reaches
     it) and a Node service registered with it as a deployment; a kill or a
     restart is the server's, the service (user code) keeps running."""
@@ -344,13 +339,6 @@ class Restate:
                 time.sleep(0.1)
             self.registered = True
 
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait()
 
     def close(self):
         if self.service is not None:
