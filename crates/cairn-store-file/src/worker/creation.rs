@@ -424,11 +424,12 @@ mod tests {
         }
     }
 
-    /// A new worker's manifest is written without a sync of its own until
-    /// its first commit begins (which syncs the tree with it); from then on
-    /// every change of metadata.json is synced.
+    /// A new worker's documents are written in place without a sync of
+    /// their own until its first commit begins (which syncs the tree with
+    /// them); from then on metadata.json is replaced, synced but for the
+    /// manifest.
     #[test]
-    fn a_new_workers_metadata_is_synced_by_its_first_commit_and_later_changes_by_themselves() {
+    fn a_new_workers_documents_are_synced_by_its_first_commit_and_later_changes_by_themselves() {
         let tmp = tempfile::tempdir().unwrap();
         let home = Home::open(tmp.path()).unwrap();
         home.set_first_commit_sync(FirstCommitSync::Each);
@@ -488,19 +489,29 @@ mod tests {
         );
         assert!(!home.awaits_first_commit(worker.id));
 
+        // After it: replaced atomically; the manifest (a projection of the
+        // journal's `Started`) without a sync, any other change synced.
         let before = syncs();
         worker.record_manifest(manifest("2")).unwrap();
-        assert_eq!(
-            syncs() - before,
-            2,
-            "a committed worker's manifest: the file and its directory"
-        );
+        assert_eq!(syncs(), before, "the manifest is not synced on its own");
         let reread = read_metadata(&worker.dir).unwrap();
         assert_eq!(reread.manifest.unwrap().version, "2");
         assert_ne!(
             inode("metadata.json"),
             meta_inode,
             "a committed worker's is replaced"
+        );
+        let before = syncs();
+        worker
+            .update_metadata(|meta| {
+                meta.peers.clear();
+                Ok(true)
+            })
+            .unwrap();
+        assert_eq!(
+            syncs() - before,
+            2,
+            "any other change: the file and its directory"
         );
     }
 }

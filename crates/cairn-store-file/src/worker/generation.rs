@@ -160,7 +160,9 @@ impl WorkerDir {
 
     /// Keep `manifest` as `metadata.json`'s resolved manifest unless it says
     /// the same already (written only when the component, or what it is,
-    /// changed: a worker's first run, an update).
+    /// changed: a worker's first run, an update). Not synced: it describes
+    /// the component the journal's `Started` entry names, so a power loss
+    /// that keeps an older one is corrected by the next run.
     pub fn record_manifest(&self, manifest: super::ResolvedManifest) -> Result<(), String> {
         let same = |m: &super::ResolvedManifest| {
             (&m.component, &m.name, &m.version, m.can_park, &m.imports)
@@ -174,7 +176,7 @@ impl WorkerDir {
         };
         let unchanged = |meta: &super::WorkerMetadata| meta.manifest.as_ref().is_some_and(same);
         let mut new = Some(manifest.clone());
-        self.update_metadata(|meta| {
+        self.update_metadata_projection(|meta| {
             if unchanged(meta) {
                 return Ok(false);
             }

@@ -119,6 +119,9 @@ pub struct Home {
 enum Write {
     /// Replaced atomically and synced (the file and its directory).
     Synced,
+    /// Replaced atomically, unsynced: a projection the journal backs (a
+    /// power loss may leave the previous one, which is written again).
+    Unsynced,
     /// Overwritten in place, unsynced: a new worker's tree before its
     /// first commit (see [`Home::tree_open`]).
     InPlace,
@@ -605,6 +608,16 @@ impl std::fmt::Debug for WorkerDir {
 }
 
 impl WorkerDir {
+    /// [`Self::update_metadata`] for a projection of what the journal
+    /// holds (the resolved manifest, of the component its `Started` entry
+    /// names): replaced atomically without a sync of its own.
+    pub(super) fn update_metadata_projection(
+        &self,
+        change: impl FnOnce(&mut WorkerMetadata) -> Result<bool, String>,
+    ) -> Result<(), String> {
+        self.update_metadata_with(change, Write::Unsynced)
+    }
+
     /// Another handle on the same aggregate (for blocking work off the
     /// async threads).
     pub fn try_clone(&self) -> io::Result<WorkerDir> {
@@ -773,14 +786,27 @@ impl WorkerDir {
         &self,
         change: impl FnOnce(&mut WorkerMetadata) -> Result<bool, String>,
     ) -> Result<(), String> {
+        self.update_metadata_with(change, Write::Synced)
+    }
+
+    /// [`Self::update_metadata`], written as `how` says — but a new
+    /// worker's tree before its first commit is written in place, unsynced:
+    /// that commit, which waits for this lock before it begins, makes the
+    /// tree durable with it.
+    fn update_metadata_with(
+        &self,
+        change: impl FnOnce(&mut WorkerMetadata) -> Result<bool, String>,
+        how: Write,
+    ) -> Result<(), String> {
         let _guard = self.home.inner.metadata.lock(self.id);
         let mut meta = self.metadata().map_err(|e| e.to_string())?;
         if change(&mut meta)? {
-            // A new worker's tree before its first commit is written
-            // unsynced: that commit, which waits for this lock before it
-            // begins, makes the tree durable with it.
-            let open = self.home.tree_open(self.id);
-            self.write_metadata_with(&meta, if open { Write::InPlace } else { Write::Synced })
+            let how = if self.home.tree_open(self.id) {
+                Write::InPlace
+            } else {
+                how
+            };
+            self.write_metadata_with(&meta, how)
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -795,6 +821,7 @@ impl WorkerDir {
         let bytes = to_json(meta);
         let written = match how {
             Write::Synced => fsutil::write_document(&self.dir, "metadata.json", &bytes),
+            Write::Unsynced => fsutil::write_document_unsynced(&self.dir, "metadata.json", &bytes),
             Write::InPlace => fsutil::overwrite_unsynced(&self.dir, "metadata.json", &bytes),
         }
         .map_err(io_err(format!(
