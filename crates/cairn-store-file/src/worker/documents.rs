@@ -95,16 +95,43 @@ impl WorkerDir {
 
     /// Replace `worker.json` atomically.
     pub fn write_record(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
+        self.write_record_as(record, Write::Synced)
+    }
+
+    /// Write `worker.json` as `how` says (see [`Self::locked_write`]).
+    pub(super) fn write_record_as(
+        &self,
+        record: &WorkerRecord,
+        how: Write,
+    ) -> Result<(), WorkerError> {
         let bytes = to_json(record);
-        let written = fsutil::write_document(&self.dir, "worker.json", &bytes).map_err(io_err(
-            format!("worker {}: cannot write worker.json", self.id),
-        ));
+        let written = self.write_document_as("worker.json", &bytes, how);
         match &written {
             Ok(()) => self.home.cache_written_record(self.id, &bytes),
             // What is on disk now is not known: read it next time.
             Err(_) => self.home.forget_documents(self.id),
         }
         written
+    }
+
+    /// How a write made under this worker's lock for the document goes:
+    /// `how`, but in place while its tree is open (see
+    /// [`Home::tree_open`]).
+    pub(super) fn locked_write(&self, how: Write) -> Write {
+        if self.home.tree_open(self.id) {
+            Write::InPlace
+        } else {
+            how
+        }
+    }
+
+    fn write_document_as(&self, name: &str, bytes: &[u8], how: Write) -> Result<(), WorkerError> {
+        match how {
+            Write::Synced => fsutil::write_document(&self.dir, name, bytes),
+            Write::Unsynced => fsutil::write_document_unsynced(&self.dir, name, bytes),
+            Write::InPlace => fsutil::overwrite_unsynced(&self.dir, name, bytes),
+        }
+        .map_err(io_err(format!("worker {}: cannot write {name}", self.id)))
     }
 
     /// Read `metadata.json`.
@@ -140,11 +167,7 @@ impl WorkerDir {
         let _guard = self.home.inner.metadata.lock(self.id);
         let mut meta = self.metadata().map_err(|e| e.to_string())?;
         if change(&mut meta)? {
-            let how = if self.home.tree_open(self.id) {
-                Write::InPlace
-            } else {
-                how
-            };
+            let how = self.locked_write(how);
             self.write_metadata_with(&meta, how)
                 .map_err(|e| e.to_string())?;
         }
@@ -158,15 +181,7 @@ impl WorkerDir {
 
     fn write_metadata_with(&self, meta: &WorkerMetadata, how: Write) -> Result<(), WorkerError> {
         let bytes = to_json(meta);
-        let written = match how {
-            Write::Synced => fsutil::write_document(&self.dir, "metadata.json", &bytes),
-            Write::Unsynced => fsutil::write_document_unsynced(&self.dir, "metadata.json", &bytes),
-            Write::InPlace => fsutil::overwrite_unsynced(&self.dir, "metadata.json", &bytes),
-        }
-        .map_err(io_err(format!(
-            "worker {}: cannot write metadata.json",
-            self.id
-        )));
+        let written = self.write_document_as("metadata.json", &bytes, how);
         match &written {
             Ok(()) => self.home.cache_written_metadata(self.id, &bytes),
             Err(_) => self.home.forget_documents(self.id),

@@ -203,22 +203,8 @@ impl WorkerDir {
     /// Replace `worker.json` atomically without syncing (the journal backs
     /// what it records; see [`WorkerDir::reserve_generation`]).
     fn write_record_unsynced(&self, record: &WorkerRecord) -> Result<(), WorkerError> {
-        let bytes = to_json(record);
         // Every caller holds the worker's record lock.
-        let written = if self.home.tree_open(self.id) {
-            fsutil::overwrite_unsynced(&self.dir, "worker.json", &bytes)
-        } else {
-            fsutil::write_document_unsynced(&self.dir, "worker.json", &bytes)
-        }
-        .map_err(io_err(format!(
-            "worker {}: cannot write worker.json",
-            self.id
-        )));
-        match &written {
-            Ok(()) => self.home.cache_written_record(self.id, &bytes),
-            Err(_) => self.home.forget_documents(self.id),
-        }
-        written
+        self.write_record_as(record, self.locked_write(super::documents::Write::Unsynced))
     }
 
     /// Lay out a reserved generation: `artifacts/` (a copy of generation
