@@ -19,6 +19,7 @@ mod delegation_restore;
 mod deletes;
 mod doctor;
 mod documents;
+mod evict;
 mod fuzz;
 mod fuzz_api;
 mod hostile;

@@ -129,12 +129,25 @@ pub struct HttpConfig {
 }
 
 /// `[runs]`: defaults of every run.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunsConfig {
     /// A run that parks is resumed at the host's next start (a run's own
     /// `resume_on_start` wins).
     pub resume_on_start: bool,
+    /// A run whose controller waits on a timer at least this long (ms)
+    /// leaves memory meanwhile and is restored by replay shortly before
+    /// the timer is due; 0: never.
+    pub evict_idle_ms: u64,
+}
+
+impl Default for RunsConfig {
+    fn default() -> Self {
+        RunsConfig {
+            resume_on_start: false,
+            evict_idle_ms: 5_000,
+        }
+    }
 }
 
 /// `[queue]`: the work queue's dispatcher.

@@ -76,7 +76,7 @@ pub(crate) async fn call(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Value {
 /// should be relative already: this is the net under them).
 fn guest_visible(rt: &Runtime, ctx: &RunCtx, message: &str) -> String {
     let mut out = message.to_string();
-    if let Some(place) = ctx.place.get()
+    if let Some(place) = ctx.place()
         && place.artifacts.is_absolute()
     {
         out = out.replace(&*place.artifacts.to_string_lossy(), "artifacts");
@@ -88,9 +88,8 @@ fn guest_visible(rt: &Runtime, ctx: &RunCtx, message: &str) -> String {
     out
 }
 
-fn place(ctx: &RunCtx) -> Result<&super::run::Place, String> {
-    ctx.place
-        .get()
+fn place(ctx: &RunCtx) -> Result<super::run::Place, String> {
+    ctx.place()
         .ok_or_else(|| "the run has no generation yet".to_string())
 }
 

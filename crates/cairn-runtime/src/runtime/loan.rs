@@ -153,7 +153,7 @@ pub(crate) async fn record_returned(
         status["state"].as_str(),
         Some("finished" | "failed" | "cancelled" | "stopped" | "pruned")
     ) && status["interrupted"] != true;
-    let (Some(place), true) = (ctx.place.get(), ended) else {
+    let (Some(place), true) = (ctx.place(), ended) else {
         return;
     };
     let Ok(parent) = rt.workers().open_worker(place.worker_id) else {
@@ -194,7 +194,7 @@ pub(crate) async fn lay_out_returned(
     ctx: &super::RunCtx,
     answer: &serde_json::Value,
 ) -> Result<(), String> {
-    let (Some(worker), Some(place)) = (ctx.replay_worker.get(), ctx.place.get()) else {
+    let (Some(worker), Some(place)) = (ctx.replay_worker.get(), ctx.place()) else {
         return Ok(());
     };
     let (Some(scope), Some(digest)) = (answer["scope"].as_str(), answer["snapshot"].as_str())

@@ -661,7 +661,7 @@ impl Runtime {
                         continue;
                     }
                 };
-            let _ = ctx.place.set(super::run::Place {
+            ctx.set_place(super::run::Place {
                 worker_id: worker.id(),
                 generation: *generation,
                 artifacts: artifacts.clone(),

@@ -20,6 +20,11 @@ impl Runtime {
             broker: self.inner.broker.clone(),
             capabilities: self.inner.capabilities.clone(),
             keep_generations: self.inner.config.host.retention.keep_generations,
+            evict_idle_ms: self.inner.config.host.runs.evict_idle_ms,
+            evicted: (
+                self.inner.telemetry.evicted.clone(),
+                self.inner.telemetry.evictions.clone(),
+            ),
             supervisor: Arc::new(self.clone()),
         }
     }

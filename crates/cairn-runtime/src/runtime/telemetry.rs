@@ -86,6 +86,10 @@ pub struct Telemetry {
     request_seconds: Family<RouteLabel, Histogram, fn() -> Histogram>,
     pub(crate) live: Family<StateLabel, Gauge>,
     pub(crate) waiting: Gauge,
+    /// Live runs out of memory now (evicted while they wait on a timer).
+    pub(crate) evicted: Gauge,
+    /// Evictions since the runtime opened.
+    pub(crate) evictions: Counter,
     pub(crate) legacy_runs: Family<StateLabel, Gauge>,
     pub(crate) model_calls: Family<ModelCallLabels, Counter>,
     pub(crate) model_tokens: Family<ModelTokenLabels, Counter>,
@@ -257,6 +261,18 @@ impl Default for Telemetry {
             "Live runs blocked on a decision now.",
             waiting.clone(),
         );
+        let evicted = Gauge::default();
+        registry.register(
+            "cairn_runs_evicted",
+            "Live runs out of memory now: evicted while their controller waits on a timer, restored by replay before it is due.",
+            evicted.clone(),
+        );
+        let evictions = Counter::default();
+        registry.register(
+            "cairn_run_evictions",
+            "Instances evicted since the runtime opened ([runs] evict_idle_ms).",
+            evictions.clone(),
+        );
         let legacy_runs = Family::<StateLabel, Gauge>::default();
         registry.register("cairn_runs", "Runs by state: live ones now, ended ones since start (kept for older dashboards; prefer cairn_runs_live and cairn_runs_ended_total).", legacy_runs.clone());
         let model_calls = Family::<ModelCallLabels, Counter>::default();
@@ -285,6 +301,8 @@ impl Default for Telemetry {
             request_seconds,
             live,
             waiting,
+            evicted,
+            evictions,
             legacy_runs,
             model_calls,
             model_tokens,

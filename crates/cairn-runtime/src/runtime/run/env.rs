@@ -29,6 +29,13 @@ pub(crate) struct RunEnv {
     pub capabilities: Arc<super::Capabilities>,
     /// How many generations' worktrees a worker keeps (0: all).
     pub keep_generations: u64,
+    /// `[runs] evict_idle_ms`: timer waits that evict the instance.
+    pub evict_idle_ms: u64,
+    /// Runs evicted now (`cairn_runs_evicted`) and evictions so far.
+    pub evicted: (
+        prometheus_client::metrics::gauge::Gauge,
+        prometheus_client::metrics::counter::Counter,
+    ),
     /// The runtime's side of what a run cannot do alone.
     pub supervisor: Arc<dyn Supervisor>,
 }

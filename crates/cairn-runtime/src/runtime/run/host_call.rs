@@ -395,8 +395,7 @@ impl RunCtx {
         let sink = Progress { ctx: self };
         let session = self.session.to_string();
         let generation = self
-            .place
-            .get()
+            .place()
             .and_then(|p| p.artifacts.parent().map(std::path::Path::to_path_buf));
         let call = CallCtx {
             workspace: &workspace,

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 mod env;
+mod evict;
 mod host_call;
 mod keyed;
 mod script;
@@ -94,8 +95,9 @@ pub struct RunCtx {
     /// The runtime's side of delegation (set by the run task; an offline
     /// replay has none and never goes live).
     pub(crate) supervisor: std::sync::OnceLock<std::sync::Weak<dyn Supervisor>>,
-    /// Where the run lives: its worker, generation and `artifacts/`.
-    pub(crate) place: std::sync::OnceLock<Place>,
+    /// Where the run lives: its worker, generation and `artifacts/` (a
+    /// run evicted and restored lives in a later generation).
+    place: Mutex<Option<Place>>,
     /// An offline replay's worker: where the snapshots it lays out are.
     pub(crate) replay_worker: std::sync::OnceLock<crate::worker::WorkerDir>,
     /// `workers.spawn` calls so far (live or replayed).
@@ -118,6 +120,37 @@ pub struct RunCtx {
     tool_calls: AtomicU64,
     /// Outgoing HTTP requests charged against `http_requests`.
     http_requests: AtomicU64,
+    /// Host waits other than a timer's under way (decisions, host calls,
+    /// emits, outgoing HTTP from its call id to its answer): a run with
+    /// any is never evicted.
+    inflight: AtomicU64,
+    /// A timer wait at least this long (ms) lets the task evict the
+    /// instance; 0: never (see `evict.rs`).
+    evict_after_ms: AtomicU64,
+    /// The due time (wall ms) of the timer the guest waits on, offered to
+    /// the task for eviction.
+    idle: watch::Sender<Option<u64>>,
+}
+
+/// Counts a host wait in [`RunCtx::inflight`] until dropped.
+struct Inflight<'a>(&'a AtomicU64);
+
+impl<'a> Inflight<'a> {
+    fn begin(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Inflight(count)
+    }
+
+    /// One begun elsewhere (an outgoing request's call id).
+    fn adopt(count: &'a AtomicU64) -> Self {
+        Inflight(count)
+    }
+}
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,7 +225,7 @@ impl RunCtx {
             history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
             supervisor: std::sync::OnceLock::new(),
-            place: std::sync::OnceLock::new(),
+            place: Mutex::new(None),
             replay_worker: std::sync::OnceLock::new(),
             spawned: AtomicU64::new(0),
             capabilities: std::sync::OnceLock::new(),
@@ -204,12 +237,24 @@ impl RunCtx {
             model_wall_ms: AtomicU64::new(0),
             tool_calls: AtomicU64::new(0),
             http_requests: AtomicU64::new(0),
+            inflight: AtomicU64::new(0),
+            evict_after_ms: AtomicU64::new(0),
+            idle: watch::channel(None).0,
         }
     }
 
     /// Mark the guest suspended (in a host wait) until the guard drops.
     pub(crate) fn suspended(&self) -> impl Drop + '_ {
         Suspended::begin(&self.activity)
+    }
+
+    /// Where the run lives now.
+    pub(crate) fn place(&self) -> Option<Place> {
+        self.place.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn set_place(&self, place: Place) {
+        *self.place.lock().unwrap_or_else(|p| p.into_inner()) = Some(place);
     }
 
     pub(crate) fn set_present(&self, present: bool) {
@@ -567,6 +612,7 @@ impl RunCtx {
 #[async_trait]
 impl RunHost for RunCtx {
     async fn emit(&self, event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure> {
+        let _inflight = Inflight::begin(&self.inflight);
         if self.cancelled().is_some() {
             return Ok(Err(EmitRefusal::Cancelled));
         }
@@ -596,6 +642,7 @@ impl RunHost for RunCtx {
     }
 
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {
+        let _inflight = Inflight::begin(&self.inflight);
         if self.cancelled().is_some() {
             return Ok(Answer::Cancelled);
         }
@@ -702,6 +749,7 @@ impl RunHost for RunCtx {
         op: &str,
         request: serde_json::Value,
     ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
+        let _inflight = Inflight::begin(&self.inflight);
         let call_id = self.host_call_ids.fetch_add(1, Ordering::Relaxed) + 1;
         if capability == host_call::WORKERS && op == "spawn" {
             self.spawned.fetch_add(1, Ordering::Relaxed);
@@ -728,6 +776,7 @@ impl RunHost for RunCtx {
     }
 
     async fn history(&self, limit: u32) -> Result<Vec<Turn>, HostFailure> {
+        let _inflight = Inflight::begin(&self.inflight);
         if !self.store.is_complete() {
             return Err(HostFailure(
                 "history needs the complete journal; this host keeps only a bounded window in memory".into(),
@@ -747,6 +796,9 @@ impl RunHost for RunCtx {
     }
 
     fn reserve_call_id(&self) -> u64 {
+        // In flight until its `keyed_call` ends (never, should the guest
+        // drop the request before it is sent: that run is not evicted).
+        self.inflight.fetch_add(1, Ordering::SeqCst);
         self.host_call_ids.fetch_add(1, Ordering::Relaxed) + 1
     }
 
@@ -757,6 +809,7 @@ impl RunHost for RunCtx {
         op: &str,
         request: serde_json::Value,
     ) -> Result<Result<serde_json::Value, crate::journal::event::CallError>, HostFailure> {
+        let _inflight = Inflight::adopt(&self.inflight);
         self.call_by_id(call_id, capability, op, request).await
     }
 

@@ -53,16 +53,35 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     // while it lives (a waiting run costs no descriptors for them).
     let worker_dir = plan.worker;
     let live_entry = worker_dir.live_entry();
-    let result: Result<Outcome, ErrorOrCancel> = async {
+    let mut worker_dir = Some(worker_dir);
+    // A run that is not a child may leave memory while it waits on a long
+    // timer (`evict.rs`); each restore is a pass of this loop.
+    if !plan.child {
+        ctx.evict_after(env.evict_idle_ms);
+    }
+    let mut evictions = 0u64;
+    let mut watched: Option<Arc<Mutex<Watched>>> = None;
+    let result: Result<Outcome, ErrorOrCancel> = async { loop {
+        let worker_dir = match worker_dir.take() {
+            Some(w) => w,
+            None => env.workers.open_worker_any(plan.worker_id).map_err(|e| {
+                ErrorOrCancel::error(
+                    FailureCode::Generation,
+                    format!("cannot open the worker to restore its evicted run: {e}"),
+                )
+            })?,
+        };
         let worker = &worker_dir;
         // Listed before its first entry is written: a restart after a
         // crash finds it there (the end takes it out).
-        worker.mark_live().map_err(|e| {
-            ErrorOrCancel::error(
-                FailureCode::Generation,
-                format!("cannot list the worker in the live index: {e}"),
-            )
-        })?;
+        if evictions == 0 {
+            worker.mark_live().map_err(|e| {
+                ErrorOrCancel::error(
+                    FailureCode::Generation,
+                    format!("cannot list the worker in the live index: {e}"),
+                )
+            })?;
+        }
         let reserved = worker
             .reserve_generation(plan.generation_floor)
             .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
@@ -214,6 +233,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 return Err(ErrorOrCancel::error(FailureCode::Storage, failure.0));
             }
         }
+        for guard in guards.drain(..) {
+            guard.stop();
+        }
         guards = env
             .supervisor
             .generation_live(ctx.run_id, &ctx.session, &gen_dir);
@@ -234,7 +256,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         }
         let clock = JournalClock::new(clock_start);
         *ctx.clock.lock().unwrap_or_else(|p| p.into_inner()) = Some(clock.clone());
-        if let Some(ms) = plan.timeout_ms {
+        if let Some(ms) = plan.timeout_ms
+            && evictions == 0
+        {
             let deadline_ctx = ctx.clone();
             tokio::spawn(async move {
                 let mut rx = deadline_ctx.cancel.subscribe();
@@ -251,11 +275,23 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         }
         let meter =
             crate::worktree::ArtifactMeter::new(ctx.limits.artifact_bytes, gen_dir.carried_bytes);
-        watch_limits(ctx.clone(), gen_dir.artifacts_path.clone(), meter.clone());
+        let now_watched = Watched {
+            artifacts: gen_dir.artifacts_path.clone(),
+            meter: meter.clone(),
+        };
+        match &watched {
+            // A restored run's limits are watched where it lives now.
+            Some(slot) => *slot.lock().unwrap_or_else(|p| p.into_inner()) = now_watched,
+            None => {
+                let slot = Arc::new(Mutex::new(now_watched));
+                watch_limits(ctx.clone(), slot.clone());
+                watched = Some(slot);
+            }
+        }
         let _ = ctx.supervisor.set(Arc::downgrade(&env.supervisor));
         let _ = ctx.capabilities.set(env.capabilities.clone());
         tracing::Span::current().record("generation", generation.0);
-        let _ = ctx.place.set(super::Place {
+        ctx.set_place(super::Place {
             worker_id: plan.worker_id,
             generation,
             artifacts: gen_dir.artifacts_path.clone(),
@@ -290,7 +326,27 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         drop(worker_dir);
         let artifacts = sandbox.artifacts.clone();
         let meter = sandbox.meter.clone();
-        let outcome = execute(&env.components, &ctx, &plan.prepared, sandbox, start).await;
+        let outcome = match evict::execute(&env.components, &ctx, &plan.prepared, sandbox, start).await {
+            evict::Executed::Ended(outcome) => outcome,
+            evict::Executed::Evicted(due_ms) => {
+                for guard in guards.drain(..) {
+                    guard.stop();
+                }
+                tracing::debug!(run_id = %ctx.run_id, %generation, due_ms, "evicted while its controller waits on a timer");
+                env.evicted.0.inc();
+                env.evicted.1.inc();
+                let slept = evict::sleep(&ctx, due_ms).await;
+                env.evicted.0.dec();
+                slept?;
+                plan.replay = Some(evict::replan(&env, &ctx).await?);
+                plan.generation_floor = Some(generation);
+                plan.first_commit = crate::runtime::FirstCommit::Now;
+                plan.bind = None;
+                plan.durable = None;
+                evictions += 1;
+                continue;
+            }
+        };
         if outcome.is_ok() && meter.is_none_or(|m| m.touched()) {
             // The worktree as the run leaves it: one over its limits ends
             // the run failed, never a next generation silently empty.
@@ -308,8 +364,8 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 ctx.break_limit(limit, value, max);
             }
         }
-        outcome
-    }
+        break outcome;
+    } }
     .await;
     ctx.activity.send_replace(Activity::Ended);
     for guard in guards {
@@ -464,15 +520,18 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     }
 }
 
+/// Where the limit watcher walks: the run's `artifacts/` and its meter
+/// (a restore after an eviction moves them to a new generation).
+struct Watched {
+    artifacts: std::path::PathBuf,
+    meter: Arc<crate::worktree::ArtifactMeter>,
+}
+
 /// Enforce the limits nothing else sees: the wall clock, and the worktree
 /// under `artifacts/` (bytes, entries, depth: see `crate::worktree`;
 /// measured every few ticks, a breach traps the guest at its next epoch
 /// tick). Ends when the run does.
-fn watch_limits(
-    ctx: Arc<RunCtx>,
-    artifacts: std::path::PathBuf,
-    meter: Arc<crate::worktree::ArtifactMeter>,
-) {
+fn watch_limits(ctx: Arc<RunCtx>, watched: Arc<Mutex<Watched>>) {
     let started = tokio::time::Instant::now();
     // Broken once more than `wall_ms` has passed.
     let deadline = started + Duration::from_millis(ctx.limits.wall_ms.saturating_add(1));
@@ -506,10 +565,12 @@ fn watch_limits(
                 }
                 // Opened for each walk: a run that waits holds no
                 // descriptor for it.
-                let path = artifacts.clone();
+                let (path, meter) = {
+                    let w = watched.lock().unwrap_or_else(|p| p.into_inner());
+                    (w.artifacts.clone(), w.meter.clone())
+                };
                 let budget = crate::worktree::Budget::of(&ctx.limits);
                 let walked = tokio::time::Instant::now();
-                let meter = meter.clone();
                 let mark = meter.mark();
                 let breach = tokio::task::spawn_blocking(move || {
                     let dir =

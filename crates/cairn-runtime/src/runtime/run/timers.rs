@@ -112,6 +112,8 @@ impl RunCtx {
             self.advance_clock(due);
             TimerState::Fired
         } else {
+            // A long wait lets the task evict the instance meanwhile.
+            self.offer_idle(due, due - now);
             TimerState::Wait(Duration::from_millis(due - now))
         }
     }

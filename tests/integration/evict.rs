@@ -1,0 +1,249 @@
+//! Idle eviction (issue 42, memory per waiting execution): a run whose
+//! controller waits on a timer at least `[runs] evict_idle_ms` long gives
+//! its instance up and is restored by replay into a new generation shortly
+//! before the timer is due — on time, with its worktree, offline-replayable;
+//! a cancel reaches it at once; a `kill -9` meanwhile restores it like any
+//! interrupted run.
+
+use crate::common::{cairn_in, fixture, serve};
+use crate::scale_out::{client, wait_finished, wait_for};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A home whose runs are evicted after `ms` of waiting.
+fn home_evicting(root: &Path, ms: u64) -> std::path::PathBuf {
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        format!("[runs]\nevict_idle_ms = {ms}\n"),
+    )
+    .unwrap();
+    home
+}
+
+/// One sample of the server's metrics (`name value` lines).
+fn metric(base: &str, name: &str) -> Option<f64> {
+    let text = client()
+        .get(format!("{base}/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    text.lines().find_map(|l| {
+        let (n, v) = l.split_once(' ')?;
+        (n == name).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn start(base: &str, session: &str, prompt: Value) -> String {
+    let uploaded: Value = client()
+        .post(format!("{base}/v1/components"))
+        .body(std::fs::read(fixture("parent")).unwrap())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let started: Value = client()
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({
+            "component": uploaded["digest"],
+            "session": session,
+            "prompt": prompt.to_string(),
+        }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    started["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run: {started}"))
+        .to_string()
+}
+
+fn journal(base: &str, session: &str) -> Vec<Value> {
+    let page: Value = client()
+        .get(format!(
+            "{base}/v1/sessions/{session}/journal?after=0&limit=1000"
+        ))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    page["entries"].as_array().cloned().unwrap_or_default()
+}
+
+fn kind(e: &Value) -> String {
+    e["payload"]["event"]["type"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn run_state(base: &str, run: &str) -> Value {
+    client()
+        .get(format!("{base}/v1/runs/{run}"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+/// The `step` results of the session's custom events, in order.
+fn steps(entries: &[Value]) -> Vec<Value> {
+    entries
+        .iter()
+        .filter(|v| v["payload"]["event"]["name"] == "step")
+        .map(|v| v["payload"]["event"]["data"]["result"].clone())
+        .collect()
+}
+
+#[test]
+fn a_run_waiting_on_a_long_timer_leaves_memory_and_wakes_on_time_by_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_evicting(tmp.path(), 1_000);
+    let served = serve(&home);
+    let base = served.url.clone();
+    let run = start(
+        &base,
+        "napping",
+        json!([
+            {"write": ["notes.txt", "before"]},
+            {"sleep": 3000},
+            {"read": "notes.txt"},
+            {"write": ["after.txt", "x"]}
+        ]),
+    );
+    // Out of memory while it waits, and still running to everyone else.
+    wait_for("the run to be evicted", Duration::from_secs(20), || {
+        metric(&base, "cairn_runs_evicted") == Some(1.0)
+    });
+    assert_eq!(run_state(&base, &run)["state"], "running");
+    wait_finished(&base, &run, "the evicted run", Duration::from_secs(30));
+    let finished_at = now_ms();
+    let entries = journal(&base, "napping");
+    let kinds: Vec<String> = entries.iter().map(kind).collect();
+    // Restored by replay into a second generation, once.
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "resumed_by_replay").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "generation_reserved").count(),
+        2,
+        "{kinds:?}"
+    );
+    // The timer fired at its journaled due time, not a whole wait late.
+    let due_ms = entries
+        .iter()
+        .find(|e| kind(e) == "timer_set")
+        .and_then(|e| e["payload"]["event"]["due_ms"].as_u64())
+        .expect("a timer_set entry");
+    let fired_at = entries
+        .iter()
+        .find(|e| kind(e) == "timer_fired")
+        .and_then(|e| e["at_ms"].as_u64())
+        .expect("a timer_fired entry");
+    assert!(
+        fired_at + 50 >= due_ms && fired_at < due_ms + 1_500 && finished_at >= due_ms,
+        "due at {due_ms}, fired at {fired_at}"
+    );
+    // Each step once in the journal (the replay re-emitted nothing), the
+    // sleep a whole sleep on the guest's clock, the worktree the guest wrote
+    // before it was evicted there after.
+    let results = steps(&entries);
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert!(
+        (3_000..6_000).contains(&results[1].as_u64().unwrap_or(0)),
+        "{results:?}"
+    );
+    assert_eq!(results[2], "before", "{results:?}");
+    assert_eq!(metric(&base, "cairn_runs_evicted"), Some(0.0));
+    assert_eq!(metric(&base, "cairn_run_evictions_total"), Some(1.0));
+    // The next run starts from the restored generation's worktree.
+    let next = start(&base, "napping", json!([{"read": "after.txt"}]));
+    wait_finished(&base, &next, "the next run", Duration::from_secs(30));
+    let results = steps(&journal(&base, "napping"));
+    assert_eq!(results.last(), Some(&json!("x")), "{results:?}");
+    drop(served);
+    // Offline, the evicted run replays like any other.
+    let replay = cairn_in(&home, &["replay", "napping", "--json"]);
+    let report: Value = serde_json::from_slice(&replay.stdout).unwrap_or_else(|_| {
+        panic!("{}", String::from_utf8_lossy(&replay.stderr));
+    });
+    let runs = report["runs"].as_array().expect("runs");
+    assert!(runs.iter().all(|r| r["result"] == "matched"), "{report}");
+}
+
+#[test]
+fn a_cancel_reaches_an_evicted_run_at_once_and_the_session_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_evicting(tmp.path(), 500);
+    let served = serve(&home);
+    let base = served.url.clone();
+    let run = start(&base, "long-nap", json!([{"sleep": 120000}]));
+    wait_for("the run to be evicted", Duration::from_secs(20), || {
+        metric(&base, "cairn_runs_evicted") == Some(1.0)
+    });
+    let asked = std::time::Instant::now();
+    let r = client()
+        .post(format!("{base}/v1/runs/{run}/cancel"))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    wait_for("the cancel to end the run", Duration::from_secs(10), || {
+        run_state(&base, &run)["state"] == "cancelled"
+    });
+    assert!(asked.elapsed() < Duration::from_secs(5));
+    assert_eq!(metric(&base, "cairn_runs_evicted"), Some(0.0));
+    // Nothing was restored to be cancelled: one generation, no replay.
+    let kinds: Vec<String> = journal(&base, "long-nap").iter().map(kind).collect();
+    assert!(
+        !kinds.contains(&"resumed_by_replay".to_string()),
+        "{kinds:?}"
+    );
+    let next = start(&base, "long-nap", json!([{"sleep": 10}]));
+    wait_finished(
+        &base,
+        &next,
+        "a run after the cancel",
+        Duration::from_secs(30),
+    );
+}
+
+#[test]
+fn an_evicted_run_killed_with_its_host_is_restored_at_the_next_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_evicting(tmp.path(), 500);
+    let served = serve(&home);
+    let run = start(
+        &served.url,
+        "killed-nap",
+        json!([{"sleep": 4000}, {"sleep": 10}]),
+    );
+    wait_for("the run to be evicted", Duration::from_secs(20), || {
+        metric(&served.url, "cairn_runs_evicted") == Some(1.0)
+    });
+    // `kill -9` (Served's drop) while it is out of memory.
+    drop(served);
+    let served = serve(&home);
+    wait_finished(
+        &served.url,
+        &run,
+        "the restored run",
+        Duration::from_secs(30),
+    );
+    let results = steps(&journal(&served.url, "killed-nap"));
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].as_u64().unwrap_or(0) >= 4_000, "{results:?}");
+}
