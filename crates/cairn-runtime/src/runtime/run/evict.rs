@@ -34,26 +34,56 @@ impl RunCtx {
         self.evict_after_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// The guest waits on a timer due at `due_ms`, `left_ms` from now:
-    /// offered to the task when it is long enough to evict for.
-    pub(super) fn offer_idle(&self, due_ms: u64, left_ms: u64) {
+    /// The guest waits on timer `id`, due at `due_ms` (now is `now_ms`):
+    /// the earliest timer it waits on is offered to the task when it is
+    /// far enough away (a `poll` of several waits on the first to fire).
+    pub(super) fn timer_waits(&self, id: u64, due_ms: u64, now_ms: u64) {
         let after = self.evict_after_ms.load(Ordering::Relaxed);
-        if after > 0 && left_ms >= after {
-            self.idle.send_replace(Some(due_ms));
+        if after == 0 {
+            return;
+        }
+        let earliest = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            // Past ones block nothing (a wait given up without firing).
+            waiting.retain(|_, due| *due > now_ms);
+            waiting.insert(id, due_ms);
+            waiting.values().copied().min().unwrap_or(due_ms)
+        };
+        if earliest.saturating_sub(now_ms) >= after {
+            self.idle.send_replace(Some(earliest));
         }
     }
 
-    /// Whether the instance may go now, for a wait until `due_ms`.
-    fn may_evict(&self, due_ms: u64) -> bool {
+    /// Timer `id` fired.
+    pub(super) fn timer_done(&self, id: u64) {
+        if self.evict_after_ms.load(Ordering::Relaxed) > 0 {
+            self.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        }
+    }
+
+    /// The earliest timer the guest waits on.
+    fn earliest_wait(&self) -> Option<u64> {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.values().copied().min()
+    }
+
+    /// Whether the instance may go now, for the wait it is in (until the
+    /// earliest timer it waits on).
+    fn may_evict(&self) -> Option<u64> {
         let after = self.evict_after_ms.load(Ordering::Relaxed);
-        after > 0
+        let due_ms = self.earliest_wait()?;
+        (after > 0
             && due_ms.saturating_sub(crate::fsutil::now_ms()) >= after / 2
             && self.inflight.load(Ordering::SeqCst) == 0
             && self.spawned.load(Ordering::Relaxed) == 0
             && self.cancel.borrow().is_none()
             && self.park.borrow().is_none()
             && self.failure().is_none()
-            && !self.finishing.load(Ordering::SeqCst)
+            && !self.finishing.load(Ordering::SeqCst))
+            .then_some(due_ms)
     }
 
     /// Back to where a restore starts: the counts a replay makes again from
@@ -75,6 +105,10 @@ impl RunCtx {
             count.store(0, Ordering::Relaxed);
         }
         self.idle.send_replace(None);
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.set_script(script);
         shift(&self.activity, Activity::Waiting, Activity::Running);
     }
@@ -101,10 +135,8 @@ pub(crate) async fn execute(
                 if changed.is_err() {
                     return Executed::Ended(run.await);
                 }
-                let due = *idle.borrow_and_update();
-                if let Some(due) = due
-                    && ctx.may_evict(due)
-                {
+                let offered = idle.borrow_and_update().is_some();
+                if offered && let Some(due) = ctx.may_evict() {
                     // Suspended, not running: the limit watcher does not
                     // walk the worktree meanwhile.
                     shift(&ctx.activity, Activity::Running, Activity::Waiting);

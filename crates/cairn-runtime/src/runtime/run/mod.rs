@@ -127,8 +127,11 @@ pub struct RunCtx {
     /// A timer wait at least this long (ms) lets the task evict the
     /// instance; 0: never (see `evict.rs`).
     evict_after_ms: AtomicU64,
-    /// The due time (wall ms) of the timer the guest waits on, offered to
-    /// the task for eviction.
+    /// The timers the guest waits on now (by number: due, wall ms); a
+    /// look that fires one takes it out.
+    waiting: Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// The earliest of them, offered to the task for eviction when it is
+    /// far enough away.
     idle: watch::Sender<Option<u64>>,
 }
 
@@ -239,6 +242,7 @@ impl RunCtx {
             http_requests: AtomicU64::new(0),
             inflight: AtomicU64::new(0),
             evict_after_ms: AtomicU64::new(0),
+            waiting: Mutex::new(std::collections::BTreeMap::new()),
             idle: watch::channel(None).0,
         }
     }

@@ -64,6 +64,7 @@ impl RunCtx {
             }
             drop(timers);
             self.advance_clock(due);
+            self.timer_done(id);
             return TimerState::Fired;
         }
         if offline {
@@ -110,10 +111,11 @@ impl RunCtx {
         drop(timers);
         if fires {
             self.advance_clock(due);
+            self.timer_done(id);
             TimerState::Fired
         } else {
             // A long wait lets the task evict the instance meanwhile.
-            self.offer_idle(due, due - now);
+            self.timer_waits(id, due, now);
             TimerState::Wait(Duration::from_millis(due - now))
         }
     }
