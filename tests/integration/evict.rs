@@ -247,3 +247,27 @@ fn an_evicted_run_killed_with_its_host_is_restored_at_the_next_start() {
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(results[0].as_u64().unwrap_or(0) >= 4_000, "{results:?}");
 }
+
+#[test]
+fn a_poll_of_a_long_and_a_short_timer_is_not_evicted_past_the_short_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_evicting(tmp.path(), 1_000);
+    let served = serve(&home);
+    let base = served.url.clone();
+    // One poll over a 60 s timer and one shorter than the eviction's wait,
+    // then a long sleep alone.
+    let run = start(
+        &base,
+        "racing",
+        json!([{"race": [60000, 600]}, {"sleep": 2500}]),
+    );
+    wait_finished(&base, &run, "the run", Duration::from_secs(30));
+    let results = steps(&journal(&base, "racing"));
+    // The short timer won, on time (an eviction until the long one's due
+    // time would have kept the run a minute).
+    assert_eq!(results[0][0], 1, "{results:?}");
+    let raced = results[0][1].as_u64().unwrap_or(0);
+    assert!((600..3_000).contains(&raced), "{results:?}");
+    // Only the sleep that waited alone was evicted.
+    assert_eq!(metric(&base, "cairn_run_evictions_total"), Some(1.0));
+}

@@ -178,6 +178,10 @@ pub trait RunHost: Send + Sync {
             _ => TimerState::Fired,
         }
     }
+    /// The guest let timer `id` go (its resource dropped), fired or not.
+    fn timer_dropped(&self, id: u64) {
+        let _ = id;
+    }
     /// The controller's instance is made (its set-up code ran): the run
     /// leaves seed 002's `Preparing` and its controller starts now.
     fn instantiated(&self) {}

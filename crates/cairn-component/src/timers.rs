@@ -35,6 +35,14 @@ struct Timer {
     host: Option<Arc<dyn RunHost>>,
 }
 
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let (Some(host), true) = (&self.host, self.id > 0) {
+            host.timer_dropped(self.id);
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl wasmtime_wasi::p2::Pollable for Timer {
     async fn ready(&mut self) {

@@ -11,7 +11,8 @@
 //! monotonic time that passed across a sleep of `ms`; `{"poll_timer": ms}`:
 //! how many times a timer of `ms` was looked at (`ready()`) before it was
 //! ready; `{"peek_timer": ms}`: whether a new timer of `ms` is ready at
-//! its first look. `{"history": n}`: the session's last `n` turns before this run,
+//! its first look; `{"race": [ms, …]}`: one `poll` over a timer each, the
+//! index of the first ready and the monotonic time that passed. `{"history": n}`: the session's last `n` turns before this run,
 //! as `seq role: text` lines.
 use cairn_guest::workers;
 use cairn_guest::{Controller, Error, Outcome, Start};
@@ -105,6 +106,21 @@ impl Controller for Parent {
                     looks += 1;
                 }
                 json!(looks)
+            } else if let Some(race) = step.get("race").and_then(Value::as_array) {
+                // `poll` over one timer a duration: the index of the first
+                // ready, and the monotonic time that passed.
+                let t = std::time::Instant::now();
+                let timers: Vec<_> = race
+                    .iter()
+                    .map(|ms| {
+                        wasip2::clocks::monotonic_clock::subscribe_duration(
+                            ms.as_u64().unwrap_or(0).saturating_mul(1_000_000),
+                        )
+                    })
+                    .collect();
+                let refs: Vec<&wasip2::io::poll::Pollable> = timers.iter().collect();
+                let ready = wasip2::io::poll::poll(&refs);
+                json!([ready.first(), t.elapsed().as_millis() as u64])
             } else if let Some(ms) = step.get("peek_timer").and_then(Value::as_u64) {
                 let timer = wasip2::clocks::monotonic_clock::subscribe_duration(
                     ms.saturating_mul(1_000_000),

@@ -34,27 +34,35 @@ impl RunCtx {
         self.evict_after_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// Timer `id` (due at `due_ms`) is not ready at this look.
+    pub(super) fn timer_pending(&self, id: u64, due_ms: u64) {
+        if self.evict_after_ms.load(Ordering::Relaxed) > 0 {
+            self.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, due_ms);
+        }
+    }
+
     /// The guest waits on timer `id`, due at `due_ms` (now is `now_ms`):
-    /// the earliest timer it waits on is offered to the task when it is
-    /// far enough away (a `poll` of several waits on the first to fire).
+    /// when the earliest timer it holds unfired is far enough away, the
+    /// task is offered the instance (a `poll` of several wakes on the
+    /// first to fire).
     pub(super) fn timer_waits(&self, id: u64, due_ms: u64, now_ms: u64) {
         let after = self.evict_after_ms.load(Ordering::Relaxed);
         if after == 0 {
             return;
         }
-        let earliest = {
-            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-            // Past ones block nothing (a wait given up without firing).
-            waiting.retain(|_, due| *due > now_ms);
-            waiting.insert(id, due_ms);
-            waiting.values().copied().min().unwrap_or(due_ms)
-        };
-        if earliest.saturating_sub(now_ms) >= after {
-            self.idle.send_replace(Some(earliest));
+        self.timer_pending(id, due_ms);
+        if self
+            .earliest_wait()
+            .is_some_and(|earliest| earliest.saturating_sub(now_ms) >= after)
+        {
+            self.idle.send_replace(Some(due_ms));
         }
     }
 
-    /// Timer `id` fired.
+    /// Timer `id` fired, or the guest let it go.
     pub(super) fn timer_done(&self, id: u64) {
         if self.evict_after_ms.load(Ordering::Relaxed) > 0 {
             self.waiting
@@ -64,7 +72,8 @@ impl RunCtx {
         }
     }
 
-    /// The earliest timer the guest waits on.
+    /// The earliest timer the guest holds unfired (a replayed one not yet
+    /// ready is due in the past: the run is not idle while it replays).
     fn earliest_wait(&self) -> Option<u64> {
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         waiting.values().copied().min()
@@ -75,15 +84,17 @@ impl RunCtx {
     fn may_evict(&self) -> Option<u64> {
         let after = self.evict_after_ms.load(Ordering::Relaxed);
         let due_ms = self.earliest_wait()?;
+        // The offer was made a moment ago, for a wait of at least `after`.
+        let slack = (after / 10).min(100);
         (after > 0
-            && due_ms.saturating_sub(crate::fsutil::now_ms()) >= after / 2
+            && due_ms.saturating_sub(crate::fsutil::now_ms()) + slack >= after
             && self.inflight.load(Ordering::SeqCst) == 0
             && self.spawned.load(Ordering::Relaxed) == 0
             && self.cancel.borrow().is_none()
             && self.park.borrow().is_none()
             && self.failure().is_none()
             && !self.finishing.load(Ordering::SeqCst))
-            .then_some(due_ms)
+        .then_some(due_ms)
     }
 
     /// Back to where a restore starts: the counts a replay makes again from

@@ -826,6 +826,10 @@ impl RunHost for RunCtx {
         self.timer_look(id, due_ms, check)
     }
 
+    fn timer_dropped(&self, id: u64) {
+        self.timer_done(id);
+    }
+
     fn instantiated(&self) {
         self.running.store(true, Ordering::Relaxed);
     }

@@ -60,6 +60,9 @@ impl RunCtx {
         let due = *rec.due_ms.get_or_insert(due_ms);
         if let Some(at) = rec.fired {
             if check < at {
+                // Replayed, not ready yet: the run is not idle.
+                drop(timers);
+                self.timer_pending(id, due);
                 return TimerState::NotYet;
             }
             drop(timers);
@@ -99,6 +102,8 @@ impl RunCtx {
                 .try_defer(Some(self.run_id), payloads)
                 .is_none()
             {
+                drop(timers);
+                self.timer_pending(id, due);
                 return TimerState::Wait(Duration::from_millis(1));
             }
             // Counted like every journaled byte: past a limit the run ends.
