@@ -271,3 +271,77 @@ fn a_poll_of_a_long_and_a_short_timer_is_not_evicted_past_the_short_one() {
     // Only the sleep that waited alone was evicted.
     assert_eq!(metric(&base, "cairn_run_evictions_total"), Some(1.0));
 }
+
+/// The pending decision of `session`, once asked.
+fn pending_decision(base: &str, session: &str) -> String {
+    let mut id = String::new();
+    wait_for("the run to ask", Duration::from_secs(30), || {
+        let pending: Value = client()
+            .get(format!("{base}/v1/decisions?session={session}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        match pending[0]["decision_id"].as_str() {
+            Some(d) => {
+                id = d.to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    id
+}
+
+#[test]
+fn a_run_waiting_on_a_decision_leaves_memory_and_its_answer_restores_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = home_evicting(tmp.path(), 500);
+    let served = serve(&home);
+    let base = served.url.clone();
+    let run = start(
+        &base,
+        "asking",
+        json!([{"write": ["draft.txt", "v1"]}, {"approve": "ship it?"}, {"read": "draft.txt"}]),
+    );
+    let decision = pending_decision(&base, "asking");
+    wait_for("the run to be evicted", Duration::from_secs(20), || {
+        metric(&base, "cairn_runs_evicted") == Some(1.0)
+    });
+    // Still pending and still running to everyone else.
+    assert_eq!(pending_decision(&base, "asking"), decision);
+    assert_eq!(run_state(&base, &run)["state"], "running");
+    let answered = client()
+        .post(format!("{base}/v1/decisions/{decision}"))
+        .json(&json!({"value": {"approved": true}}))
+        .send()
+        .unwrap();
+    assert!(
+        answered.status().is_success(),
+        "{}",
+        answered.text().unwrap()
+    );
+    wait_finished(&base, &run, "the answered run", Duration::from_secs(30));
+    let entries = journal(&base, "asking");
+    let kinds: Vec<String> = entries.iter().map(kind).collect();
+    let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    // Asked once, answered once, restored once by replay.
+    assert_eq!(count("decision_requested"), 1, "{kinds:?}");
+    assert_eq!(count("decision_recorded"), 1, "{kinds:?}");
+    assert_eq!(count("resumed_by_replay"), 1, "{kinds:?}");
+    let results = steps(&entries);
+    assert_eq!(results.len(), 3, "{results:?}");
+    // The guest got the answer given while it was out of memory.
+    assert!(
+        results[1].as_str().unwrap_or("").starts_with("Approved"),
+        "{results:?}"
+    );
+    assert_eq!(results[2], "v1", "{results:?}");
+    assert_eq!(metric(&base, "cairn_runs_evicted"), Some(0.0));
+    drop(served);
+    let replay = cairn_in(&home, &["replay", "asking", "--json"]);
+    let report: Value = serde_json::from_slice(&replay.stdout).unwrap_or_else(|_| {
+        panic!("{}", String::from_utf8_lossy(&replay.stderr));
+    });
+    assert_eq!(report["runs"][0]["result"], "matched", "{report}");
+}

@@ -270,11 +270,22 @@ impl Broker {
         self.recorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id, (pending.session.clone(), value.clone()));
+            .insert(id.clone(), (pending.session.clone(), value.clone()));
         // A waiter that misses this wake-up reads its answer from the
         // journal (the fault point drops it, as a lost broker would).
-        if !crate::fsutil::fault_point("decision-undelivered") {
-            let _ = pending.tx.send((value, event.at_ms));
+        if !crate::fsutil::fault_point("decision-undelivered")
+            && let Err(delivered) = pending.tx.send((value, event.at_ms))
+        {
+            // Its waiter is gone (an instance evicted while it waited): the
+            // one its restore registered since gets it, if there is one.
+            let again = self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            if let Some(again) = again {
+                let _ = again.tx.send(delivered);
+            }
         }
         Ok(())
     }

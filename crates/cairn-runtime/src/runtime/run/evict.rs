@@ -1,16 +1,20 @@
-//! Idle eviction: a run whose guest waits on a durable timer for longer
-//! than `[runs] evict_idle_ms` gives its instance up (its linear memory,
-//! stack and pool slot) and keeps only its task and context. Shortly
-//! before the timer is due the run is restored by replay into a fresh
-//! generation — `GenerationReserved` and `ResumedByReplay`, as a restore
-//! after a crash — and goes on live from the timer. The journal already
-//! holds everything the guest did: dropping the instance is a crash of
-//! that one run, and its restore is the tested one.
+//! Idle eviction: a run whose guest waits — on a durable timer, or on a
+//! decision — for at least `[runs] evict_idle_ms` gives its instance up
+//! (its linear memory, stack and pool slot) and keeps only its task and
+//! context. When the decision is answered (or the run asked to park), or
+//! shortly before the timer or the decision's timeout is due, the run is
+//! restored by replay into a fresh generation — `GenerationReserved` and
+//! `ResumedByReplay`, as a restore after a crash — and goes on live from
+//! there. The journal already holds everything the guest did: dropping
+//! the instance is a crash of that one run, and its restore is the tested
+//! one. The decision stays pending meanwhile (listed, answerable from any
+//! seam; its webhook delivery goes on); its answer is journaled first, as
+//! always, and the replay reads it there.
 //!
-//! Only a run with nothing else under way is evicted: no decision wait,
-//! host call, emit or outgoing request (see [`RunCtx::inflight`]), no
-//! child it spawned (its loans live in this generation), not itself a
-//! child, not cancelled, parked or failed.
+//! Only a run with nothing else under way is evicted: no host call, emit
+//! or outgoing request (see [`RunCtx::inflight`]), no child it spawned
+//! (its loans live in this generation), not itself a child, not
+//! cancelled, parked or failed.
 
 use super::*;
 
@@ -22,9 +26,46 @@ const WAKE_EARLY_MS: u64 = 200;
 pub(crate) enum Executed {
     /// The instance returned or trapped.
     Ended(Result<Outcome, ErrorOrCancel>),
-    /// The instance was dropped while its guest waited on a timer due at
-    /// this wall time (ms).
-    Evicted(u64),
+    /// The instance was dropped while its guest waited.
+    Evicted(Idle),
+}
+
+/// What an evicted run waits for.
+pub(crate) struct Idle {
+    /// The wall time (ms) it is due: the earliest timer, or the decision's
+    /// timeout (`u64::MAX`: none).
+    pub due_ms: u64,
+    /// The decision it waits on, if it does, and the seq of its request.
+    pub decision: Option<(DecisionId, Seq)>,
+}
+
+/// The decision a guest waits on.
+pub(crate) struct Deciding {
+    id: DecisionId,
+    /// The seq of its request.
+    asked: Seq,
+    /// When its timeout is due (wall ms), if it has one.
+    due_ms: Option<u64>,
+    /// When the wait began: a decision is waited out in memory for
+    /// `evict_idle_ms` first (most are answered sooner).
+    since: tokio::time::Instant,
+}
+
+/// Whether an instance may go.
+enum Verdict {
+    Now(Idle),
+    /// Not yet: ask again then.
+    At(tokio::time::Instant),
+    No,
+}
+
+/// Clears [`RunCtx::deciding`] when the wait ends.
+pub(super) struct DecidingGuard<'a>(&'a RunCtx);
+
+impl Drop for DecidingGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.deciding.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
 }
 
 impl RunCtx {
@@ -79,22 +120,73 @@ impl RunCtx {
         waiting.values().copied().min()
     }
 
-    /// Whether the instance may go now, for the wait it is in (until the
-    /// earliest timer it waits on).
-    fn may_evict(&self) -> Option<u64> {
+    /// The guest waits on decision `id` (asked at `asked`, its timeout
+    /// `timeout` from now): offered to the task until the guard drops.
+    pub(super) fn deciding_on(
+        &self,
+        id: &DecisionId,
+        asked: Seq,
+        timeout: Option<Duration>,
+    ) -> DecidingGuard<'_> {
         let after = self.evict_after_ms.load(Ordering::Relaxed);
-        let due_ms = self.earliest_wait()?;
+        if after > 0 {
+            let due_ms =
+                timeout.map(|t| crate::fsutil::now_ms().saturating_add(t.as_millis() as u64));
+            *self.deciding.lock().unwrap_or_else(|p| p.into_inner()) = Some(Deciding {
+                id: id.clone(),
+                asked,
+                due_ms,
+                since: tokio::time::Instant::now(),
+            });
+            if timeout.is_none_or(|t| t.as_millis() as u64 >= 2 * after) {
+                self.idle.send_replace(Some(due_ms.unwrap_or(u64::MAX)));
+            }
+        }
+        DecidingGuard(self)
+    }
+
+    /// Whether the instance may go now, and what it then waits for (the
+    /// decision it has waited on for `evict_idle_ms`, or the earliest
+    /// timer it holds when that is at least as far away).
+    /// `waited_out`: asked again once a decision's wait in memory is over
+    /// (only a decision wait then counts: the guest may be running).
+    fn may_evict(&self, waited_out: bool) -> Verdict {
+        let after = self.evict_after_ms.load(Ordering::Relaxed);
+        let now = crate::fsutil::now_ms();
         // The offer was made a moment ago, for a wait of at least `after`.
         let slack = (after / 10).min(100);
-        (after > 0
-            && due_ms.saturating_sub(crate::fsutil::now_ms()) + slack >= after
+        let idle = {
+            let deciding = self.deciding.lock().unwrap_or_else(|p| p.into_inner());
+            match (&*deciding, self.earliest_wait()) {
+                (Some(d), _) => {
+                    let wake = d.since + Duration::from_millis(after);
+                    if tokio::time::Instant::now() < wake {
+                        return Verdict::At(wake);
+                    }
+                    Idle {
+                        due_ms: d.due_ms.unwrap_or(u64::MAX),
+                        decision: Some((d.id.clone(), d.asked)),
+                    }
+                }
+                (None, Some(timer)) if !waited_out => Idle {
+                    due_ms: timer,
+                    decision: None,
+                },
+                (None, _) => return Verdict::No,
+            }
+        };
+        let quiet = after > 0
+            && idle.due_ms.saturating_sub(now) + slack >= after
             && self.inflight.load(Ordering::SeqCst) == 0
             && self.spawned.load(Ordering::Relaxed) == 0
             && self.cancel.borrow().is_none()
             && self.park.borrow().is_none()
             && self.failure().is_none()
-            && !self.finishing.load(Ordering::SeqCst))
-        .then_some(due_ms)
+            && !self.finishing.load(Ordering::SeqCst);
+        match quiet {
+            true => Verdict::Now(idle),
+            false => Verdict::No,
+        }
     }
 
     /// Back to where a restore starts: the counts a replay makes again from
@@ -139,34 +231,88 @@ pub(crate) async fn execute(
     tokio::pin!(run);
     let mut idle = ctx.idle.subscribe();
     idle.borrow_and_update();
+    let mut recheck: Option<tokio::time::Instant> = None;
     loop {
-        tokio::select! {
+        let waited_out = tokio::select! {
             outcome = &mut run => return Executed::Ended(outcome),
             changed = idle.changed() => {
                 if changed.is_err() {
                     return Executed::Ended(run.await);
                 }
-                let offered = idle.borrow_and_update().is_some();
-                if offered && let Some(due) = ctx.may_evict() {
-                    // Suspended, not running: the limit watcher does not
-                    // walk the worktree meanwhile.
-                    shift(&ctx.activity, Activity::Running, Activity::Waiting);
-                    return Executed::Evicted(due);
+                if idle.borrow_and_update().is_none() {
+                    continue;
                 }
+                false
             }
+            _ = async { tokio::time::sleep_until(recheck.unwrap_or_else(tokio::time::Instant::now)).await }, if recheck.is_some() => true,
+        };
+        recheck = None;
+        match ctx.may_evict(waited_out) {
+            Verdict::Now(idle) => {
+                // Suspended, not running: the limit watcher does not walk
+                // the worktree meanwhile.
+                shift(&ctx.activity, Activity::Running, Activity::Waiting);
+                ctx.evicted.store(true, Ordering::Relaxed);
+                return Executed::Evicted(idle);
+            }
+            Verdict::At(at) => recheck = Some(at),
+            Verdict::No => {}
         }
     }
 }
 
-/// Wait, evicted, until shortly before `due_ms`; a cancel (a deadline, a
+/// Wait, evicted, until the decision is answered (or the run asked to
+/// park), or until shortly before it is due; a cancel (a deadline, a
 /// broken limit, the host's shutdown) ends the run where it is instead.
-pub(crate) async fn sleep(ctx: &RunCtx, due_ms: u64) -> Result<(), ErrorOrCancel> {
-    let left = due_ms
-        .saturating_sub(WAKE_EARLY_MS)
-        .saturating_sub(crate::fsutil::now_ms());
+pub(crate) async fn sleep(ctx: &RunCtx, idle: &Idle) -> Result<(), ErrorOrCancel> {
+    let due = async {
+        match idle.due_ms {
+            u64::MAX => std::future::pending().await,
+            due_ms => {
+                let left = due_ms
+                    .saturating_sub(WAKE_EARLY_MS)
+                    .saturating_sub(crate::fsutil::now_ms());
+                tokio::time::sleep(Duration::from_millis(left)).await
+            }
+        }
+    };
+    // The decision stays pending; its answer is journaled first, and the
+    // journal (read from the request on, so no answer is missed) wakes
+    // the run here.
+    let answered = async {
+        let Some((id, asked)) = &idle.decision else {
+            return std::future::pending().await;
+        };
+        let mut entries = ctx.journal.subscribe(*asked);
+        while let Some(delivered) = entries.next().await {
+            let Ok(crate::journal::Delivery::Event(e)) = delivered else {
+                // A gap or an error: the replay reads the journal itself.
+                return;
+            };
+            if let Payload::Lifecycle(
+                LifecycleEvent::DecisionRecorded { decision_id, .. }
+                | LifecycleEvent::DecisionTimedOut { decision_id },
+            ) = &e.payload
+                && decision_id == id
+            {
+                return;
+            }
+        }
+    };
+    let mut park = ctx.park.subscribe();
+    let parks = async {
+        match idle.decision {
+            Some(_) => {
+                let _ = park.wait_for(|p| p.is_some()).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     let mut cancel = ctx.cancel.subscribe();
     tokio::select! {
-        _ = tokio::time::sleep(Duration::from_millis(left)) => Ok(()),
+        _ = due => Ok(()),
+        _ = answered => Ok(()),
+        _ = parks => Ok(()),
         _ = cancel.wait_for(|c| c.is_some()) => Err(ErrorOrCancel::error(
             FailureCode::Interrupted,
             "the run ended while evicted",

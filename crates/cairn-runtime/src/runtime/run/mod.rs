@@ -130,6 +130,11 @@ pub struct RunCtx {
     /// The timers the guest waits on now (by number: due, wall ms); a
     /// look that fires one takes it out.
     waiting: Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// The decision the guest waits on now, if it does.
+    deciding: Mutex<Option<evict::Deciding>>,
+    /// Set once the run was evicted: a decision its restore waits on again
+    /// was delivered to the webhook already (the delivery lives on).
+    pub(crate) evicted: AtomicBool,
     /// The earliest of them, offered to the task for eviction when it is
     /// far enough away.
     idle: watch::Sender<Option<u64>>,
@@ -243,6 +248,8 @@ impl RunCtx {
             inflight: AtomicU64::new(0),
             evict_after_ms: AtomicU64::new(0),
             waiting: Mutex::new(std::collections::BTreeMap::new()),
+            deciding: Mutex::new(None),
+            evicted: AtomicBool::new(false),
             idle: watch::channel(None).0,
         }
     }
@@ -483,6 +490,8 @@ impl RunCtx {
         tokio::pin!(sleep);
         let mut cancel = self.cancel.subscribe();
         let mut park = self.park.subscribe();
+        // Waiting on somebody: the task may evict the instance meanwhile.
+        let _deciding = self.deciding_on(&id, asked, timeout);
         loop {
             tokio::select! {
                 answer = &mut rx => match answer {
@@ -646,7 +655,8 @@ impl RunHost for RunCtx {
     }
 
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {
-        let _inflight = Inflight::begin(&self.inflight);
+        // Not counted in flight: a decision wait is what an eviction waits
+        // out (see `evict.rs`), from the moment `wait_live` marks it.
         if self.cancelled().is_some() {
             return Ok(Answer::Cancelled);
         }

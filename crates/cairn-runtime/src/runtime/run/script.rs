@@ -227,9 +227,19 @@ impl RunCtx {
             self.run_id,
             self.journal.clone(),
         );
+        // Answered while the run was restored (evicted meanwhile, it may
+        // have been): the journal has the answer.
+        if self.evicted.load(std::sync::atomic::Ordering::Relaxed)
+            && let Some(answer) = self.journaled_answer(&id, requested_at).await?
+        {
+            self.broker.withdraw(&id);
+            return Ok(Some(answer));
+        }
         // A request the workspace's webhook was sent before the host died
-        // is sent again: the delivery died with it.
+        // is sent again: the delivery died with it (not an evicted run's:
+        // its delivery lives on).
         if routed == Some(ApprovalRoute::Webhook)
+            && !self.evicted.load(std::sync::atomic::Ordering::Relaxed)
             && let Some(caps) = self.capabilities.get()
         {
             let workspace = self.workspace.get().map(String::as_str).unwrap_or_default();

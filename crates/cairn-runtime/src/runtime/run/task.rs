@@ -328,14 +328,14 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         let meter = sandbox.meter.clone();
         let outcome = match evict::execute(&env.components, &ctx, &plan.prepared, sandbox, start).await {
             evict::Executed::Ended(outcome) => outcome,
-            evict::Executed::Evicted(due_ms) => {
+            evict::Executed::Evicted(idle) => {
                 for guard in guards.drain(..) {
                     guard.stop();
                 }
-                tracing::debug!(run_id = %ctx.run_id, %generation, due_ms, "evicted while its controller waits on a timer");
+                tracing::debug!(run_id = %ctx.run_id, %generation, due_ms = idle.due_ms, "evicted while its controller waits");
                 env.evicted.0.inc();
                 env.evicted.1.inc();
-                let slept = evict::sleep(&ctx, due_ms).await;
+                let slept = evict::sleep(&ctx, &idle).await;
                 env.evicted.0.dec();
                 slept?;
                 plan.replay = Some(evict::replan(&env, &ctx).await?);
