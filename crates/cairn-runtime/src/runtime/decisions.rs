@@ -130,6 +130,17 @@ impl Broker {
         Some(waiting(&mut pending, id, session, run, journal))
     }
 
+    /// A new receiver for pending decision `id`, whose waiter went (an
+    /// evicted instance): its answer goes there. `None` once it is being
+    /// answered (its answer is journaled first: read it there).
+    pub fn rewait(&self, id: &DecisionId) -> Option<oneshot::Receiver<Delivered>> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = pending.get_mut(id)?;
+        let (tx, rx) = oneshot::channel();
+        entry.tx = tx;
+        Some(rx)
+    }
+
     /// Withdraw a request (its wait ended otherwise). True when it was still
     /// pending, so the caller owns its ending.
     pub fn withdraw(&self, id: &DecisionId) -> bool {

@@ -35,15 +35,13 @@ pub(crate) struct Idle {
     /// The wall time (ms) it is due: the earliest timer, or the decision's
     /// timeout (`u64::MAX`: none).
     pub due_ms: u64,
-    /// The decision it waits on, if it does, and the seq of its request.
-    pub decision: Option<(DecisionId, Seq)>,
+    /// The decision it waits on, if it does.
+    pub decision: Option<DecisionId>,
 }
 
 /// The decision a guest waits on.
 pub(crate) struct Deciding {
     id: DecisionId,
-    /// The seq of its request.
-    asked: Seq,
     /// When its timeout is due (wall ms), if it has one.
     due_ms: Option<u64>,
     /// When the wait began: a decision is waited out in memory for
@@ -120,12 +118,11 @@ impl RunCtx {
         waiting.values().copied().min()
     }
 
-    /// The guest waits on decision `id` (asked at `asked`, its timeout
-    /// `timeout` from now): offered to the task until the guard drops.
+    /// The guest waits on decision `id` (its timeout `timeout` from now):
+    /// offered to the task until the guard drops.
     pub(super) fn deciding_on(
         &self,
         id: &DecisionId,
-        asked: Seq,
         timeout: Option<Duration>,
     ) -> DecidingGuard<'_> {
         let after = self.evict_after_ms.load(Ordering::Relaxed);
@@ -134,7 +131,6 @@ impl RunCtx {
                 timeout.map(|t| crate::fsutil::now_ms().saturating_add(t.as_millis() as u64));
             *self.deciding.lock().unwrap_or_else(|p| p.into_inner()) = Some(Deciding {
                 id: id.clone(),
-                asked,
                 due_ms,
                 since: tokio::time::Instant::now(),
             });
@@ -165,7 +161,7 @@ impl RunCtx {
                     }
                     Idle {
                         due_ms: d.due_ms.unwrap_or(u64::MAX),
-                        decision: Some((d.id.clone(), d.asked)),
+                        decision: Some(d.id.clone()),
                     }
                 }
                 (None, Some(timer)) if !waited_out => Idle {
@@ -264,7 +260,7 @@ pub(crate) async fn execute(
 /// Wait, evicted, until the decision is answered (or the run asked to
 /// park), or until shortly before it is due; a cancel (a deadline, a
 /// broken limit, the host's shutdown) ends the run where it is instead.
-pub(crate) async fn sleep(ctx: &RunCtx, idle: &Idle) -> Result<(), ErrorOrCancel> {
+pub(crate) async fn sleep(env: &RunEnv, ctx: &RunCtx, idle: &Idle) -> Result<(), ErrorOrCancel> {
     let due = async {
         match idle.due_ms {
             u64::MAX => std::future::pending().await,
@@ -276,27 +272,15 @@ pub(crate) async fn sleep(ctx: &RunCtx, idle: &Idle) -> Result<(), ErrorOrCancel
             }
         }
     };
-    // The decision stays pending; its answer is journaled first, and the
-    // journal (read from the request on, so no answer is missed) wakes
-    // the run here.
+    // The decision stays pending (listed, its webhook delivery going
+    // on); its answer, journaled first, wakes the run here. Gone already:
+    // it is being answered, and the restore reads the answer.
     let answered = async {
-        let Some((id, asked)) = &idle.decision else {
+        let Some(id) = &idle.decision else {
             return std::future::pending().await;
         };
-        let mut entries = ctx.journal.subscribe(*asked);
-        while let Some(delivered) = entries.next().await {
-            let Ok(crate::journal::Delivery::Event(e)) = delivered else {
-                // A gap or an error: the replay reads the journal itself.
-                return;
-            };
-            if let Payload::Lifecycle(
-                LifecycleEvent::DecisionRecorded { decision_id, .. }
-                | LifecycleEvent::DecisionTimedOut { decision_id },
-            ) = &e.payload
-                && decision_id == id
-            {
-                return;
-            }
+        if let Some(rx) = env.broker.rewait(id) {
+            let _ = rx.await;
         }
     };
     let mut park = ctx.park.subscribe();

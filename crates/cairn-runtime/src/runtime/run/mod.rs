@@ -491,7 +491,7 @@ impl RunCtx {
         let mut cancel = self.cancel.subscribe();
         let mut park = self.park.subscribe();
         // Waiting on somebody: the task may evict the instance meanwhile.
-        let _deciding = self.deciding_on(&id, asked, timeout);
+        let _deciding = self.deciding_on(&id, timeout);
         loop {
             tokio::select! {
                 answer = &mut rx => match answer {

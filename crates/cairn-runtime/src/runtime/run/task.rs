@@ -335,7 +335,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 tracing::debug!(run_id = %ctx.run_id, %generation, due_ms = idle.due_ms, "evicted while its controller waits");
                 env.evicted.0.inc();
                 env.evicted.1.inc();
-                let slept = evict::sleep(&ctx, &idle).await;
+                let slept = evict::sleep(&env, &ctx, &idle).await;
                 env.evicted.0.dec();
                 slept?;
                 plan.replay = Some(evict::replan(&env, &ctx).await?);
