@@ -5,10 +5,12 @@
 //! a cancel reaches it at once; a `kill -9` meanwhile restores it like any
 //! interrupted run.
 
-use crate::common::{cairn_in, fixture, serve};
-use crate::scale_out::{client, wait_finished, wait_for};
+use crate::common::{Served, cairn_in, fixture, serve};
+use crate::scale_out::{
+    client, entry_kind as kind, journal_entries as journal, run_state, wait_finished, wait_for,
+};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 fn now_ms() -> u64 {
@@ -18,16 +20,26 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// A home whose runs are evicted after `ms` of waiting.
-fn home_evicting(root: &Path, ms: u64) -> std::path::PathBuf {
-    let home = root.join("home");
+/// A server on a new home whose runs are evicted after `ms` of waiting
+/// (the temp dir holding the home, the home, the server).
+fn serve_evicting(ms: u64) -> (tempfile::TempDir, PathBuf, Served) {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(
         home.join("cairn.toml"),
         format!("[runs]\nevict_idle_ms = {ms}\n"),
     )
     .unwrap();
-    home
+    let served = serve(&home);
+    (tmp, home, served)
+}
+
+/// Wait until `n` runs are out of memory at `base`.
+fn wait_evicted(base: &str, n: f64) {
+    wait_for("the run to be evicted", Duration::from_secs(20), || {
+        metric(base, "cairn_runs_evicted") == Some(n)
+    });
 }
 
 /// One sample of the server's metrics (`name value` lines).
@@ -69,34 +81,6 @@ fn start(base: &str, session: &str, prompt: Value) -> String {
         .to_string()
 }
 
-fn journal(base: &str, session: &str) -> Vec<Value> {
-    let page: Value = client()
-        .get(format!(
-            "{base}/v1/sessions/{session}/journal?after=0&limit=1000"
-        ))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    page["entries"].as_array().cloned().unwrap_or_default()
-}
-
-fn kind(e: &Value) -> String {
-    e["payload"]["event"]["type"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
-fn run_state(base: &str, run: &str) -> Value {
-    client()
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap()
-}
-
 /// The `step` results of the session's custom events, in order.
 fn steps(entries: &[Value]) -> Vec<Value> {
     entries
@@ -108,9 +92,7 @@ fn steps(entries: &[Value]) -> Vec<Value> {
 
 #[test]
 fn a_run_waiting_on_a_long_timer_leaves_memory_and_wakes_on_time_by_replay() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = home_evicting(tmp.path(), 1_000);
-    let served = serve(&home);
+    let (_tmp, home, served) = serve_evicting(1_000);
     let base = served.url.clone();
     let run = start(
         &base,
@@ -123,9 +105,7 @@ fn a_run_waiting_on_a_long_timer_leaves_memory_and_wakes_on_time_by_replay() {
         ]),
     );
     // Out of memory while it waits, and still running to everyone else.
-    wait_for("the run to be evicted", Duration::from_secs(20), || {
-        metric(&base, "cairn_runs_evicted") == Some(1.0)
-    });
+    wait_evicted(&base, 1.0);
     assert_eq!(run_state(&base, &run)["state"], "running");
     wait_finished(&base, &run, "the evicted run", Duration::from_secs(30));
     let finished_at = now_ms();
@@ -186,14 +166,10 @@ fn a_run_waiting_on_a_long_timer_leaves_memory_and_wakes_on_time_by_replay() {
 
 #[test]
 fn a_cancel_reaches_an_evicted_run_at_once_and_the_session_goes_on() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = home_evicting(tmp.path(), 500);
-    let served = serve(&home);
+    let (_tmp, _home, served) = serve_evicting(500);
     let base = served.url.clone();
     let run = start(&base, "long-nap", json!([{"sleep": 120000}]));
-    wait_for("the run to be evicted", Duration::from_secs(20), || {
-        metric(&base, "cairn_runs_evicted") == Some(1.0)
-    });
+    wait_evicted(&base, 1.0);
     let asked = std::time::Instant::now();
     let r = client()
         .post(format!("{base}/v1/runs/{run}/cancel"))
@@ -223,17 +199,13 @@ fn a_cancel_reaches_an_evicted_run_at_once_and_the_session_goes_on() {
 
 #[test]
 fn an_evicted_run_killed_with_its_host_is_restored_at_the_next_start() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = home_evicting(tmp.path(), 500);
-    let served = serve(&home);
+    let (_tmp, home, served) = serve_evicting(500);
     let run = start(
         &served.url,
         "killed-nap",
         json!([{"sleep": 4000}, {"sleep": 10}]),
     );
-    wait_for("the run to be evicted", Duration::from_secs(20), || {
-        metric(&served.url, "cairn_runs_evicted") == Some(1.0)
-    });
+    wait_evicted(&served.url, 1.0);
     // `kill -9` (Served's drop) while it is out of memory.
     drop(served);
     let served = serve(&home);
@@ -250,9 +222,7 @@ fn an_evicted_run_killed_with_its_host_is_restored_at_the_next_start() {
 
 #[test]
 fn a_poll_of_a_long_and_a_short_timer_is_not_evicted_past_the_short_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = home_evicting(tmp.path(), 1_000);
-    let served = serve(&home);
+    let (_tmp, _home, served) = serve_evicting(1_000);
     let base = served.url.clone();
     // One poll over a 60 s timer and one shorter than the eviction's wait,
     // then a long sleep alone.
@@ -295,9 +265,7 @@ fn pending_decision(base: &str, session: &str) -> String {
 
 #[test]
 fn a_run_waiting_on_a_decision_leaves_memory_and_its_answer_restores_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = home_evicting(tmp.path(), 500);
-    let served = serve(&home);
+    let (_tmp, home, served) = serve_evicting(500);
     let base = served.url.clone();
     let run = start(
         &base,
@@ -305,9 +273,7 @@ fn a_run_waiting_on_a_decision_leaves_memory_and_its_answer_restores_it() {
         json!([{"write": ["draft.txt", "v1"]}, {"approve": "ship it?"}, {"read": "draft.txt"}]),
     );
     let decision = pending_decision(&base, "asking");
-    wait_for("the run to be evicted", Duration::from_secs(20), || {
-        metric(&base, "cairn_runs_evicted") == Some(1.0)
-    });
+    wait_evicted(&base, 1.0);
     // Still pending and still running to everyone else.
     assert_eq!(pending_decision(&base, "asking"), decision);
     assert_eq!(run_state(&base, &run)["state"], "running");

@@ -5,27 +5,9 @@
 //! takes the answer. The journal holds the second owner's answer only.
 
 use crate::common::*;
+use crate::scale_out::{entry_kind as kind, journal_entries};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-fn journal(http: &reqwest::blocking::Client, base: &str, session: &str) -> Vec<Value> {
-    let page: Value = http
-        .get(format!(
-            "{base}/v1/sessions/{session}/journal?after=0&limit=1000"
-        ))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    page["entries"].as_array().cloned().unwrap_or_default()
-}
-
-fn kind(e: &Value) -> String {
-    e["payload"]["event"]["type"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
 
 fn pending(http: &reqwest::blocking::Client, base: &str) -> String {
     let t = Instant::now();
@@ -129,7 +111,7 @@ fn lost_lock_case(replace: bool) {
     assert!(ok.status().is_success(), "{}", ok.text().unwrap());
     let t = Instant::now();
     let entries = loop {
-        let entries = journal(&http, &second.url, &session);
+        let entries = journal_entries(&second.url, &session);
         if entries.iter().any(|e| kind(e) == "finished") {
             break entries;
         }

@@ -5,7 +5,7 @@
 //! `pg_ctl restart -m fast` under load failed every run that was writing,
 //! and answers got `500 internal`.
 
-use crate::scale_out::{Instance, client, rows, shared_store, types, wait_for};
+use crate::scale_out::{Instance, client, rows, run_state, shared_store, types, wait_for};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -20,15 +20,6 @@ fn start(base: &str, component: &str, prompt: &str, session: &str) -> String {
     let v: Value = r.json().unwrap();
     assert!(status.is_success(), "{status} {v}");
     v["run_id"].as_str().unwrap().to_string()
-}
-
-fn run_state(base: &str, run: &str) -> Value {
-    client()
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap()
 }
 
 #[test]

@@ -188,6 +188,37 @@ pub(crate) fn wait_finished(base: &str, run: &str, what: &str, deadline: Duratio
     });
 }
 
+/// A session's journal entries (the first 1,000) as served at `base`.
+pub(crate) fn journal_entries(base: &str, session: &str) -> Vec<serde_json::Value> {
+    let page: serde_json::Value = client()
+        .get(format!(
+            "{base}/v1/sessions/{session}/journal?after=0&limit=1000"
+        ))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    page["entries"].as_array().cloned().unwrap_or_default()
+}
+
+/// A journal entry's event type (`timer_set`, `decision_recorded`, …).
+pub(crate) fn entry_kind(e: &serde_json::Value) -> String {
+    e["payload"]["event"]["type"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `GET /v1/runs/{run}` at `base`.
+pub(crate) fn run_state(base: &str, run: &str) -> serde_json::Value {
+    client()
+        .get(format!("{base}/v1/runs/{run}"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
 /// The instance that answered `GET /v1/sessions/{session}` asked at `base`.
 pub(crate) fn served_by(base: &str, session: &str) -> String {
     let r = client()

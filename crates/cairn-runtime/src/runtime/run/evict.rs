@@ -213,9 +213,10 @@ impl RunCtx {
     }
 }
 
-/// Run the instance until it ends, or until its guest waits on a timer
-/// long enough to evict it for (then the instance is dropped, unwinding
-/// the guest's stack, and the due time returned).
+/// [`super::task::execute`], or until its guest waits — on a timer far
+/// enough away, or long enough on a decision — and may be evicted: then
+/// the instance is dropped (the guest's stack unwound) and what the run
+/// waits for is returned.
 pub(crate) async fn execute(
     components: &crate::component::Components,
     ctx: &Arc<RunCtx>,
