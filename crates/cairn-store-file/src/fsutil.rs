@@ -97,15 +97,33 @@ pub fn unwritten_bytes() -> Option<u64> {
 /// A handle to sync for every directory and regular file under `dir`
 /// (`dir` included), appended to `out`; other entries (a socket) are
 /// left out.
+///
+/// An entry gone between the listing and its opening (a temp file renamed
+/// over a document, a generation's layout moving into place, while a new
+/// worker's first commit walks its tree) is left out: its going is the
+/// directory's change, which the directory's own sync covers, and the
+/// writes that moved it are not the commit's to make durable (before:
+/// `ENOENT` failed the first commit, and the run, under load).
 pub fn tree_handles(dir: &Dir, out: &mut Vec<cap_std::fs::File>) -> io::Result<()> {
     out.push(dir_handle(dir)?);
     for entry in dir.entries()? {
         let entry = entry?;
-        let kind = entry.file_type()?;
+        let kind = match entry.file_type() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            kind => kind?,
+        };
         if kind.is_dir() {
-            tree_handles(&entry.open_dir()?, out)?;
+            match entry.open_dir() {
+                Ok(sub) => tree_handles(&sub, out)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         } else if kind.is_file() {
-            out.push(entry.open()?);
+            match entry.open() {
+                Ok(file) => out.push(file),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(())
