@@ -40,7 +40,10 @@ Figures (cairn's controller / Obelisk's workflow / Restate's handler):
                   restart of a home/database that has run before
   memory          resident memory grown per waiting execution: 900 runs
                   each waiting on a 120 s timer, (RSS after - RSS before) /
-                  900 (Restate: server + service)
+                  900 (Restate: server + service; cairn with its
+                  defaults evicts a run waiting on a timer that far away
+                  and restores it by replay when it is due,
+                  `[runs] evict_idle_ms`)
 
 Output: a table on stdout; with --json, {"version": 2, "obelisk", "restate",
 "quick", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
