@@ -147,6 +147,16 @@ fn a_run_waiting_on_a_long_timer_leaves_memory_and_wakes_on_time_by_replay() {
         "{results:?}"
     );
     assert_eq!(results[2], "before", "{results:?}");
+    // The generation it left keeps its logs, not its worktree; the one it
+    // was restored into holds what the guest wrote.
+    let worker = entries
+        .iter()
+        .find_map(|e| e["payload"]["event"]["worker_id"].as_str())
+        .expect("a generation_reserved entry names the worker");
+    let runs = home.join("workers").join(worker).join("runs");
+    assert!(runs.join("1").is_dir());
+    assert!(!runs.join("1/artifacts").exists());
+    assert!(runs.join("2/artifacts/notes.txt").is_file());
     assert_eq!(metric(&base, "cairn_runs_evicted"), Some(0.0));
     assert_eq!(metric(&base, "cairn_run_evictions_total"), Some(1.0));
     // The next run starts from the restored generation's worktree.

@@ -300,6 +300,20 @@ impl WorkerDir {
         Ok(pruned)
     }
 
+    /// Remove one generation's worktree (`runs/<generation>/artifacts`;
+    /// its logs stay): a generation its run left for a later one, as an
+    /// evicted run does at its restore.
+    pub fn drop_worktree(&self, generation: Generation) -> io::Result<()> {
+        let dir = self
+            .dir
+            .open_dir("runs")?
+            .open_dir(generation.to_string())?;
+        match dir.exists("artifacts") {
+            true => fsutil::remove_tree(&dir, "artifacts"),
+            false => Ok(()),
+        }
+    }
+
     /// `runs/`.
     pub fn runs_dir(&self) -> io::Result<Dir> {
         self.dir.open_dir("runs")

@@ -60,6 +60,10 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         ctx.evict_after(env.evict_idle_ms);
     }
     let mut evictions = 0u64;
+    // The generation an evicted run left: its worktree goes once the
+    // restore's is laid out (the restore lays out from the generation
+    // before the run, never from it).
+    let mut superseded: Option<Generation> = None;
     let mut watched: Option<Arc<Mutex<Watched>>> = None;
     let result: Result<Outcome, ErrorOrCancel> = async { loop {
         let worker_dir = match worker_dir.take() {
@@ -219,6 +223,15 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         let (gen_dir, worktree) =
             laid_out.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        if let Some(old) = superseded.take()
+            && let Ok(handle) = worker.try_clone()
+        {
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = handle.drop_worktree(old) {
+                    tracing::warn!("worker {}: cannot remove the worktree of generation {old}, left by its evicted run: {e}", handle.id());
+                }
+            });
+        }
         if let Some(w) = worktree {
             env.supervisor
                 .snapshot_recorded(plan.worker_id, &w.digest)
@@ -340,6 +353,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 slept?;
                 plan.replay = Some(evict::replan(&env, &ctx).await?);
                 plan.generation_floor = Some(generation);
+                superseded = Some(generation);
                 plan.first_commit = crate::runtime::FirstCommit::Now;
                 plan.bind = None;
                 plan.durable = None;
