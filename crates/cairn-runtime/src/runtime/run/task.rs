@@ -54,8 +54,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     let worker_dir = plan.worker;
     let live_entry = worker_dir.live_entry();
     let mut worker_dir = Some(worker_dir);
-    // A run that is not a child may leave memory while it waits on a long
-    // timer (`evict.rs`); each restore is a pass of this loop.
+    // A run that is not a child may leave memory while it waits on a far
+    // timer or a slow decision (`evict.rs`); each restore is a pass of
+    // this loop.
     if !plan.child {
         ctx.evict_after(env.evict_idle_ms);
     }
