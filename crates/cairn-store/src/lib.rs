@@ -78,6 +78,14 @@ impl JournalItem {
         }
     }
 
+    /// The event, when it is one, taken out.
+    pub fn into_event(self) -> Option<SessionEvent> {
+        match self {
+            JournalItem::Event(e) => Some(*e),
+            JournalItem::Unknown { .. } => None,
+        }
+    }
+
     /// The event, when it is one.
     pub fn event(&self) -> Option<&SessionEvent> {
         match self {

@@ -94,10 +94,7 @@ async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
     };
     let events: Vec<SessionEvent> = items
         .into_iter()
-        .filter_map(|i| match i {
-            JournalItem::Event(e) => Some(*e),
-            JournalItem::Unknown { .. } => None,
-        })
+        .filter_map(JournalItem::into_event)
         .collect();
     // A component update the journal holds and `worker.json` missed (the
     // host died between the two writes): the binding follows the journal.

@@ -87,10 +87,7 @@ impl Runtime {
             .read(session, Seq(0))
             .await?
             .into_iter()
-            .filter_map(|i| match i {
-                JournalItem::Event(e) => Some(*e),
-                JournalItem::Unknown { .. } => None,
-            })
+            .filter_map(JournalItem::into_event)
             .collect())
     }
 

@@ -97,7 +97,7 @@ impl RunCtx {
             .earliest_wait()
             .is_some_and(|earliest| earliest.saturating_sub(now_ms) >= after)
         {
-            self.idle.send_replace(Some(due_ms));
+            self.idle.notify_one();
         }
     }
 
@@ -135,7 +135,7 @@ impl RunCtx {
                 since: tokio::time::Instant::now(),
             });
             if timeout.is_none_or(|t| t.as_millis() as u64 >= 2 * after) {
-                self.idle.send_replace(Some(due_ms.unwrap_or(u64::MAX)));
+                self.idle.notify_one();
             }
         }
         DecidingGuard(self)
@@ -203,7 +203,6 @@ impl RunCtx {
         ] {
             count.store(0, Ordering::Relaxed);
         }
-        self.idle.send_replace(None);
         self.waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -226,21 +225,11 @@ pub(crate) async fn execute(
 ) -> Executed {
     let run = super::task::execute(components, ctx, prepared, sandbox, start);
     tokio::pin!(run);
-    let mut idle = ctx.idle.subscribe();
-    idle.borrow_and_update();
     let mut recheck: Option<tokio::time::Instant> = None;
     loop {
         let waited_out = tokio::select! {
             outcome = &mut run => return Executed::Ended(outcome),
-            changed = idle.changed() => {
-                if changed.is_err() {
-                    return Executed::Ended(run.await);
-                }
-                if idle.borrow_and_update().is_none() {
-                    continue;
-                }
-                false
-            }
+            _ = ctx.idle.notified() => false,
             _ = async { tokio::time::sleep_until(recheck.unwrap_or_else(tokio::time::Instant::now)).await }, if recheck.is_some() => true,
         };
         recheck = None;
@@ -323,31 +312,26 @@ pub(crate) async fn replan(env: &RunEnv, ctx: &RunCtx) -> Result<ReplayPlan, Err
         .map_err(|e| storage(format!("cannot read the journal to restore the run: {e}")))?;
     let events: Vec<SessionEvent> = items
         .into_iter()
-        .filter_map(|i| match i {
-            crate::store::JournalItem::Event(e) => Some(*e),
-            crate::store::JournalItem::Unknown { .. } => None,
-        })
+        .filter_map(crate::store::JournalItem::into_event)
         .collect();
     let run = ctx.run_id;
-    let started = events
-        .iter()
-        .find(|e| {
-            e.run_id == Some(run)
-                && matches!(
-                    e.payload,
-                    Payload::Lifecycle(LifecycleEvent::Started { .. })
-                )
-        })
-        .cloned()
-        .ok_or_else(|| storage(format!("the journal holds no start of run {run}")))?;
+    let (first_seq, started) = match crate::runtime::state::runs_of(&events)
+        .into_iter()
+        .find(|(r, _, _)| *r == run)
+    {
+        Some((_, Some(started), _)) => (
+            events
+                .iter()
+                .find(|e| e.run_id == Some(run))
+                .map_or(started.seq, |e| e.seq),
+            started,
+        ),
+        _ => return Err(storage(format!("the journal holds no start of run {run}"))),
+    };
     let Payload::Lifecycle(LifecycleEvent::Started { seed, .. }) = &started.payload else {
-        unreachable!("found as a Started entry")
+        unreachable!("runs_of keeps Started entries only")
     };
     let seed = *seed;
-    let first_seq = events
-        .iter()
-        .find(|e| e.run_id == Some(run))
-        .map_or(started.seq, |e| e.seq);
     ctx.rewind(Script::of_run(&events, run, false));
     Ok(ReplayPlan {
         seed,

@@ -136,9 +136,10 @@ pub struct RunCtx {
     /// Set once the run was evicted: a decision its restore waits on again
     /// was delivered to the webhook already (the delivery lives on).
     pub(crate) evicted: AtomicBool,
-    /// The earliest of them, offered to the task for eviction when it is
-    /// far enough away.
-    idle: watch::Sender<Option<u64>>,
+    /// Told when the guest begins a wait the task may evict it for (a far
+    /// timer, a decision); the task then looks (an offer left from an
+    /// instance since dropped costs one look).
+    idle: tokio::sync::Notify,
 }
 
 /// Counts a host wait in [`RunCtx::inflight`] until dropped.
@@ -251,7 +252,7 @@ impl RunCtx {
             waiting: Mutex::new(std::collections::BTreeMap::new()),
             deciding: Mutex::new(None),
             evicted: AtomicBool::new(false),
-            idle: watch::channel(None).0,
+            idle: tokio::sync::Notify::new(),
         }
     }
 
