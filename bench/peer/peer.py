@@ -7,7 +7,8 @@ them: request by request for the latencies, round by round for throughput,
 run by run for the steps and first-run rows, so each sees the same machine.
 
     python3 bench/peer/peer.py [--obelisk /tmp/obelisk/bin/obelisk] \
-        [--restate] [--cairn target/release/cairn] [--quick] [--json FILE]
+        [--restate] [--cairn target/release/cairn] [--quick] [--json FILE] \
+        [--settle S]
 
 (with neither peer: cairn's figures alone, for a before/after of cairn;
 `bench/peer/obelisk.py` is the old name, the same as `--obelisk`.)
@@ -45,8 +46,14 @@ Figures (cairn's controller / Obelisk's workflow / Restate's handler):
                   and restores it by replay when it is due,
                   `[runs] evict_idle_ms`)
 
+Before the first figure the servers wait --settle seconds (default 65): on
+ext4 without a journal, files deleted within the last minute (the last
+run's work directory) slow every inode allocation, which costs cairn (a
+dozen inodes a new session) and not the peers (one database file);
+`bench/peer/deleted.py` measures that effect on its own.
+
 Output: a table on stdout; with --json, {"version": 2, "obelisk", "restate",
-"quick", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
+"quick", "settle_s", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
 "restate", "ratio_obelisk", "ratio_restate"}]}, a ratio being cairn / peer
 (null where the peer was not run).
 """
@@ -429,8 +436,9 @@ def await_all(server, runs, since, limit=120):
     return time.perf_counter() - since
 
 
-def measure(servers, quick):
-    """Every figure of every server, alternating; returns {name: {figure: value}}."""
+def measure(servers, quick, settle=0.0):
+    """Every figure of every server, alternating; returns {name: {figure: value}}.
+    `settle`: seconds to wait, servers up, before the first figure."""
     out = {s.name: {} for s in servers}
     for s in servers:
         s.start()
@@ -439,6 +447,13 @@ def measure(servers, quick):
             s.trivial(c)
         s.prepare_nap(c)
     fresh = {s.name: Conn(s.port, fresh=True) for s in servers}
+    if settle > 0:
+        # Files deleted just before (the previous run's work directory)
+        # slow every inode allocation for a minute on ext4 without a
+        # journal, and cairn allocates about a dozen a new session:
+        # `deleted.py` measures that on its own.
+        log(f"waiting {settle:.0f} s for the filesystem to settle (nothing deleted meanwhile)")
+        time.sleep(settle)
     # Latency: one client, sequential, requests alternating between servers.
     n = 100 if quick else 300
     lat = {s.name: [] for s in servers}
@@ -551,7 +566,11 @@ def main(argv=None):
     ap.add_argument("--cairn", default=os.path.join(ROOT, "target", "release", "cairn"))
     ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--settle", type=float, default=None,
+                    help="seconds to wait before the first figure, after anything this run or "
+                         "the last deleted (default 65; 0 with --quick)")
     args = ap.parse_args(argv)
+    settle = args.settle if args.settle is not None else (0.0 if args.quick else 65.0)
     version, wasm = build_workflow(args.obelisk) if args.obelisk else (None, None)
     if args.obelisk:
         log(f"obelisk {version}, workflow {wasm}")
@@ -566,7 +585,7 @@ def main(argv=None):
             servers.append(Obelisk(args.obelisk, os.path.join(work, "obelisk"), wasm))
         if service:
             servers.append(Restate(os.path.join(work, "restate"), service))
-        figures = measure(servers, args.quick)
+        figures = measure(servers, args.quick, settle)
     finally:
         for s in servers:
             for proc in (s.proc, getattr(s, "service", None)):
@@ -591,7 +610,7 @@ def main(argv=None):
         print(line + f" {unit} ({better} is better)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"version": 2, "obelisk": version,
+            json.dump({"version": 2, "obelisk": version, "settle_s": settle,
                        "restate": "1.7.12" if service else None,
                        "quick": args.quick, "rows": rows}, f, indent=2)
             f.write("\n")
