@@ -17,7 +17,8 @@ sequential trivial runs per server, alternating request by request. Phase
 filesystem), synced, deleted, then the same runs at once. Phase
 "settled again": `--quiet` seconds later, the same runs. Prints p50/p99 per
 server and phase, the filesystem and whether it has a journal, then one
-JSON line. Kept out of CI (`docs/bench/tail-deleted.json` holds a run).
+JSON line. Kept out of CI (`docs/bench/tail-deleted-run{1,2}.json` hold two
+runs).
 """
 import argparse
 import json
