@@ -34,19 +34,21 @@ import peer  # noqa: E402
 
 def filesystem(path):
     """(type, device, has a journal) of the filesystem holding `path`."""
-    best = ("?", "?", "")
+    # The longest mount point the path lies under (the last mounted wins a tie).
+    best = (-1, "?", "?")
     with open("/proc/self/mounts") as f:
         for line in f:
             dev, mnt, fstype = line.split()[:3]
-            if path.startswith(mnt.rstrip("/") + "/") or path == mnt or mnt == "/":
-                if len(mnt) >= len(best[2]) or best[2] == "":
-                    best = (fstype, dev, mnt)
-    fstype, dev, _ = best
-    name = os.path.basename(dev)
+            if path == mnt or path.startswith(mnt.rstrip("/") + "/"):
+                if len(mnt) >= best[0]:
+                    best = (len(mnt), fstype, dev)
+    _, fstype, dev = best
     journal = None
     if fstype == "ext4":
-        journal = any(e.startswith(name + "-") for e in os.listdir("/proc/fs/jbd2")) \
-            if os.path.isdir("/proc/fs/jbd2") else False
+        # jbd2 names each journal it runs "<device>-<inode>".
+        jbd2 = "/proc/fs/jbd2"
+        name = os.path.basename(dev)
+        journal = os.path.isdir(jbd2) and any(e.startswith(name + "-") for e in os.listdir(jbd2))
     return fstype, dev, journal
 
 
