@@ -136,7 +136,7 @@ impl Home {
             FirstCommitSync::Syncfs => true,
             FirstCommitSync::Each => false,
             FirstCommitSync::Auto => {
-                fsutil::unwritten_bytes().is_some_and(|b| b <= fsutil::SYNCFS_DIRTY_MAX)
+                fsutil::unwritten_bytes_recent().is_some_and(|b| b <= fsutil::SYNCFS_DIRTY_MAX)
             }
         };
         if whole_filesystem {
@@ -251,8 +251,11 @@ impl Home {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
             // The marker's presence is what counts (synced with the
-            // directory), not its bytes.
-            fsutil::write_new(&dir, marker, b"{\"version\": 1}\n").map_err(io_err(ctx.clone()))?;
+            // directory), not its bytes: it holds none, so removing it at
+            // the first commit frees no block (on a filesystem mounted
+            // `discard` without a journal, each freed block is a wait for
+            // the device).
+            fsutil::create_file_new(&dir, marker).map_err(io_err(ctx.clone()))?;
             let session_dir =
                 fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
             let segments =
