@@ -23,6 +23,13 @@ pub(super) struct Documents {
     metadata: Mutex<HashMap<WorkerId, WorkerMetadata>>,
     /// Sessions and the settled workers that hold them, as looked up.
     sessions: Mutex<HashMap<SessionId, WorkerId>>,
+    /// The session each worker's `session/session.json` names, as checked
+    /// when it was opened or written, and the file's identity then (a
+    /// file changed since, by hand, is read and checked again).
+    session_docs: Mutex<HashMap<WorkerId, (SessionId, FileStamp)>>,
+    /// Components stored under `components/` (never removed): a run
+    /// storing its component again does not look for it.
+    components: Mutex<std::collections::HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -40,9 +47,29 @@ fn bounded_insert<K: std::hash::Hash + Eq + Clone, V>(map: &mut HashMap<K, V>, k
     map.insert(key, value);
 }
 
+/// A file's identity and last change, as one `stat` gives them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct FileStamp {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    fn of(dir: &Dir, name: &str) -> Option<FileStamp> {
+        use cap_std::fs::MetadataExt;
+        let meta = dir.metadata(name).ok()?;
+        Some(FileStamp {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok().map(|t| t.into_std()),
+        })
+    }
+}
+
 impl Home {
     /// Whether `id`'s documents may be answered from memory.
-    fn caches(&self, id: WorkerId) -> bool {
+    pub(super) fn caches(&self, id: WorkerId) -> bool {
         self.is_settled(id) || lock(&self.inner.documents.made).contains(&id)
     }
 
@@ -107,19 +134,53 @@ impl Home {
         }
     }
 
-    /// The settled worker `session` was last looked up to.
+    /// The settled (or made here) worker `session` was last looked up to.
     pub(super) fn cached_lookup(&self, session: &SessionId) -> Option<WorkerId> {
         let id = *lock(&self.inner.documents.sessions).get(session)?;
-        self.is_settled(id).then_some(id)
+        self.caches(id).then_some(id)
     }
 
     pub(super) fn cache_lookup(&self, session: &SessionId, id: WorkerId) {
-        if self.is_settled(id) {
+        if self.caches(id) {
             bounded_insert(
                 &mut lock(&self.inner.documents.sessions),
                 session.clone(),
                 id,
             );
+        }
+    }
+
+    /// The session `id`'s `session.json` (in `session_dir`) was found (or
+    /// written) to name, if the file is the one then checked.
+    pub(super) fn cached_session_doc(&self, id: WorkerId, session_dir: &Dir) -> Option<SessionId> {
+        if !self.caches(id) {
+            return None;
+        }
+        let (session, stamp) = lock(&self.inner.documents.session_docs).get(&id).cloned()?;
+        (FileStamp::of(session_dir, "session.json") == Some(stamp)).then_some(session)
+    }
+
+    pub(super) fn cache_session_doc(&self, id: WorkerId, session: &SessionId, session_dir: &Dir) {
+        if self.caches(id)
+            && let Some(stamp) = FileStamp::of(session_dir, "session.json")
+        {
+            bounded_insert(
+                &mut lock(&self.inner.documents.session_docs),
+                id,
+                (session.clone(), stamp),
+            );
+        }
+    }
+
+    /// Whether this process stored (or found) the component file `name`.
+    pub(super) fn component_stored(&self, name: &str) -> bool {
+        lock(&self.inner.documents.components).contains(name)
+    }
+
+    pub(super) fn remember_component(&self, name: String) {
+        let mut known = lock(&self.inner.documents.components);
+        if known.len() < CAP {
+            known.insert(name);
         }
     }
 
@@ -132,6 +193,7 @@ impl Home {
     pub(super) fn forget_documents(&self, id: WorkerId) {
         lock(&self.inner.documents.records).remove(&id);
         lock(&self.inner.documents.metadata).remove(&id);
+        lock(&self.inner.documents.session_docs).remove(&id);
     }
 }
 

@@ -25,13 +25,17 @@ impl Home {
             context: format!("component digest {digest:?}"),
             source: io::Error::new(io::ErrorKind::InvalidInput, "not sha256:<64 hex digits>"),
         })?;
-        let dir = fsutil::ensure_dir(&self.inner.root, "components")
-            .map_err(io_err("cannot open components/"))?;
-        if dir.exists(&name) {
+        if self.component_stored(&name) {
             return Ok(());
         }
-        fsutil::write_document(&dir, &name, bytes)
-            .map_err(io_err(format!("cannot store component {digest}")))
+        let dir = fsutil::ensure_dir(&self.inner.root, "components")
+            .map_err(io_err("cannot open components/"))?;
+        if !dir.exists(&name) {
+            fsutil::write_document(&dir, &name, bytes)
+                .map_err(io_err(format!("cannot store component {digest}")))?;
+        }
+        self.remember_component(name);
+        Ok(())
     }
 
     /// Record that `workspace` uploaded `digest` (components are stored once,

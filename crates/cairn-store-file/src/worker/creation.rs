@@ -247,7 +247,7 @@ impl Home {
         // the lot: the files' contents and every new directory entry),
         // before the rename makes the aggregate visible; the index entry's
         // content is synced with them and renamed into place after.
-        let laid_out = (|| -> Result<(Dir, Dir), WorkerError> {
+        let laid_out = (|| -> Result<(Dir, Dir, Vec<u8>, Vec<u8>), WorkerError> {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
             // The marker's presence is what counts (synced with the
@@ -305,10 +305,11 @@ impl Home {
                     })),
                 limits: given.and_then(|r| r.limits),
             };
+            let (meta_bytes, record_bytes) = (to_json(&meta), to_json(&record));
             let mut handles = vec![
                 fsutil::write_new(&session_dir, "session.json", &to_json(&doc)),
-                fsutil::write_new(&dir, "metadata.json", &to_json(&meta)),
-                fsutil::write_new(&dir, "worker.json", &to_json(&record)),
+                fsutil::write_new(&dir, "metadata.json", &meta_bytes),
+                fsutil::write_new(&dir, "worker.json", &record_bytes),
                 fsutil::write_new(
                     &self.inner.index,
                     &index_temp,
@@ -339,9 +340,9 @@ impl Home {
             }
             // The handles stay good across the rename: the worker is
             // served from them, not opened and read back.
-            Ok((dir, session_dir))
+            Ok((dir, session_dir, meta_bytes, record_bytes))
         })();
-        let (dir, session_dir) = match laid_out {
+        let (dir, session_dir, meta_bytes, record_bytes) = match laid_out {
             Ok(handles) => handles,
             Err(e) => {
                 let _ = fsutil::remove_tree(&self.inner.workers, &temp);
@@ -370,7 +371,15 @@ impl Home {
         }
         fsutil::crash_point("create-after-index");
         self.known().insert(session.clone(), worker_id);
+        // Its documents as written, for the run about to read them.
         self.made_here(worker_id);
+        self.cache_session_doc(worker_id, session, &session_dir);
+        self.cache_written_metadata(worker_id, &meta_bytes);
+        self.cache_written_record(worker_id, &record_bytes);
+        if !synced {
+            // Served as published at once (a fork, staged, is not).
+            self.cache_lookup(session, worker_id);
+        }
         Ok(WorkerDir {
             home: self.clone(),
             id: worker_id,

@@ -507,30 +507,38 @@ impl Home {
             }
             Err(e) => return Err(io_err(format!("cannot open worker {worker_id}"))(e)),
         };
-        if !self.is_settled(worker_id) && dir.exists(DELETING) {
+        if !self.caches(worker_id) && dir.exists(DELETING) {
             return Err(WorkerError::NoSuchWorker(worker_id));
         }
         let session_dir = dir
             .open_dir("session")
             .map_err(io_err(format!("worker {worker_id}: cannot open session/")))?;
-        let doc: SessionDoc = fsutil::read_document(&session_dir, "session.json", DOC_VERSION)
-            .map_err(|source| WorkerError::Document {
-                worker: worker_id.to_string(),
-                source,
-            })?;
-        if doc.worker_id != worker_id || doc.format != FORMAT {
-            return Err(WorkerError::Mismatch {
-                worker: worker_id,
-                what: format!(
-                    "session/session.json names worker {} in format {:?}",
-                    doc.worker_id, doc.format
-                ),
-            });
-        }
+        let session = match self.cached_session_doc(worker_id, &session_dir) {
+            Some(session) => session,
+            None => {
+                let doc: SessionDoc =
+                    fsutil::read_document(&session_dir, "session.json", DOC_VERSION).map_err(
+                        |source| WorkerError::Document {
+                            worker: worker_id.to_string(),
+                            source,
+                        },
+                    )?;
+                if doc.worker_id != worker_id || doc.format != FORMAT {
+                    return Err(WorkerError::Mismatch {
+                        worker: worker_id,
+                        what: format!(
+                            "session/session.json names worker {} in format {:?}",
+                            doc.worker_id, doc.format
+                        ),
+                    });
+                }
+                doc.session_id
+            }
+        };
         let worker = WorkerDir {
             home: self.clone(),
             id: worker_id,
-            session: doc.session_id,
+            session,
             dir,
             session_dir,
         };
@@ -541,6 +549,7 @@ impl Home {
                 what: "worker.json and session/session.json name different sessions".into(),
             });
         }
+        self.cache_session_doc(worker_id, &worker.session, &worker.session_dir);
         Ok(worker)
     }
 }
