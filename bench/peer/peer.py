@@ -31,6 +31,8 @@ Figures (cairn's controller / Obelisk's workflow / Restate's handler):
                   /bench/noop: submit -> finished
   throughput      1,000 trivial runs from 50 concurrent clients, three
                   rounds per server, rounds alternating between servers
+  server CPU      during those rounds, the server's user + system CPU time
+                  (Restate: server + service) / the runs it served
   durable steps   one run of 1,000: bench-emit's emits  /  random-u64
                   calls  /  ctx.run closures
   recovery        100 runs each waiting on two 500 ms durable timers (the
@@ -414,6 +416,19 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def cpu_s(pids):
+    """CPU seconds (user + system) the processes `pids` have used."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pids):
     total = 0
     for pid in pids:
@@ -471,6 +486,7 @@ def measure(servers, quick, settle=0.0):
     # in its later rounds.
     total = 300 if quick else 1000
     rounds = {s.name: [] for s in servers}
+    cpu = {s.name: 0.0 for s in servers}
     for _ in range(3):
         for s in servers:
             conns = [Conn(s.port, fresh=True) for _ in range(50)]
@@ -485,16 +501,20 @@ def measure(servers, quick, settle=0.0):
                         left[0] -= 1
                     s.trivial(conn)
 
+            c0 = cpu_s(s.pids())
             t = time.perf_counter()
             with ThreadPoolExecutor(50) as pool:
                 list(pool.map(client, conns))
             rounds[s.name].append(total / (time.perf_counter() - t))
+            cpu[s.name] += cpu_s(s.pids()) - c0
     for s in servers:
         r = rounds[s.name]
         out[s.name]["throughput"] = statistics.median(r)
         out[s.name]["throughput_min"] = min(r)
+        out[s.name]["cpu_per_run"] = cpu[s.name] * 1000 / (3 * total)
         log(f"{s.name}: {total} runs from 50 clients, three rounds: "
-            + ", ".join(f"{x:.0f}" for x in r) + " runs/s")
+            + ", ".join(f"{x:.0f}" for x in r) + " runs/s, "
+            + f"server CPU {out[s.name]['cpu_per_run']:.2f} ms a run")
     # Durable steps, runs alternating.
     steps = {s.name: [] for s in servers}
     for _ in range(3 if quick else 5):
@@ -552,6 +572,7 @@ FIGURES = [
     ("p99", "trivial run, submit -> finished, p99", "ms", "lower"),
     ("throughput", "1,000 trivial runs, 50 clients (median of 3 rounds)", "runs/s", "higher"),
     ("throughput_min", "1,000 trivial runs, 50 clients (slowest round)", "runs/s", "higher"),
+    ("cpu_per_run", "server CPU per run, 50 clients", "ms", "lower"),
     ("steps", "1,000 durable steps in one run", "steps/s", "higher"),
     ("recovery", "100 interrupted runs, restart -> all finished", "s", "lower"),
     ("first", "first run after start", "ms", "lower"),
