@@ -176,16 +176,29 @@ pub(crate) fn decision_of(seen: &Mutex<Seen>) -> Option<String> {
 }
 
 /// Wait until run `run` (asked at `base`) has finished.
+/// A run that does not finish in time fails the test with what the server
+/// last said of it, and the kinds of its session's journal entries.
 pub(crate) fn wait_finished(base: &str, run: &str, what: &str, deadline: Duration) {
-    wait_for(what, deadline, || {
+    let until = Instant::now() + deadline;
+    loop {
         let v: serde_json::Value = client()
             .get(format!("{base}/v1/runs/{run}"))
             .send()
             .unwrap()
             .json()
             .unwrap();
-        v["state"] == "finished"
-    });
+        if v["state"] == "finished" {
+            return;
+        }
+        if Instant::now() >= until {
+            let kinds: Vec<String> = v["session_id"]
+                .as_str()
+                .map(|s| journal_entries(base, s).iter().map(entry_kind).collect())
+                .unwrap_or_default();
+            panic!("timed out waiting for {what}: the run is {v}; its journal: {kinds:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A session's journal entries (the first 1,000) as served at `base`.
