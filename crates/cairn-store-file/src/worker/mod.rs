@@ -513,7 +513,9 @@ impl Home {
         let session_dir = dir
             .open_dir("session")
             .map_err(io_err(format!("worker {worker_id}: cannot open session/")))?;
-        let session = match self.cached_session_doc(worker_id, &session_dir) {
+        let cached = self.cached_session_doc(worker_id, &session_dir);
+        let checked = cached.is_some();
+        let session = match cached {
             Some(session) => session,
             None => {
                 let doc: SessionDoc =
@@ -549,7 +551,9 @@ impl Home {
                 what: "worker.json and session/session.json name different sessions".into(),
             });
         }
-        self.cache_session_doc(worker_id, &worker.session, &worker.session_dir);
+        if !checked {
+            self.cache_session_doc(worker_id, &worker.session, &worker.session_dir);
+        }
         Ok(worker)
     }
 }
