@@ -442,7 +442,8 @@ mod overwrite_tests {
     use std::os::unix::fs::MetadataExt;
 
     /// Written over in place, longer or shorter, the file holds exactly
-    /// the new bytes, keeps its inode and is never emptied on the way.
+    /// the new bytes (a shorter document is cut to its length: no tail of
+    /// the old one is left) and keeps its inode.
     #[test]
     fn an_overwrite_in_place_leaves_exactly_the_new_bytes_in_the_same_file() {
         let tmp = tempfile::tempdir().unwrap();
