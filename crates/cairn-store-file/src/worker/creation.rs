@@ -462,6 +462,16 @@ mod tests {
             .ino()
         };
         let (meta_inode, record_inode) = (inode("metadata.json"), inode("worker.json"));
+        let marker = tmp
+            .path()
+            .join("workers")
+            .join(worker.id.to_string())
+            .join(CREATING);
+        assert_eq!(
+            std::fs::metadata(&marker).unwrap().len(),
+            0,
+            "the creating marker holds bytes (its removal would free a block)"
+        );
         let before = syncs();
         worker.record_manifest(manifest("1")).unwrap();
         worker
