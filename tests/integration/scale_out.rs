@@ -175,9 +175,9 @@ pub(crate) fn decision_of(seen: &Mutex<Seen>) -> Option<String> {
     })
 }
 
-/// Wait until run `run` (asked at `base`) has finished.
-/// A run that does not finish in time fails the test with what the server
-/// last said of it, and the kinds of its session's journal entries.
+/// Wait until run `run` (asked at `base`) has finished; one that does not
+/// in time fails the test with what the server last said of it and the
+/// kinds of its session's journal entries.
 pub(crate) fn wait_finished(base: &str, run: &str, what: &str, deadline: Duration) {
     let until = Instant::now() + deadline;
     loop {

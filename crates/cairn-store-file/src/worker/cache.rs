@@ -2,10 +2,13 @@
 //! workers (see [`Home::keep_settled`]) and of those it is creating: a run
 //! reads them several times, and nobody but the owner writes them, so once
 //! read or written they are answered from memory, and so is the worker a
-//! session was last looked up to. A document as cached is what reading the
-//! bytes just written would give; a worker being deleted is forgotten.
+//! session was last looked up to (a new session's as soon as it is made).
+//! `session/session.json` never changes: its check is kept with the file's
+//! stamp, and one `stat` confirms it. A document as cached is what reading
+//! the bytes just written would give; a worker being deleted is forgotten.
 //! Each map holds at most [`CAP`] workers (past it, one is dropped for
-//! each added: a miss costs one read).
+//! each added: a miss costs one read). And the components stored under
+//! `components/`, which are never removed.
 
 use super::*;
 use std::collections::HashMap;
@@ -21,7 +24,8 @@ pub(super) struct Documents {
     made: Mutex<std::collections::HashSet<WorkerId>>,
     records: Mutex<HashMap<WorkerId, WorkerRecord>>,
     metadata: Mutex<HashMap<WorkerId, WorkerMetadata>>,
-    /// Sessions and the settled workers that hold them, as looked up.
+    /// Sessions and the workers that hold them, as looked up (settled
+    /// ones), or as made (new sessions served before their first commit).
     sessions: Mutex<HashMap<SessionId, WorkerId>>,
     /// The session each worker's `session/session.json` names, as checked
     /// when it was opened or written, and the file's identity then (a
