@@ -56,6 +56,23 @@ fn run_and_kill(
     printed
 }
 
+/// Claim `session` as the killed `cairn run` did (a claiming, present
+/// observer), held until the returned observation drops. The CLI's
+/// claim died with it; its lease runs out `lease_ttl_ms` (10 s) after the
+/// restart and then its `cancel` policy would end the restored run — a
+/// run still replaying under a loaded machine's full test suite was
+/// cancelled so once. A client that comes back claims the run again, as
+/// this does; `a_claimant_lost_with_its_host_lets_the_liveness_policy_decide`
+/// covers the lease running out.
+async fn reclaim(rt: &Runtime, session: &SessionId) -> cairn_runtime::runtime::Observation {
+    rt.attach(
+        session,
+        cairn_runtime::runtime::AttachSpec::claiming_present(Seq(0)),
+    )
+    .await
+    .expect("the restored session can be claimed")
+}
+
 fn events(items: Vec<cairn_runtime::store::JournalItem>) -> Vec<SessionEvent> {
     items
         .into_iter()
@@ -108,6 +125,7 @@ async fn a_run_killed_at_random_moments_completes_by_replay() {
         let sessions = rt.list_sessions().await.unwrap();
         assert_eq!(sessions.len(), 1);
         let session = &sessions[0];
+        let _claim = reclaim(&rt, session).await;
         let before = events(rt.read(session, Seq(0)).await.unwrap());
         let run = before
             .iter()
@@ -207,6 +225,7 @@ async fn an_emitting_run_killed_at_random_moments_keeps_every_entry_seen_once() 
         let printed = run_and_kill(&home, &format!("{N} 0"), "text_delta", after);
         let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
         let session = rt.list_sessions().await.unwrap().remove(0);
+        let _claim = reclaim(&rt, &session).await;
         let restored = rt.restored();
         let facts = match restored.first() {
             Some(&run) => {
@@ -317,6 +336,8 @@ async fn a_rolled_back_worker_json_never_hands_a_generation_out_twice() {
     std::fs::remove_dir_all(worker.join("runs/1")).unwrap();
 
     let rt = Runtime::open(RuntimeConfig::new(&home)).await.unwrap();
+    let session = rt.list_sessions().await.unwrap().remove(0);
+    let _claim = reclaim(&rt, &session).await;
     let restored = rt.restored();
     assert_eq!(restored.len(), 1, "the interrupted run is restored");
     let facts = rt.wait(restored[0]).await.unwrap();
@@ -331,8 +352,7 @@ async fn a_rolled_back_worker_json_never_hands_a_generation_out_twice() {
         serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
     assert_eq!(record["last_generation"], 2);
     assert_eq!(record["component"], bound, "re-bound from the journal");
-    let session = &rt.list_sessions().await.unwrap()[0];
-    let all = events(rt.read(session, Seq(0)).await.unwrap());
+    let all = events(rt.read(&session, Seq(0)).await.unwrap());
     let expected: Vec<String> = (1..=2000).map(|i| i.to_string()).collect();
     assert_eq!(texts_of(&all, restored[0]), expected);
 }
