@@ -321,3 +321,98 @@ fn a_run_waiting_on_a_decision_leaves_memory_and_its_answer_restores_it() {
     });
     assert_eq!(report["runs"][0]["result"], "matched", "{report}");
 }
+
+/// A run evicted while it waits on a decision whose last claimant then
+/// leaves under the `park` policy: the park wakes it, its restore replays
+/// to the request and parks there with its checkpoint (asked once, never
+/// answered), and a resume counts on from that checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_decision_wait_parks_when_its_claimant_leaves() {
+    use cairn_runtime::journal::event::{
+        ApprovalRoute, LifecycleEvent, Liveness, LivenessPolicy, RunStatus,
+    };
+    use cairn_runtime::runtime::{AttachSpec, ComponentRef, StartRun};
+    use cairn_runtime::{Payload, Seq};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = crate::common::runtime_with(&home, Some("[runs]\nevict_idle_ms = 300\n")).await;
+    let session = rt.create_session(None).await.unwrap().0;
+    let claim = rt
+        .attach(&session, AttachSpec::claiming_present(Seq(0)))
+        .await
+        .unwrap();
+    let mut req = StartRun::new(ComponentRef::Path(fixture("counter")), "4 2");
+    req.session = Some(session.clone());
+    req.liveness = Liveness {
+        policy: LivenessPolicy::Park,
+        grace_ms: 0,
+    };
+    let run = rt.start(req).await.unwrap().run_id;
+    let evicted = |n: &str| {
+        rt.render_metrics()
+            .lines()
+            .any(|l| l == format!("cairn_runs_evicted {n}"))
+    };
+    let t = std::time::Instant::now();
+    while !evicted("1") {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the run waiting on its decision was not evicted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(claim);
+    let facts = tokio::time::timeout(Duration::from_secs(30), rt.wait(run))
+        .await
+        .expect("the evicted run ends once its claimant leaves")
+        .unwrap();
+    assert_eq!(facts.status, RunStatus::Parked, "{facts:?}");
+    assert!(evicted("0"), "the parked run is no longer counted evicted");
+    let entries = rt.read(&session, Seq(0)).await.unwrap();
+    let kinds: Vec<String> = entries
+        .iter()
+        .filter_map(|i| i.event())
+        .map(|e| {
+            serde_json::to_value(&e.payload).unwrap()["event"]["type"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(count("decision_requested"), 1, "{kinds:?}");
+    assert_eq!(count("decision_recorded"), 0, "{kinds:?}");
+    assert_eq!(count("resumed_by_replay"), 1, "{kinds:?}");
+    assert_eq!(count("liveness_decided"), 1, "{kinds:?}");
+    assert!(
+        entries.iter().filter_map(|i| i.event()).any(|e| matches!(
+            &e.payload,
+            Payload::Lifecycle(LifecycleEvent::ApprovalRouted {
+                route: ApprovalRoute::Parked,
+                ..
+            })
+        )),
+        "{kinds:?}"
+    );
+    let key = facts
+        .checkpoint
+        .clone()
+        .expect("a parked run has a checkpoint");
+    let worker = rt.summary(&session).await.unwrap().worker_id;
+    let checkpoint = home
+        .join("workers")
+        .join(worker.to_string())
+        .join(format!("session/checkpoints/{key}.bin"));
+    assert_eq!(std::fs::read(&checkpoint).unwrap(), b"3 4 2");
+    // Resumed, it counts on from the checkpoint (no decision left to ask).
+    let resumed = rt.resume(run, None).await.unwrap().run_id;
+    let facts = tokio::time::timeout(Duration::from_secs(30), rt.wait(resumed))
+        .await
+        .expect("the resumed run ends")
+        .unwrap();
+    assert_eq!(
+        (facts.status, facts.resumes),
+        (RunStatus::Finished, Some(run))
+    );
+    rt.shutdown(Duration::from_secs(5)).await;
+}
