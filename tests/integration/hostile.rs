@@ -574,3 +574,34 @@ fn a_component_past_the_compile_budget_is_refused_before_it_compiles() {
         );
     }
 }
+
+/// Instances reuse pooled slots, and a slot given back is reset in place
+/// (its dirty pages written back to the image, not unmapped): no instance
+/// finds a byte an earlier one left in its linear memory — `.bss` zero,
+/// `.data` as built, fresh heap pages zero — run after run, one at a time
+/// (the same slot again) and two at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_instance_finds_what_an_earlier_one_left_in_its_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let finished_text = |events: &[SessionEvent]| match &events.last().unwrap().payload {
+        Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) => text.clone(),
+        other => panic!("expected the run to finish, got {other:?}"),
+    };
+    for round in 0..4 {
+        let (_, facts, events) = run_to_end(&rt, hostile("residue"), None).await;
+        assert_eq!(facts.status, RunStatus::Finished, "round {round}");
+        assert_eq!(
+            finished_text(&events),
+            "bss 0 data 0 heap 0",
+            "round {round}"
+        );
+    }
+    let (a, b) = tokio::join!(
+        run_to_end(&rt, hostile("residue"), None),
+        run_to_end(&rt, hostile("residue"), None)
+    );
+    for (_, _, events) in [a, b] {
+        assert_eq!(finished_text(&events), "bss 0 data 0 heap 0");
+    }
+}

@@ -11,6 +11,8 @@
 //! file · `inodes` creates empty files without end · `files` holds files open without end · `bad-wait` sends decision requests the host must refuse · `count` finishes with
 //! the number of entries its worktree holds · `loan-escape` (a child) tries
 //! `..`, a planted `..` link and absolute paths out of its `/loan` ·
+//! `residue` finishes with what it found left of an earlier instance in
+//! its linear memory, then dirties it ·
 //! `loan-probe` (a child of the loan race) finishes with `inside` when its
 //! `/loan` is the scope, `no-loan` without one, `escaped: …` when it holds
 //! anything else.
@@ -26,6 +28,37 @@ fn recurse(depth: u64, sink: &mut [u8; 256]) -> u64 {
     sink[(depth % 256) as usize] = depth as u8;
     let mut local = *sink;
     recurse(depth + 1, &mut local) + local[0] as u64
+}
+
+/// Zero in the module's image (`.bss`): the host must hand every instance
+/// these bytes as zeros, whatever the instance before wrote.
+static mut BSS: [u8; 256 << 10] = [0; 256 << 10];
+/// Initialised in the image (`.data`): every instance sees sevens.
+static mut DATA: [u8; 8 << 10] = [7; 8 << 10];
+
+/// `residue`: what this instance finds left of an earlier one in its
+/// linear memory — bytes of `.bss` not zero, of `.data` not as built, of a
+/// fresh zeroed heap allocation not zero — then it dirties all three, so
+/// the next instance in the same slot has something to find.
+fn residue() -> String {
+    // SAFETY: one thread; nothing else holds these statics.
+    let (bss, data) = unsafe {
+        (
+            &mut *core::ptr::addr_of_mut!(BSS),
+            &mut *core::ptr::addr_of_mut!(DATA),
+        )
+    };
+    let bss_left = bss.iter().filter(|&&b| b != 0).count();
+    let data_left = data.iter().filter(|&&b| b != 7).count();
+    // Fresh pages from the allocator: `calloc` takes memory the module
+    // just grew as zero and does not clear it itself.
+    let mut heap = vec![0u8; 512 << 10];
+    let heap_left = heap.iter().filter(|&&b| b != 0).count();
+    bss.fill(0xAB);
+    data.fill(0xCD);
+    heap.fill(0xEE);
+    std::hint::black_box(&heap);
+    format!("bss {bss_left} data {data_left} heap {heap_left}")
 }
 
 impl Controller for Hostile {
@@ -271,6 +304,7 @@ impl Controller for Hostile {
                 let n = std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0);
                 return Ok(Outcome::Finished(format!("{n} entries")));
             }
+            "residue" => return Ok(Outcome::Finished(residue())),
             fill if fill.starts_with("fill ") => {
                 // `fill KIB`: one file of KIB KiB, then finish.
                 let kib = fill[5..].parse::<usize>().unwrap_or(0);
