@@ -69,6 +69,11 @@ impl Subscription {
         after: Seq,
     ) -> Self {
         let live_seen = live.last_seq();
+        // Nothing is published after `after` yet: all it will be given
+        // comes through the live tail it joined, and the store has nothing
+        // to add (a chat call or CLI run following the run it starts —
+        // one blocking read spared).
+        let catching_up = after < live_seen;
         Subscription {
             session,
             store,
@@ -77,7 +82,7 @@ impl Subscription {
             live_buf: VecDeque::new(),
             cursor: after,
             backlog: VecDeque::new(),
-            catching_up: true,
+            catching_up,
             lagged: false,
             stash: None,
         }
