@@ -199,7 +199,12 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // A live run's starting worktree is a replay input: recorded before
         // its controller can change it (a restore's was recorded by the run).
         let record = plan.replay.is_none();
-        let laid_out = tokio::task::spawn_blocking(move || {
+        // A generation with nothing to copy into it and no loans to move
+        // is one directory and a document written unsynced: laid out here,
+        // as worker.json just was, not handed to the blocking pool and
+        // back (two thread switches a run on the busiest path).
+        let inline = previous.is_none() && loaned_from.is_none();
+        let lay_out = move || {
             if let Err(e) = handle.record_manifest(manifest) {
                 tracing::warn!(run_id = %run_id, "metadata.json does not hold the resolved manifest: {e}");
             }
@@ -219,9 +224,13 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 })
                 .flatten();
             Ok::<_, crate::worker::WorkerError>((gen_dir, worktree))
-        })
-        .await
-        .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        };
+        let laid_out = match inline {
+            true => lay_out(),
+            false => tokio::task::spawn_blocking(lay_out)
+                .await
+                .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?,
+        };
         let (gen_dir, worktree) =
             laid_out.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         if let Some(old) = superseded.take()
