@@ -59,6 +59,7 @@ mod session_names;
 mod shared_store;
 mod skeleton;
 mod store;
+mod store_reads;
 mod stress;
 mod timers;
 mod update;

@@ -15,21 +15,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     Memory,
     File,
 }
 
-const KINDS: [Kind; 2] = [Kind::Memory, Kind::File];
+pub(crate) const KINDS: [Kind; 2] = [Kind::Memory, Kind::File];
 
-struct Fixture {
+pub(crate) struct Fixture {
     _tmp: tempfile::TempDir,
-    home: Home,
-    store: Arc<dyn Store>,
+    pub(crate) home: Home,
+    pub(crate) store: Arc<dyn Store>,
     journals: Journals,
 }
 
-fn fixture(kind: Kind, live_window: usize) -> Fixture {
+pub(crate) fn fixture(kind: Kind, live_window: usize) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let home = Home::open(&tmp.path().join("home")).unwrap();
     let store: Arc<dyn Store> = match kind {
@@ -57,14 +57,14 @@ impl Fixture {
     }
 }
 
-fn text(n: u64) -> Payload {
+pub(crate) fn text(n: u64) -> Payload {
     Payload::Agent(AgentEvent::TextDelta {
         text: format!("t{n}"),
         by: None,
     })
 }
 
-async fn next(sub: &mut cairn_runtime::journal::Subscription) -> Delivery {
+pub(crate) async fn next(sub: &mut cairn_runtime::journal::Subscription) -> Delivery {
     tokio::time::timeout(Duration::from_secs(30), sub.next())
         .await
         .expect("a delivery in time")
@@ -788,181 +788,5 @@ async fn the_live_window_is_bounded_in_bytes_and_a_reader_still_sees_everything_
             }
         }
         assert_eq!(seqs, (1..=21).collect::<Vec<_>>(), "{kind:?}");
-    }
-}
-
-/// A store that counts the reads asked of it, passing everything through.
-struct CountingReads {
-    inner: Arc<dyn Store>,
-    reads: std::sync::atomic::AtomicUsize,
-}
-
-impl CountingReads {
-    fn reads(&self) -> usize {
-        self.reads.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn count(&self) {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-#[async_trait::async_trait]
-impl JournalStore for CountingReads {
-    async fn create(
-        &self,
-        session: &SessionId,
-        segment: cairn_runtime::SegmentId,
-    ) -> Result<(), StoreError> {
-        self.inner.create(session, segment).await
-    }
-
-    async fn head(&self, session: &SessionId) -> Result<cairn_runtime::store::Head, StoreError> {
-        self.inner.head(session).await
-    }
-
-    async fn append(
-        &self,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Arc<cairn_runtime::SessionEvent>],
-    ) -> Result<(), StoreError> {
-        self.inner.append(session, expected, events).await
-    }
-
-    async fn read(
-        &self,
-        session: &SessionId,
-        after: Seq,
-        limit: usize,
-    ) -> Result<Vec<JournalItem>, StoreError> {
-        self.count();
-        self.inner.read(session, after, limit).await
-    }
-
-    async fn read_bytes(
-        &self,
-        session: &SessionId,
-        after: Seq,
-        limit: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<JournalItem>, StoreError> {
-        self.count();
-        self.inner
-            .read_bytes(session, after, limit, max_bytes)
-            .await
-    }
-
-    async fn start_segment(
-        &self,
-        session: &SessionId,
-        segment: cairn_runtime::SegmentId,
-        parent: cairn_runtime::SegmentId,
-        first: &[Arc<cairn_runtime::SessionEvent>],
-    ) -> Result<(), StoreError> {
-        self.inner
-            .start_segment(session, segment, parent, first)
-            .await
-    }
-
-    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
-        self.inner.bytes(session).await
-    }
-
-    fn is_complete(&self) -> bool {
-        self.inner.is_complete()
-    }
-}
-
-#[async_trait::async_trait]
-impl cairn_runtime::store::RunStore for CountingReads {
-    async fn finish(
-        &self,
-        before: &[Arc<cairn_runtime::SessionEvent>],
-        terminal: &Arc<cairn_runtime::SessionEvent>,
-        after: &[Arc<cairn_runtime::SessionEvent>],
-        facts: &RunFacts,
-    ) -> Result<(), StoreError> {
-        self.inner.finish(before, terminal, after, facts).await
-    }
-
-    async fn run_facts(
-        &self,
-        session: &SessionId,
-        run: RunId,
-    ) -> Result<Option<RunFacts>, StoreError> {
-        self.inner.run_facts(session, run).await
-    }
-
-    async fn put_checkpoint(
-        &self,
-        session: &SessionId,
-        run: RunId,
-        bytes: &[u8],
-    ) -> Result<String, StoreError> {
-        self.inner.put_checkpoint(session, run, bytes).await
-    }
-
-    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
-        self.inner.checkpoint(session, key).await
-    }
-}
-
-/// A subscriber from the head (a chat call or a CLI run following the run
-/// it starts) gets every later entry once, in order, from the live tail
-/// alone: the store is never read for it. One from before the head still
-/// catches up from the store.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_subscriber_from_the_head_follows_live_without_reading_the_store() {
-    for kind in KINDS {
-        let f = fixture(kind, 4096);
-        let counting = Arc::new(CountingReads {
-            inner: f.store.clone(),
-            reads: Default::default(),
-        });
-        let journals = Journals::new(counting.clone(), 4096);
-        let session = SessionId::parse("from-head").unwrap();
-        let worker = f
-            .home
-            .create_published_worker(&session, None, "local")
-            .unwrap();
-        let segment = worker.metadata().unwrap().active_segment;
-        let journal = journals.create(&session, segment).await.unwrap();
-        let mut head = Seq(0);
-        for i in 0..3 {
-            head = journal.append(None, text(i)).await.unwrap().seq;
-        }
-        let before = counting.reads();
-        let mut sub = journal.subscribe(head);
-        let writer = {
-            let j = journal.clone();
-            tokio::spawn(async move {
-                for i in 0..100 {
-                    j.append(None, text(100 + i)).await.unwrap();
-                }
-            })
-        };
-        let mut seen = Vec::new();
-        while seen.len() < 100 {
-            match next(&mut sub).await {
-                Delivery::Event(e) => seen.push(e.seq.0),
-                other => panic!("{kind:?}: unexpected {other:?}"),
-            }
-        }
-        writer.await.unwrap();
-        let h = head.0;
-        assert_eq!(seen, (h + 1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
-        assert_eq!(counting.reads(), before, "{kind:?}: the store was read");
-        // From before the head: what came before it comes from the store.
-        let mut old = journal.subscribe(Seq(0));
-        let mut seen = Vec::new();
-        while seen.len() < (h + 100) as usize {
-            match next(&mut old).await {
-                Delivery::Event(e) => seen.push(e.seq.0),
-                other => panic!("{kind:?}: unexpected {other:?}"),
-            }
-        }
-        assert_eq!(seen, (1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
-        assert!(counting.reads() > before, "{kind:?}");
     }
 }
