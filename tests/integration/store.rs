@@ -72,6 +72,22 @@ pub(crate) async fn next(sub: &mut cairn_runtime::journal::Subscription) -> Deli
         .expect("no store error")
 }
 
+/// The seqs of the next `n` deliveries, each an event.
+pub(crate) async fn seqs(
+    sub: &mut cairn_runtime::journal::Subscription,
+    n: usize,
+    kind: Kind,
+) -> Vec<u64> {
+    let mut seen = Vec::with_capacity(n);
+    while seen.len() < n {
+        match next(sub).await {
+            Delivery::Event(e) => seen.push(e.seq.0),
+            other => panic!("{kind:?}: unexpected {other:?}"),
+        }
+    }
+    seen
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn seq_is_dense_under_many_concurrent_appenders() {
     for kind in KINDS {
@@ -117,13 +133,7 @@ async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live(
             })
         };
         let mut sub = journal.subscribe(Seq(0));
-        let mut seen = Vec::new();
-        while seen.len() < 301 {
-            match next(&mut sub).await {
-                Delivery::Event(e) => seen.push(e.seq.0),
-                other => panic!("{kind:?}: unexpected {other:?}"),
-            }
-        }
+        let seen = seqs(&mut sub, 301, kind).await;
         writer.await.unwrap();
         assert_eq!(seen, (1..=301).collect::<Vec<_>>(), "{kind:?}");
         // Nothing more is pending.

@@ -1,8 +1,8 @@
 //! Subscribers and the store: what a follower reads from the store, and
 //! when it needs not.
 
-use crate::store::{KINDS, fixture, next, text};
-use cairn_runtime::journal::{Delivery, Journals};
+use crate::store::{KINDS, fixture, seqs, text};
+use cairn_runtime::journal::Journals;
 use cairn_runtime::store::{JournalItem, JournalStore, Store, StoreError};
 use cairn_runtime::{RunFacts, RunId, Seq, SessionId};
 use std::sync::Arc;
@@ -158,26 +158,14 @@ async fn a_subscriber_from_the_head_follows_live_without_reading_the_store() {
                 }
             })
         };
-        let mut seen = Vec::new();
-        while seen.len() < 100 {
-            match next(&mut sub).await {
-                Delivery::Event(e) => seen.push(e.seq.0),
-                other => panic!("{kind:?}: unexpected {other:?}"),
-            }
-        }
+        let seen = seqs(&mut sub, 100, kind).await;
         writer.await.unwrap();
         let h = head.0;
         assert_eq!(seen, (h + 1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
         assert_eq!(counting.reads(), before, "{kind:?}: the store was read");
         // From before the head: what came before it comes from the store.
         let mut old = journal.subscribe(Seq(0));
-        let mut seen = Vec::new();
-        while seen.len() < (h + 100) as usize {
-            match next(&mut old).await {
-                Delivery::Event(e) => seen.push(e.seq.0),
-                other => panic!("{kind:?}: unexpected {other:?}"),
-            }
-        }
+        let seen = seqs(&mut old, (h + 100) as usize, kind).await;
         assert_eq!(seen, (1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
         assert!(counting.reads() > before, "{kind:?}");
     }
