@@ -46,7 +46,7 @@ pub(crate) fn fixture(kind: Kind, live_window: usize) -> Fixture {
 }
 
 impl Fixture {
-    async fn session(&self, id: &str) -> Arc<SessionJournal> {
+    pub(crate) async fn session(&self, id: &str) -> Arc<SessionJournal> {
         let session = SessionId::parse(id).unwrap();
         let worker = self
             .home
@@ -70,22 +70,6 @@ pub(crate) async fn next(sub: &mut cairn_runtime::journal::Subscription) -> Deli
         .expect("a delivery in time")
         .expect("journal open")
         .expect("no store error")
-}
-
-/// The seqs of the next `n` deliveries, each an event.
-pub(crate) async fn seqs(
-    sub: &mut cairn_runtime::journal::Subscription,
-    n: usize,
-    kind: Kind,
-) -> Vec<u64> {
-    let mut seen = Vec::with_capacity(n);
-    while seen.len() < n {
-        match next(sub).await {
-            Delivery::Event(e) => seen.push(e.seq.0),
-            other => panic!("{kind:?}: unexpected {other:?}"),
-        }
-    }
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -113,35 +97,6 @@ async fn seq_is_dense_under_many_concurrent_appenders() {
             .unwrap();
         let seqs: Vec<u64> = items.iter().map(|i| i.seq().0).collect();
         assert_eq!(seqs, (1..=401).collect::<Vec<_>>(), "{kind:?}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live() {
-    for kind in KINDS {
-        let f = fixture(kind, 4096);
-        let journal = f.session("switch").await;
-        for i in 0..150 {
-            journal.append(None, text(i)).await.unwrap();
-        }
-        let writer = {
-            let j = journal.clone();
-            tokio::spawn(async move {
-                for i in 0..150 {
-                    j.append(None, text(1000 + i)).await.unwrap();
-                }
-            })
-        };
-        let mut sub = journal.subscribe(Seq(0));
-        let seen = seqs(&mut sub, 301, kind).await;
-        writer.await.unwrap();
-        assert_eq!(seen, (1..=301).collect::<Vec<_>>(), "{kind:?}");
-        // Nothing more is pending.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), sub.next())
-                .await
-                .is_err()
-        );
     }
 }
 

@@ -1,11 +1,58 @@
-//! Subscribers and the store: what a follower reads from the store, and
-//! when it needs not.
+//! Subscribers and the store: a follower from the start reads the store
+//! and then the live tail, each entry once; one from the head needs no
+//! store read at all.
 
-use crate::store::{KINDS, fixture, seqs, text};
-use cairn_runtime::journal::Journals;
+use crate::store::{KINDS, Kind, fixture, next, text};
+use cairn_runtime::journal::{Delivery, Journals};
 use cairn_runtime::store::{JournalItem, JournalStore, Store, StoreError};
 use cairn_runtime::{RunFacts, RunId, Seq, SessionId};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The seqs of the next `n` deliveries, each an event.
+pub(crate) async fn seqs(
+    sub: &mut cairn_runtime::journal::Subscription,
+    n: usize,
+    kind: Kind,
+) -> Vec<u64> {
+    let mut seen = Vec::with_capacity(n);
+    while seen.len() < n {
+        match next(sub).await {
+            Delivery::Event(e) => seen.push(e.seq.0),
+            other => panic!("{kind:?}: unexpected {other:?}"),
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live() {
+    for kind in KINDS {
+        let f = fixture(kind, 4096);
+        let journal = f.session("switch").await;
+        for i in 0..150 {
+            journal.append(None, text(i)).await.unwrap();
+        }
+        let writer = {
+            let j = journal.clone();
+            tokio::spawn(async move {
+                for i in 0..150 {
+                    j.append(None, text(1000 + i)).await.unwrap();
+                }
+            })
+        };
+        let mut sub = journal.subscribe(Seq(0));
+        let seen = seqs(&mut sub, 301, kind).await;
+        writer.await.unwrap();
+        assert_eq!(seen, (1..=301).collect::<Vec<_>>(), "{kind:?}");
+        // Nothing more is pending.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), sub.next())
+                .await
+                .is_err()
+        );
+    }
+}
 
 /// A store that counts the reads asked of it, passing everything through.
 struct CountingReads {

@@ -31,6 +31,7 @@ pub use imports::precheck;
 mod limiter;
 mod metered;
 mod model;
+mod pool;
 mod stable_fs;
 pub mod timers;
 mod tools;
@@ -255,10 +256,6 @@ impl Drop for Ticker {
     }
 }
 
-/// How many dirty bytes of a pooled linear memory are reset in place when
-/// its instance goes (a sixteenth of that for a table).
-const KEEP_RESIDENT_BYTES: usize = 1 << 20;
-
 impl Components {
     /// A new engine (async, epoch interruption) with its epoch ticker, and a
     /// pooling allocator for `pool_instances` live instances whose memories
@@ -299,31 +296,7 @@ impl Components {
             config
         };
         let engine = if pool_instances > 0 {
-            let mut pool = wasmtime::PoolingAllocationConfig::new();
-            let n = pool_instances;
-            pool.total_component_instances(n)
-                .total_core_instances(n.saturating_mul(8))
-                .total_memories(n.saturating_mul(2))
-                .total_tables(n.saturating_mul(4))
-                .total_stacks(n)
-                .max_core_instances_per_component(32)
-                .max_memories_per_component(4)
-                .max_tables_per_component(8)
-                .max_memory_size(max_memory as usize)
-                .max_component_instance_size(1 << 20)
-                .max_core_instance_size(4 << 20)
-                .table_elements(100_000)
-                .max_unused_warm_slots(64)
-                // A slot given back is reset by writing its dirty pages
-                // back to their first contents (found with Linux's
-                // `PAGEMAP_SCAN` where the kernel has it), up to these
-                // many bytes, instead of unmapping them: no TLB shootdown
-                // across cores for every instance dropped, and no page
-                // faults when the slot is used again. Past the bound, the
-                // rest is unmapped as before.
-                .pagemap_scan(wasmtime::Enabled::Auto)
-                .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-                .table_keep_resident(KEEP_RESIDENT_BYTES / 16);
+            let pool = pool::config(pool_instances, max_memory);
             let mut config = base();
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
             match Engine::new(&config) {
