@@ -372,12 +372,7 @@ async fn an_evicted_decision_wait_parks_when_its_claimant_leaves() {
     let kinds: Vec<String> = entries
         .iter()
         .filter_map(|i| i.event())
-        .map(|e| {
-            serde_json::to_value(&e.payload).unwrap()["event"]["type"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        })
+        .map(crate::runtime::kind)
         .collect();
     let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
     assert_eq!(count("decision_requested"), 1, "{kinds:?}");

@@ -47,13 +47,19 @@ pub(crate) fn fixture(kind: Kind, live_window: usize) -> Fixture {
 
 impl Fixture {
     pub(crate) async fn session(&self, id: &str) -> Arc<SessionJournal> {
+        self.session_in(&self.journals, id).await
+    }
+
+    /// A new session `id` of this fixture's home, journaled by `journals`
+    /// (over this fixture's store, or a wrapper of it).
+    pub(crate) async fn session_in(&self, journals: &Journals, id: &str) -> Arc<SessionJournal> {
         let session = SessionId::parse(id).unwrap();
         let worker = self
             .home
             .create_published_worker(&session, None, "local")
             .unwrap();
         let segment = worker.metadata().unwrap().active_segment;
-        self.journals.create(&session, segment).await.unwrap()
+        journals.create(&session, segment).await.unwrap()
     }
 }
 

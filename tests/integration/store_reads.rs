@@ -10,11 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The seqs of the next `n` deliveries, each an event.
-pub(crate) async fn seqs(
-    sub: &mut cairn_runtime::journal::Subscription,
-    n: usize,
-    kind: Kind,
-) -> Vec<u64> {
+async fn seqs(sub: &mut cairn_runtime::journal::Subscription, n: usize, kind: Kind) -> Vec<u64> {
     let mut seen = Vec::with_capacity(n);
     while seen.len() < n {
         match next(sub).await {
@@ -184,13 +180,7 @@ async fn a_subscriber_from_the_head_follows_live_without_reading_the_store() {
             reads: Default::default(),
         });
         let journals = Journals::new(counting.clone(), 4096);
-        let session = SessionId::parse("from-head").unwrap();
-        let worker = f
-            .home
-            .create_published_worker(&session, None, "local")
-            .unwrap();
-        let segment = worker.metadata().unwrap().active_segment;
-        let journal = journals.create(&session, segment).await.unwrap();
+        let journal = f.session_in(&journals, "from-head").await;
         let mut head = Seq(0);
         for i in 0..3 {
             head = journal.append(None, text(i)).await.unwrap().seq;
