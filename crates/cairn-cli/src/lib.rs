@@ -240,6 +240,12 @@ pub fn main() -> ExitCode {
         default_hook(info)
     }));
     cairn_runtime::fsutil::raise_open_file_limit();
+    // While this is the only thread (see `presize_fd_table`).
+    if let Err(e) =
+        cairn_runtime::fsutil::presize_fd_table(cairn_runtime::fsutil::FD_SLOTS_AT_START)
+    {
+        tracing::debug!("the descriptor table stays as it is: {e}");
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

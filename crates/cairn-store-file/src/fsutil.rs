@@ -356,6 +356,34 @@ pub fn raise_open_file_limit() -> Option<u64> {
     getrlimit(Resource::Nofile).current
 }
 
+/// The descriptor slots a server makes ready at start ([`presize_fd_table`]):
+/// the file store's open sessions (four descriptors each, at most
+/// [`crate::file::MAX_OPEN_SESSIONS`]) and as many again for connections,
+/// live runs and their sockets. 64 KiB of table.
+pub const FD_SLOTS_AT_START: u64 = 8192;
+
+/// Grow this process's descriptor table to `slots` (at most its open-file
+/// limit) now, and return the slots it holds. Call it while the process has
+/// one thread: a table that grows in a process of several threads waits
+/// for an RCU grace period before it lets go of the old one
+/// (`expand_files` → `synchronize_rcu`: milliseconds on a busy two-core
+/// machine), and whichever open got the first descriptor past the old
+/// size waited with it — once a doubling, on requests that had nothing to
+/// do with it. The table never shrinks; a slot costs 8 bytes.
+pub fn presize_fd_table(slots: u64) -> io::Result<u64> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let highest = slots.min(limit).min(i32::MAX as u64).saturating_sub(1);
+    if highest > 0 {
+        let probe = std::fs::File::open("/dev/null")?;
+        // The lowest free descriptor at or past `highest`: the table grows
+        // to hold it; closing it keeps the table.
+        drop(rustix::io::fcntl_dupfd_cloexec(&probe, highest as i32)?);
+    }
+    Ok(highest + 1)
+}
+
 /// Remove the directory `name` inside `parent` and everything under it,
 /// holding a fixed number of descriptors however deep it nests: each
 /// subdirectory met is first renamed up into one flat trash directory, then
@@ -463,5 +491,40 @@ mod overwrite_tests {
             assert_eq!(std::fs::read(&path).unwrap(), bytes);
             assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
         }
+    }
+}
+
+#[cfg(test)]
+mod fd_table_tests {
+    /// The slots of this process's descriptor table (`FDSize` in
+    /// `/proc/self/status`).
+    fn table_slots() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("FDSize:")).unwrap();
+        line["FDSize:".len()..].trim().parse().unwrap()
+    }
+
+    /// The table is grown at once, to the slots asked for, and stays grown
+    /// with the probe descriptor closed.
+    #[test]
+    fn presizing_grows_the_descriptor_table_at_once() {
+        let limit = super::raise_open_file_limit().unwrap_or(1024);
+        let before = table_slots();
+        let wanted = (before * 4).min(limit);
+        assert!(
+            wanted > before,
+            "the open-file limit ({limit}) leaves no room to grow a table of {before}"
+        );
+        let held = super::presize_fd_table(wanted).unwrap();
+        assert_eq!(held, wanted);
+        let after = table_slots();
+        assert!(
+            after >= wanted,
+            "the table holds {after} slots, asked {wanted}"
+        );
+        // The probe is closed: the next descriptor is a low one.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        use std::os::fd::AsRawFd;
+        assert!((file.as_raw_fd() as u64) < before, "{}", file.as_raw_fd());
     }
 }
