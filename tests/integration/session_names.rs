@@ -452,3 +452,58 @@ async fn the_cli_names_another_workspaces_session_as_workspace_slash_name() {
     assert!(!cairn_in(&home, &["inspect", "b/squat-1"]).status.success());
     assert_eq!(worker_of("squat-1"), local_worker.to_string());
 }
+
+/// A run started by a bare name in the host's own workspace — which that
+/// name is the only key of, so it is taken without a lookup — continues
+/// the session of that name when there is one, makes it when there is
+/// not, and never reaches a session of that name another workspace holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bare_name_in_the_hosts_workspace_is_that_workspaces_session() {
+    use crate::common::{run_to_end, start_req};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), toml()).unwrap();
+    let (rt, base) = serve(&home).await;
+    let http = reqwest::Client::new();
+    // Workspace a holds `shared-name`, with one run.
+    let (code, _) = call(
+        &http,
+        A,
+        "POST",
+        format!("{base}/v1/runs"),
+        Some(json!({"session": "shared-name", "component": "echo", "prompt": "a's"})),
+    )
+    .await;
+    assert_eq!(code, 202);
+    journal(&http, &base, A, "shared-name").await;
+
+    let name = cairn_runtime::SessionId::parse("shared-name").unwrap();
+    let mut req = start_req("echo", "host one");
+    req.session = Some(name.clone());
+    let (first, _, _) = run_to_end(&rt, req, None).await;
+    assert_eq!(
+        first.session_id, name,
+        "the host's own key is the bare name"
+    );
+    let mut req = start_req("echo", "host two");
+    req.session = Some(name.clone());
+    let (second, _, _) = run_to_end(&rt, req, None).await;
+    assert_eq!(
+        second.worker_id, first.worker_id,
+        "the same session, continued"
+    );
+    assert_eq!(rt.session_runs(&name).await.unwrap().len(), 2);
+
+    // a's session is another worker, untouched: one run, its own prompt.
+    let (code, a_view) = view(&http, &base, A, "shared-name").await;
+    assert_eq!(code, 200, "{a_view}");
+    let a_journal = journal(&http, &base, A, "shared-name").await;
+    assert_eq!(
+        a_journal.matches("\"type\":\"started\"").count(),
+        1,
+        "{a_journal}"
+    );
+    assert!(a_journal.contains("a's") && !a_journal.contains("host one"));
+    assert_eq!(std::fs::read_dir(home.join("workers")).unwrap().count(), 2);
+}

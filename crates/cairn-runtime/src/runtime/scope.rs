@@ -79,7 +79,11 @@ impl Runtime {
         id: Option<SessionId>,
         workspace: &str,
     ) -> Result<SessionId, RuntimeError> {
-        let name = id.unwrap_or_default();
+        // A fresh id names no session yet (the creation checks the index
+        // once more before it writes its entry).
+        let Some(name) = id else {
+            return Ok(self.scoped(&SessionId::new(), workspace));
+        };
         match self.resolve_session(workspace, &name) {
             Ok(_) => Err(RuntimeError::SessionExists(name.unscoped())),
             Err(RuntimeError::UnknownSession(_)) => Ok(self.scoped(&name, workspace)),

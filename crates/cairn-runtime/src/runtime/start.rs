@@ -175,20 +175,26 @@ impl Runtime {
                 .workspace
                 .clone()
                 .unwrap_or_else(|| self.inner.config.workspace.clone());
-            req.session = Some(if name.is_scoped() {
-                name
-            } else {
-                match self.resolve_session(&workspace, &name) {
-                    Ok(key) => key,
-                    Err(RuntimeError::UnknownSession(_)) => {
-                        match self.resolve_shared(&workspace, &name).await {
-                            Some(key) => key,
-                            None => self.scoped(&name, &workspace),
+            // A name that is its own only key (an unscoped name in the
+            // host's own workspace) resolves to itself whichever way it
+            // goes — found, made by another instance, or new: no lookup
+            // (an index read and a worker's opening, on every chat call).
+            req.session = Some(
+                if name.is_scoped() || self.scoped(&name, &workspace) == name {
+                    name
+                } else {
+                    match self.resolve_session(&workspace, &name) {
+                        Ok(key) => key,
+                        Err(RuntimeError::UnknownSession(_)) => {
+                            match self.resolve_shared(&workspace, &name).await {
+                                Some(key) => key,
+                                None => self.scoped(&name, &workspace),
+                            }
                         }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
-                }
-            });
+                },
+            );
         }
         // An update asked while the last run was live is taken now.
         if let Some(session) = &req.session {
