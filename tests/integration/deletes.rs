@@ -214,3 +214,47 @@ async fn a_lost_index_entry_on_a_clean_home_never_makes_a_second_worker() {
     assert_eq!(std::fs::read_dir(home.join("workers")).unwrap().count(), 1);
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+/// A session made for a start that follows (as a chat call makes it) and
+/// deleted before that start: the start finds it gone — it does not run in
+/// the deleted worker with the handles its creation kept for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_deleted_between_its_creation_and_its_start_is_not_started() {
+    use super::common::{runtime_with, start_req};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let rt = runtime_with(&home, None).await;
+    let (session, worker) = rt
+        .create_session_first(None, &rt.default_workspace())
+        .await
+        .unwrap();
+    rt.delete_session(&session).await.unwrap();
+    let mut req = start_req("echo", "too late");
+    req.session = Some(session.clone());
+    req.worker = Some(worker);
+    let err = rt
+        .start(req)
+        .await
+        .err()
+        .expect("a start of a deleted session");
+    assert!(
+        err.to_string().contains(&format!("no worker {worker}")),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The next session made that way starts as usual.
+    let (session, worker) = rt
+        .create_session_first(None, &rt.default_workspace())
+        .await
+        .unwrap();
+    let mut req = start_req("echo", "in time");
+    req.session = Some(session);
+    req.worker = Some(worker);
+    let started = rt.start(req).await.unwrap();
+    assert_eq!(started.worker_id, worker);
+    rt.shutdown(Duration::from_secs(5)).await;
+}

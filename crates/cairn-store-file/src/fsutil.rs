@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 /// Mode of every directory cairn creates, and the owner-only directory
 /// made new (shared with the engine's worktree).
-pub use cairn_worktree::fs::{DIR_MODE, create_dir_new, handle_path};
+pub use cairn_worktree::fs::{DIR_MODE, create_dir_new, handle_path, make_dir};
 /// Mode of every file cairn creates.
 pub const FILE_MODE: u32 = 0o600;
 

@@ -10,10 +10,16 @@ pub const DIR_MODE: u32 = 0o700;
 
 /// Create `name` inside `dir` owner-only (failing when it exists) and open it.
 pub fn create_dir_new(dir: &Dir, name: &str) -> io::Result<Dir> {
+    make_dir(dir, name)?;
+    dir.open_dir(name)
+}
+
+/// Create `name` inside `dir` owner-only (failing when it exists), without
+/// opening it.
+pub fn make_dir(dir: &Dir, name: &str) -> io::Result<()> {
     let mut builder = DirBuilder::new();
     builder.mode(DIR_MODE);
-    dir.create_dir_with(name, &builder)?;
-    dir.open_dir(name)
+    dir.create_dir_with(name, &builder)
 }
 
 /// A path that names exactly the directory `dir` holds: the kernel's link

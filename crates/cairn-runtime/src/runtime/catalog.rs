@@ -232,6 +232,9 @@ impl Runtime {
             .workers
             .lookup(session)?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
+        // A start that has not taken the worker it was made with opens it
+        // again (and finds it gone).
+        self.inner.registry.made().retain(|w| w.id() != worker);
         let live = {
             let mut sessions = self.inner.registry.sessions();
             let entry = sessions.entry(session.clone()).or_default();

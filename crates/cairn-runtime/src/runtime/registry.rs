@@ -22,7 +22,15 @@ pub(crate) struct Live {
     /// workspace's live runs from here, not from every session it holds,
     /// and drops those whose run ended).
     pub running: std::collections::HashSet<SessionId>,
+    /// Workers just made for a caller whose start follows (a chat call
+    /// creates, attaches, then starts): that start takes its handles
+    /// instead of opening the worker again. A few at most; a delete takes
+    /// its worker's out first.
+    pub made: std::collections::VecDeque<crate::worker::WorkerDir>,
 }
+
+/// How many just-made workers [`Live::made`] keeps (the oldest goes).
+pub(crate) const MADE_KEPT: usize = 16;
 
 /// The one lock.
 #[derive(Default)]
@@ -84,6 +92,15 @@ impl Registry {
             guard: self.lock(),
             get: |l| &l.drafts,
             get_mut: |l| &mut l.drafts,
+        }
+    }
+
+    /// Workers just made, for the start that follows.
+    pub fn made(&self) -> Part<'_, std::collections::VecDeque<crate::worker::WorkerDir>> {
+        Part {
+            guard: self.lock(),
+            get: |l| &l.made,
+            get_mut: |l| &mut l.made,
         }
     }
 

@@ -66,7 +66,13 @@ impl Runtime {
         workspace: &str,
     ) -> Result<(SessionId, WorkerId), RuntimeError> {
         let (session, worker) = self.create_session_with(id, workspace).await?;
-        Ok((session, worker.id()))
+        let id = worker.id();
+        let mut made = self.inner.registry.made();
+        if made.len() >= super::registry::MADE_KEPT {
+            made.pop_front();
+        }
+        made.push_back(worker);
+        Ok((session, id))
     }
 
     /// [`Runtime::create_session_first`], keeping the worker it opened.
@@ -241,16 +247,30 @@ impl Runtime {
             (None, Some(s)) => inner.workers.lookup(s)?,
             (None, None) => None,
         };
+        // A worker made for this start (here, or by the caller just before)
+        // has no generation behind it, not even a fork's worktree (forks
+        // are made elsewhere).
+        let fresh;
         let worker = match existing {
             Some(worker_id) => {
+                // One just made for this caller is taken as it was made.
+                let made = {
+                    let mut made = inner.registry.made();
+                    made.iter()
+                        .position(|w| w.id() == worker_id)
+                        .and_then(|i| made.remove(i))
+                };
+                fresh = made.is_some();
                 let worker =
-                    inner
-                        .workers
-                        .open_worker(worker_id)
-                        .map_err(|e| match &req.session {
-                            Some(s) => RuntimeError::from(e).for_session(s),
-                            None => e.into(),
-                        })?;
+                    match made {
+                        Some(w) => w,
+                        None => inner.workers.open_worker(worker_id).map_err(|e| {
+                            match &req.session {
+                                Some(s) => RuntimeError::from(e).for_session(s),
+                                None => e.into(),
+                            }
+                        })?,
+                    };
                 if let Some(given) = &req.session
                     && given != worker.session_id()
                 {
@@ -267,6 +287,7 @@ impl Runtime {
                     .workspace
                     .clone()
                     .unwrap_or_else(|| inner.config.workspace.clone());
+                fresh = true;
                 self.create_session_with(req.session.clone(), &workspace)
                     .await?
                     .1
@@ -355,7 +376,7 @@ impl Runtime {
         // start whose first entries a crash or a refusal lost), whose
         // worktree no journaled run made.
         let durable_generation = journal.last_generation().await;
-        let previous_generation = Some(record.last_generation.min(durable_generation));
+        let previous_generation = (!fresh).then(|| record.last_generation.min(durable_generation));
         let ctx = Arc::new(RunCtx::new(
             run_id,
             session.clone(),

@@ -260,7 +260,7 @@ impl Home {
                 fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
             let segments =
                 fsutil::create_dir_new(&session_dir, "segments").map_err(io_err(ctx.clone()))?;
-            fsutil::create_dir_new(&dir, "runs").map_err(io_err(ctx.clone()))?;
+            fsutil::make_dir(&dir, "runs").map_err(io_err(ctx.clone()))?;
             // The journal only: its `.trace.jsonl` is made by the first
             // diagnostic written to it.
             fsutil::create_file_new(&segments, &format!("{segment}.jsonl"))
