@@ -225,7 +225,7 @@ async fn a_session_deleted_between_its_creation_and_its_start_is_not_started() {
     let home = tmp.path().join("home");
     let rt = runtime_with(&home, None).await;
     let (session, worker) = rt
-        .create_session_first(None, &rt.default_workspace())
+        .create_session_first(None, rt.default_workspace())
         .await
         .unwrap();
     rt.delete_session(&session).await.unwrap();
@@ -235,8 +235,7 @@ async fn a_session_deleted_between_its_creation_and_its_start_is_not_started() {
     let err = rt
         .start(req)
         .await
-        .err()
-        .expect("a start of a deleted session");
+        .expect_err("a start of a deleted session");
     assert!(
         err.to_string().contains(&format!("no worker {worker}")),
         "{err}"
@@ -248,7 +247,7 @@ async fn a_session_deleted_between_its_creation_and_its_start_is_not_started() {
     assert!(left.is_empty(), "{left:?}");
     // The next session made that way starts as usual.
     let (session, worker) = rt
-        .create_session_first(None, &rt.default_workspace())
+        .create_session_first(None, rt.default_workspace())
         .await
         .unwrap();
     let mut req = start_req("echo", "in time");
