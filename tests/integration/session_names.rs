@@ -17,6 +17,14 @@ fn toml() -> String {
     format!("[workspaces.a]\ntokens = [\"{A}\"]\n[workspaces.b]\ntokens = [\"{B}\"]\n")
 }
 
+/// A home in `tmp` whose config holds workspaces a and b.
+fn workspaces_home(tmp: &tempfile::TempDir) -> std::path::PathBuf {
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("cairn.toml"), toml()).unwrap();
+    home
+}
+
 async fn serve(home: &Path) -> (Runtime, String) {
     let rt = Runtime::open(RuntimeConfig::load(home, None).unwrap())
         .await
@@ -78,9 +86,7 @@ async fn journal(http: &reqwest::Client, base: &str, token: &str, id: &str) -> S
 #[tokio::test(flavor = "multi_thread")]
 async fn a_name_another_workspace_holds_is_free_for_the_caller() {
     let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(home.join("cairn.toml"), toml()).unwrap();
+    let home = workspaces_home(&tmp);
     let (rt, base) = serve(&home).await;
     let http = reqwest::Client::new();
     let post = |token: &'static str, path: &str, body: Value| {
@@ -412,9 +418,7 @@ fn the_workers_quota_holds_across_instances() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cli_names_another_workspaces_session_as_workspace_slash_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(home.join("cairn.toml"), toml()).unwrap();
+    let home = workspaces_home(&tmp);
     let rt = Runtime::open(RuntimeConfig::load(&home, None).unwrap())
         .await
         .unwrap();
@@ -461,9 +465,7 @@ async fn the_cli_names_another_workspaces_session_as_workspace_slash_name() {
 async fn a_bare_name_in_the_hosts_workspace_is_that_workspaces_session() {
     use crate::common::{run_to_end, start_req};
     let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(home.join("cairn.toml"), toml()).unwrap();
+    let home = workspaces_home(&tmp);
     let (rt, base) = serve(&home).await;
     let http = reqwest::Client::new();
     // Workspace a holds `shared-name`, with one run.
