@@ -200,7 +200,9 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // its controller can change it (a restore's was recorded by the run).
         let record = plan.replay.is_none();
         // A generation with nothing to copy into it and no loans to move
-        // is one directory and a document written unsynced: laid out here,
+        // (a fresh worker's first, or a restore with no generation before
+        // its run: `previous` is `None` only then) is one directory and a
+        // document written unsynced, neither synced here: laid out here,
         // as worker.json just was, not handed to the blocking pool and
         // back (two thread switches a run on the busiest path).
         let inline = previous.is_none() && loaned_from.is_none();
