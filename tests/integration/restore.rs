@@ -17,6 +17,20 @@ fn run_and_kill(
     first_kind: &str,
     after: Duration,
 ) -> Vec<serde_json::Value> {
+    run_and_kill_when(home, prompt, first_kind, || {
+        std::thread::sleep(after);
+        true
+    })
+}
+
+/// [`run_and_kill`], killing once `ready` holds (asked every 5 ms, for at
+/// most 30 s) after the first `first_kind` event.
+fn run_and_kill_when(
+    home: &Path,
+    prompt: &str,
+    first_kind: &str,
+    ready: impl Fn() -> bool,
+) -> Vec<serde_json::Value> {
     let mut child = cairn_bin()
         .args([
             "run", "--json", "--decide", "approve", "--prompt", prompt, "--home",
@@ -48,7 +62,11 @@ fn run_and_kill(
             break;
         }
     }
-    std::thread::sleep(after);
+    let since = std::time::Instant::now();
+    while !ready() {
+        assert!(since.elapsed() < Duration::from_secs(30), "never ready to kill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let _ = child.kill();
     child.wait().unwrap();
     reader.join().unwrap();
@@ -265,7 +283,16 @@ async fn an_emitting_run_killed_at_random_moments_keeps_every_entry_seen_once() 
 async fn a_replay_with_another_component_diverges_and_marks_the_worker_stale() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    run_and_kill(&home, "100000 0", "text_delta", Duration::from_millis(20));
+    // Killed once its generation serves a socket (bound after
+    // `BIND_AFTER` of life), so the kill leaves one behind.
+    let socket_bound = || {
+        std::fs::read_dir(home.join("workers"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|w| w.path().join("runs/1/worker.sock").exists())
+    };
+    run_and_kill_when(&home, "100000 0", "text_delta", socket_bound);
     // Swap the worker's binding for another component.
     let workers: Vec<_> = std::fs::read_dir(home.join("workers"))
         .unwrap()

@@ -556,6 +556,51 @@ async fn the_control_socket_follows_decides_and_goes_away() {
     );
 }
 
+/// A generation serves its socket once it has lived `BIND_AFTER` (a run
+/// that ends sooner never binds one), and it is served: a cancel through it
+/// ends the run, and it goes with the generation.
+#[tokio::test]
+async fn a_generation_binds_its_socket_once_it_has_lived_a_while() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let asked = std::time::Instant::now();
+    let started = rt
+        .start(StartRun::new(ComponentRef::Path(fixture("spinner")), ""))
+        .await
+        .unwrap();
+    let worker = rt.summary(&started.session_id).await.unwrap().worker_id;
+    let sock = tmp
+        .path()
+        .join("home/workers")
+        .join(worker.to_string())
+        .join("runs/1/worker.sock");
+    while !sock.exists() {
+        assert!(asked.elapsed() < Duration::from_secs(10), "never bound");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let bound_after = asked.elapsed();
+    assert!(
+        bound_after >= cairn_runtime::socket::BIND_AFTER,
+        "bound {} ms after the start",
+        bound_after.as_millis()
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["attach", "--cancel", "--socket"])
+        .arg(&sock)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let facts = tokio::time::timeout(Duration::from_secs(10), rt.wait(started.run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(facts.status, RunStatus::Cancelled);
+    assert!(!sock.exists(), "the socket goes with its generation");
+}
+
 #[tokio::test]
 async fn shutdown_drains_by_policy() {
     let tmp = tempfile::tempdir().unwrap();

@@ -7,8 +7,12 @@
 //! - `{"op": "decide", "decision_id": ID, "value": JSON}` → `{"ok": true}`
 //!   or `{"error": {"code", "message"}}`.
 //!
-//! The socket is removed when the generation stops. A socket left behind by
-//! a killed host is evidence, never taken as live.
+//! The socket is bound once the generation has lived [`BIND_AFTER`], or as
+//! soon as its run waits on something outside it (a decision, a host call,
+//! a child) — before the decision is journaled, so a run waiting on one
+//! always has it. A run that ends sooner has none. The socket is removed
+//! when the generation stops. A socket left behind by a killed host is
+//! evidence, never taken as live.
 //!
 //! A seam like the HTTP API: it uses only the runtime's public calls
 //! (`subscribe`, `decide`, `cancel`), and the runtime knows it only as a
@@ -27,9 +31,17 @@ use tokio::net::{UnixListener, UnixStream};
 /// The longest path a Unix socket can bind.
 pub const MAX_SOCKET_PATH: usize = 107;
 
-/// `worker.sock` for every live generation.
+/// `worker.sock` for every live generation that lives past [`BIND_AFTER`]
+/// or waits on something outside it.
 #[derive(Debug, Default)]
 pub struct WorkerSocket;
+
+/// How long a generation lives before its socket is bound, unless it waits
+/// first (a decision, a host call, a child): a run that ends sooner (most
+/// one-turn runs end in a few milliseconds) never has one — nothing could
+/// have followed or cancelled it in time, and a socket's bind, listener and
+/// removal cost a tenth of such a run's CPU and an inode made and freed.
+pub const BIND_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl GenerationSeam for WorkerSocket {
     fn live(&self, rt: &Runtime, generation: LiveGeneration<'_>) -> Option<Box<dyn SeamGuard>> {
@@ -37,8 +49,8 @@ impl GenerationSeam for WorkerSocket {
             id: generation.run,
             session: generation.session.clone(),
         };
-        match serve(rt, generation.dir, run) {
-            Ok(handle) => Some(Box::new(handle)),
+        match Lazy::new(rt, generation.dir, run) {
+            Ok(lazy) => Some(Box::new(lazy)),
             Err(e) => {
                 tracing::warn!("run {}: no worker.sock: {e}", generation.run);
                 None
@@ -54,32 +66,108 @@ struct Run {
     session: SessionId,
 }
 
-/// A served socket; stopping closes and removes it.
-struct SocketHandle {
-    task: tokio::task::JoinHandle<()>,
+/// A generation's socket: bound after [`BIND_AFTER`] or at its run's
+/// first wait, whichever comes first; stopping closes and removes it.
+struct Lazy {
+    shared: std::sync::Arc<Shared>,
+    /// Binds after [`BIND_AFTER`] (aborted when the generation stops first).
+    timer: tokio::task::JoinHandle<()>,
+}
+
+struct Shared {
+    rt: Runtime,
+    run: Run,
     /// `runs/<gen>/worker.sock` (a path, not a held directory: a waiting
     /// run holds no descriptor for it but its listener).
     path: std::path::PathBuf,
+    /// The generation directory, held only when the path is too long to
+    /// bind (then the socket is bound relative to it).
+    dir: Option<std::os::fd::OwnedFd>,
+    state: std::sync::Mutex<State>,
 }
 
-impl SeamGuard for SocketHandle {
+enum State {
+    Unbound,
+    /// Serving: the accept loop.
+    Bound(tokio::task::JoinHandle<()>),
+    Stopped,
+}
+
+impl Lazy {
+    fn new(rt: &Runtime, generation_dir: &GenerationDir, run: Run) -> std::io::Result<Lazy> {
+        let path = generation_dir.path.join("worker.sock");
+        let dir = if path.as_os_str().len() <= MAX_SOCKET_PATH {
+            None
+        } else {
+            Some(generation_dir.dir.try_clone()?.into_std_file().into())
+        };
+        let shared = std::sync::Arc::new(Shared {
+            rt: rt.clone(),
+            run,
+            path,
+            dir,
+            state: std::sync::Mutex::new(State::Unbound),
+        });
+        let timer = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                tokio::time::sleep(BIND_AFTER).await;
+                shared.bind();
+            }
+        });
+        Ok(Lazy { shared, timer })
+    }
+}
+
+impl Shared {
+    /// Bind and serve, unless it is bound already or the generation stopped.
+    fn bind(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(*state, State::Unbound) {
+            return;
+        }
+        match bind(&self.path, self.dir.as_ref()) {
+            Ok(listener) => {
+                let (rt, run) = (self.rt.clone(), self.run.clone());
+                *state = State::Bound(tokio::spawn(async move {
+                    while let Ok((stream, _)) = listener.accept().await {
+                        tokio::spawn(connection(rt.clone(), run.clone(), stream));
+                    }
+                }));
+            }
+            Err(e) => {
+                tracing::warn!("run {}: no worker.sock: {e}", self.run.id);
+                *state = State::Stopped;
+            }
+        }
+    }
+}
+
+impl SeamGuard for Lazy {
+    fn waiting(&self) {
+        self.shared.bind();
+    }
+
     fn stop(self: Box<Self>) {
-        self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
+        self.timer.abort();
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let State::Bound(task) = std::mem::replace(&mut *state, State::Stopped) {
+            task.abort();
+            let _ = std::fs::remove_file(&self.shared.path);
+        }
     }
 }
 
-/// Bind `worker.sock` in the generation directory: by its path when that
-/// fits, else relative to the directory through `/proc/self/fd`.
-fn bind(generation_dir: &GenerationDir) -> std::io::Result<UnixListener> {
-    let path = generation_dir.path.join("worker.sock");
-    if path.as_os_str().len() <= MAX_SOCKET_PATH {
-        return UnixListener::bind(&path);
-    }
-    let via_fd = format!(
-        "/proc/self/fd/{}/worker.sock",
-        generation_dir.dir.as_raw_fd()
-    );
+/// Bind `worker.sock`: by its path when that fits, else relative to its
+/// directory (`dir`) through `/proc/self/fd`.
+fn bind(
+    path: &std::path::Path,
+    dir: Option<&std::os::fd::OwnedFd>,
+) -> std::io::Result<UnixListener> {
+    let Some(dir) = dir else {
+        return UnixListener::bind(path);
+    };
+    let via_fd = format!("/proc/self/fd/{}/worker.sock", dir.as_raw_fd());
     UnixListener::bind(&via_fd).map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -89,20 +177,6 @@ fn bind(generation_dir: &GenerationDir) -> std::io::Result<UnixListener> {
                 path.as_os_str().len()
             ),
         )
-    })
-}
-
-fn serve(rt: &Runtime, generation_dir: &GenerationDir, run: Run) -> std::io::Result<SocketHandle> {
-    let listener = bind(generation_dir)?;
-    let rt = rt.clone();
-    let task = tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(connection(rt.clone(), run.clone(), stream));
-        }
-    });
-    Ok(SocketHandle {
-        task,
-        path: generation_dir.path.join("worker.sock"),
     })
 }
 

@@ -88,6 +88,9 @@ pub struct LiveGeneration<'a> {
 
 /// What a [`GenerationSeam`] serves for one generation.
 pub trait SeamGuard: Send {
+    /// The generation's run begins to wait on something outside it (a
+    /// decision, a host call, a child), before the wait is journaled.
+    fn waiting(&self) {}
     /// The generation stopped.
     fn stop(self: Box<Self>);
 }

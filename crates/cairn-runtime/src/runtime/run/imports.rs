@@ -58,7 +58,7 @@ impl RunHost for RunCtx {
                 "the decision request broke a limit: {what}"
             )));
         }
-        let _suspended = Suspended::begin(&self.activity);
+        let _suspended = self.suspended();
         // The request and its route are one batch, written before anyone can
         // see the request, and the id is registered before anyone can answer.
         let present = self.present.load(Ordering::Relaxed);

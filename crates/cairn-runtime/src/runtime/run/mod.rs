@@ -93,6 +93,9 @@ pub struct RunCtx {
     /// artifacts only while the guest runs (suspended in a decision wait it
     /// can write nothing), and ends with the run.
     activity: watch::Sender<Activity>,
+    /// What the seams serve for the live generation (`worker.sock`): told
+    /// when the run begins a wait, stopped with the generation.
+    seams: Mutex<Vec<Box<dyn crate::runtime::SeamGuard>>>,
     /// The runtime's side of delegation (set by the run task; an offline
     /// replay has none and never goes live).
     pub(crate) supervisor: std::sync::OnceLock<std::sync::Weak<dyn Supervisor>>,
@@ -234,6 +237,7 @@ impl RunCtx {
             timers: Mutex::new(timers::Timers::default()),
             history: tokio::sync::OnceCell::new(),
             activity: watch::channel(Activity::Running).0,
+            seams: Mutex::new(Vec::new()),
             supervisor: std::sync::OnceLock::new(),
             place: Mutex::new(None),
             replay_worker: std::sync::OnceLock::new(),
@@ -256,9 +260,25 @@ impl RunCtx {
         }
     }
 
-    /// Mark the guest suspended (in a host wait) until the guard drops.
+    /// Mark the guest suspended (in a host wait) until the guard drops;
+    /// the live generation's seams hear of it first.
     pub(crate) fn suspended(&self) -> impl Drop + '_ {
+        for seam in self.seams.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            seam.waiting();
+        }
         Suspended::begin(&self.activity)
+    }
+
+    /// The live generation's seams: those of `generation` from now on
+    /// (the ones before are stopped).
+    pub(crate) fn serve_seams(&self, seams: Vec<Box<dyn crate::runtime::SeamGuard>>) {
+        let before = std::mem::replace(
+            &mut *self.seams.lock().unwrap_or_else(|p| p.into_inner()),
+            seams,
+        );
+        for seam in before {
+            seam.stop();
+        }
     }
 
     /// Where the run lives now.

@@ -47,7 +47,6 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     let started_at_ms = crate::fsutil::now_ms();
     let mut first_seq: Option<Seq> = plan.replay.as_ref().map(|r| r.first_seq);
     let mut generation = Generation(0);
-    let mut guards: Vec<Box<dyn crate::runtime::SeamGuard>> = Vec::new();
 
     // The worker's directory handles serve the start; the run holds none
     // while it lives (a waiting run costs no descriptors for them).
@@ -258,12 +257,11 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 return Err(ErrorOrCancel::error(FailureCode::Storage, failure.0));
             }
         }
-        for guard in guards.drain(..) {
-            guard.stop();
-        }
-        guards = env
-            .supervisor
-            .generation_live(ctx.run_id, &ctx.session, &gen_dir);
+        ctx.serve_seams(Vec::new());
+        ctx.serve_seams(
+            env.supervisor
+                .generation_live(ctx.run_id, &ctx.session, &gen_dir),
+        );
         let stdout = gen_dir.path.join("worker.out.log");
         let stderr = gen_dir.path.join("worker.err.log");
         first_seq.get_or_insert(written[0].seq);
@@ -354,9 +352,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         let outcome = match evict::execute(&env.components, &ctx, &plan.prepared, sandbox, start).await {
             evict::Executed::Ended(outcome) => outcome,
             evict::Executed::Evicted(idle) => {
-                for guard in guards.drain(..) {
-                    guard.stop();
-                }
+                ctx.serve_seams(Vec::new());
                 tracing::debug!(run_id = %ctx.run_id, %generation, due_ms = idle.due_ms, "evicted while its controller waits");
                 env.evicted.0.inc();
                 env.evicted.1.inc();
@@ -394,9 +390,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     } }
     .await;
     ctx.activity.send_replace(Activity::Ended);
-    for guard in guards {
-        guard.stop();
-    }
+    ctx.serve_seams(Vec::new());
     // On a shared store the worktree outlives this instance: the next
     // generation, wherever it runs, starts from this snapshot.
     if generation.0 > 0 {
