@@ -64,7 +64,10 @@ fn run_and_kill_when(
     }
     let since = std::time::Instant::now();
     while !ready() {
-        assert!(since.elapsed() < Duration::from_secs(30), "never ready to kill");
+        assert!(
+            since.elapsed() < Duration::from_secs(30),
+            "never ready to kill"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let _ = child.kill();

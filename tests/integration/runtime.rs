@@ -592,7 +592,11 @@ async fn a_generation_binds_its_socket_once_it_has_lived_a_while() {
         .await
         .unwrap()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let facts = tokio::time::timeout(Duration::from_secs(10), rt.wait(started.run_id))
         .await
         .unwrap()

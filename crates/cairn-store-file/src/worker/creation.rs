@@ -87,14 +87,24 @@ impl Home {
     ) -> Result<WorkerDir, WorkerError> {
         let worker =
             self.create_worker_inner(session, component, workspace, CREATING, None, false)?;
-        self.unsynced().insert(worker.id);
+        self.unsynced().insert(worker.id, std::time::Instant::now());
         self.open_trees().insert(worker.id);
         Ok(worker)
     }
 
+    /// How many creations other than `worker`'s wait for a first commit
+    /// that should come soon: made in the last [`COMING_WITHIN`] (one made
+    /// before is a creation whose run never started, not one on its way).
+    fn creations_coming(&self, worker: WorkerId) -> usize {
+        self.unsynced()
+            .iter()
+            .filter(|(id, made)| **id != worker && made.elapsed() < COMING_WITHIN)
+            .count()
+    }
+
     /// Whether `worker` is a creation waiting for its first commit.
     pub fn awaits_first_commit(&self, worker: WorkerId) -> bool {
-        self.unsynced().contains(&worker)
+        self.unsynced().contains_key(&worker)
     }
 
     /// The first commit of an unsynced creation's journal made it durable
@@ -140,8 +150,10 @@ impl Home {
             }
         };
         if whole_filesystem {
-            // Shared with every first commit waiting at once.
-            self.inner.syncfs.sync(journal)?;
+            // Shared with every first commit waiting at once, and held a
+            // little for the other creations in flight.
+            let coming = self.creations_coming(worker.id);
+            self.inner.syncfs.sync(journal, coming)?;
         } else {
             self.sync_creation(worker)?;
             // Too much unwritten to wait for: drain it in the background,
@@ -205,7 +217,7 @@ impl Home {
 
     pub(super) fn unsynced(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashSet<WorkerId>> {
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<WorkerId, std::time::Instant>> {
         self.inner
             .unsynced
             .lock()
@@ -215,7 +227,7 @@ impl Home {
     /// Whether a worker directory is staged for readers: its marker says
     /// so, and it is not a creation this process already serves.
     pub(super) fn staged(&self, id: WorkerId, dir: &Dir) -> bool {
-        !self.is_settled(id) && !self.unsynced().contains(&id) && is_staged(dir)
+        !self.is_settled(id) && !self.unsynced().contains_key(&id) && is_staged(dir)
     }
 
     /// The aggregate is laid out under a name no walk sees, renamed into
@@ -400,6 +412,10 @@ impl Home {
     }
 }
 
+/// How recent a creation must be for its first commit to count as on its
+/// way (a run's first commit comes within milliseconds of its start).
+const COMING_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How the first commit of a session made for a run makes its worker tree
 /// durable with its first entries (`[store] first_commit_sync`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
@@ -535,5 +551,27 @@ mod tests {
             2,
             "any other change: the file and its directory"
         );
+    }
+
+    /// The first commits a `syncfs` may wait for: the other creations made
+    /// in the last second and not yet committed — not its own, not one
+    /// deleted, not one made long ago whose run never started.
+    #[test]
+    fn the_creations_coming_are_the_recent_uncommitted_others() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        let made: Vec<WorkerDir> = ["s-a", "s-b", "s-c"]
+            .iter()
+            .map(|s| {
+                home.create_worker_unsynced(&s.parse().unwrap(), None, "default")
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(home.creations_coming(made[0].id), 2);
+        home.delete_worker(made[1].id, &made[1].session).unwrap();
+        assert_eq!(home.creations_coming(made[0].id), 1);
+        *home.unsynced().get_mut(&made[2].id).unwrap() -= COMING_WITHIN;
+        assert_eq!(home.creations_coming(made[0].id), 0, "made long ago");
+        assert_eq!(home.creations_coming(made[2].id), 1, "the first one");
     }
 }

@@ -141,7 +141,7 @@ struct HomeInner {
     /// New sessions' workers laid out unsynced, served by this process,
     /// whose journals' first commit has not happened yet (their marker is
     /// still on disk).
-    unsynced: Mutex<std::collections::HashSet<WorkerId>>,
+    unsynced: Mutex<std::collections::HashMap<WorkerId, std::time::Instant>>,
     /// Those of them whose first commit has not begun: what is written in
     /// their tree now is made durable by that commit (see
     /// [`Home::tree_open`]).
