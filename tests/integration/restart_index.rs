@@ -1,5 +1,5 @@
 //! Restarting fast after a crash (issue 42 item 2): the live index
-//! (`index/live/`) names every worker a restart must restore, and the run
+//! (`index/live.jsonl`) names every worker a restart must restore, and the run
 //! index's log (`index/runs.jsonl`) is loaded instead of being built from
 //! every journal — both only when the previous owner's process died in
 //! this boot of the kernel (its unsynced writes outlived it); after a
@@ -47,16 +47,22 @@ async fn crash_with_waiting_runs(home: &Path, n: usize) {
     drop(served);
 }
 
-/// The workers the live index lists (its `.spare-*` entries, kept for
-/// the next runs, name none).
+/// The workers the live index lists: those its log marks and does not
+/// clear after.
 fn listed(home: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(home.join("index/live"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| !name.starts_with(".spare-"))
-        .collect();
-    names.sort();
-    names
+    let log = std::fs::read_to_string(home.join("index/live.jsonl")).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for line in log.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        if let Some(id) = line["mark"].as_str() {
+            names.insert(id.to_string());
+        } else if let Some(id) = line["clear"].as_str() {
+            names.remove(id);
+        } else {
+            panic!("a line that neither marks nor clears: {line}");
+        }
+    }
+    names.into_iter().collect()
 }
 
 /// Copy `home` (sockets included) to `to` and make its lock record say
@@ -72,10 +78,10 @@ fn as_after_a_reboot(home: &Path, to: &Path) {
     let lock = to.join("cairn.lock");
     let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&lock).unwrap()).unwrap();
     assert!(
-        record["boot_id"].is_string(),
+        record["boot"].is_string(),
         "the owner records its boot: {record}"
     );
-    record["boot_id"] = json!("another-boot");
+    record["boot"] = json!("another-boot");
     std::fs::write(&lock, format!("{record}\n")).unwrap();
 }
 
@@ -92,7 +98,15 @@ async fn a_restart_in_the_same_boot_restores_the_workers_the_live_index_lists() 
     );
     // One worker taken out of the index by hand: a restart in this boot
     // reads only the index, so it does not restore that one...
-    std::fs::remove_file(home.join("index/live").join(&before[1])).unwrap();
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(home.join("index/live.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut log,
+        format!("{{\"clear\":\"{}\"}}\n", before[1]).as_bytes(),
+    )
+    .unwrap();
     let rebooted = tmp.path().join("rebooted");
     as_after_a_reboot(&home, &rebooted);
 

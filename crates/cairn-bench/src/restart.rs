@@ -112,14 +112,15 @@ pub(crate) async fn reopen(dir: &Path, n: usize) -> anyhow::Result<(f64, f64, f6
     // A crash: the lock goes with no marker left behind, and its record
     // names the dead owner (a clean release empties it). In this boot of
     // the kernel the live index says what to look at.
-    let crashed = |boot_id: Option<String>| -> anyhow::Result<()> {
+    let crashed = |boot: Option<String>| -> anyhow::Result<()> {
         let holder = cairn_runtime::home_lock::Holder {
             version: 1,
             pid: 1,
             command: "serve".into(),
             started_at_ms: 0,
             url: None,
-            boot_id,
+            boot_id: None,
+            boot,
         };
         let record = serde_json::to_string(&holder)? + "\n";
         std::fs::write(home.join("cairn.lock"), record)?;

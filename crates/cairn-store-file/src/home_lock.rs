@@ -48,12 +48,19 @@ pub struct Holder {
     /// Where it serves the API, for `cairn serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The kernel's boot id when it took the lock. Written only by owners
-    /// that keep the live index (`index/live/`): a next owner that finds
-    /// the same boot id knows the page cache outlived the crash, so that
-    /// index is whole and a restart reads only the workers it lists.
+    /// The kernel's boot id when it took the lock, written by an older
+    /// cairn that kept its live index as `index/live/` (read, never
+    /// written: an older cairn that found it would trust that directory,
+    /// which this one empties).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// The kernel's boot id when it took the lock. Written only by owners
+    /// that keep the live index (`index/live.jsonl`) and the run index's
+    /// log: a next owner that finds the same boot id knows the page cache
+    /// outlived the crash, so those are whole and a restart reads only the
+    /// workers the live index lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<String>,
 }
 
 /// This boot of the kernel (`/proc/sys/kernel/random/boot_id`), when it
@@ -225,7 +232,8 @@ impl HomeLock {
                 command: command.to_string(),
                 started_at_ms: crate::fsutil::now_ms(),
                 url: None,
-                boot_id: boot_id(),
+                boot_id: None,
+                boot: boot_id(),
             },
             was_clean: false,
             previous: read_holder(&mut file_for_previous),
@@ -276,14 +284,19 @@ impl HomeLock {
         let now = boot_id();
         self.previous_kept_indexes()
             && now.is_some()
-            && self.previous.as_ref().is_some_and(|p| p.boot_id == now)
+            && self
+                .previous
+                .as_ref()
+                .is_some_and(|p| p.boot.as_ref().or(p.boot_id.as_ref()) == now.as_ref())
     }
 
     /// Whether the previous owner kept the live index and the run index's
     /// log (a cairn that records its boot id does; an older one does not,
     /// and what it left of them may be stale).
     pub fn previous_kept_indexes(&self) -> bool {
-        self.previous.as_ref().is_some_and(|p| p.boot_id.is_some())
+        self.previous
+            .as_ref()
+            .is_some_and(|p| p.boot.is_some() || p.boot_id.is_some())
     }
 
     /// What the previous owner's clean stop vouched for (`None`: no
@@ -406,6 +419,7 @@ pub fn holder(home: &Path) -> Option<Holder> {
             started_at_ms: 0,
             url: None,
             boot_id: None,
+            boot: None,
         })),
     }
 }

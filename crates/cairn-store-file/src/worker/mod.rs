@@ -148,10 +148,8 @@ struct HomeInner {
     open_trees: Mutex<std::collections::HashSet<WorkerId>>,
     /// How those first commits make them durable.
     first_commit: Mutex<FirstCommitSync>,
-    /// `index/live/`, opened (made) on first use.
-    live: std::sync::OnceLock<Option<Dir>>,
-    /// The live index's spare entries (see `live.rs`).
-    live_spares: Mutex<Vec<String>>,
+    /// The live index (`index/live.jsonl`), read on first use.
+    live: std::sync::OnceLock<Result<Mutex<live::LiveLog>, String>>,
     /// The `syncfs` first commits share.
     syncfs: Arc<crate::syncfs::SharedSyncfs>,
     /// Whether [`Home::keep_settled`] was called (by the home's owner).
@@ -234,7 +232,6 @@ impl Home {
                 open_trees: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),
                 live: std::sync::OnceLock::new(),
-                live_spares: Mutex::new(Vec::new()),
                 syncfs: Default::default(),
                 settling: Default::default(),
                 settled: Mutex::new(Default::default()),
