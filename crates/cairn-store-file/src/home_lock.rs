@@ -75,12 +75,12 @@ pub fn boot_id() -> Option<String> {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another live process holds the lock.
-    #[error("{}", busy_message(home, holder.as_ref()))]
+    #[error("{}", busy_message(home, holder.as_deref()))]
     Busy {
         /// The home.
         home: PathBuf,
         /// Who holds it, when the file says.
-        holder: Option<Holder>,
+        holder: Option<Box<Holder>>,
     },
     /// The lock file cannot be opened or written.
     #[error("cannot lock {path}: {source}")]
@@ -113,9 +113,9 @@ impl LockError {
     pub fn server_url(&self) -> Option<&str> {
         match self {
             LockError::Busy {
-                holder: Some(Holder { url: Some(url), .. }),
+                holder: Some(holder),
                 ..
-            } => Some(url),
+            } => holder.url.as_deref(),
             _ => None,
         }
     }
@@ -200,7 +200,7 @@ impl HomeLock {
                 }
                 return Err(LockError::Busy {
                     home: home.to_path_buf(),
-                    holder,
+                    holder: holder.map(Box::new),
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -210,7 +210,7 @@ impl HomeLock {
         if let Some(holder) = live_owner(home) {
             return Err(LockError::Busy {
                 home: home.to_path_buf(),
-                holder: Some(holder),
+                holder: Some(Box::new(holder)),
             });
         }
         let owner = OpenOptions::new()
