@@ -48,11 +48,16 @@ Figures (cairn's controller / Obelisk's workflow / Restate's handler):
                   and restores it by replay when it is due,
                   `[runs] evict_idle_ms`)
 
-Before the first figure the servers wait --settle seconds (default 65): on
-ext4 without a journal, files deleted within the last minute (the last
-run's work directory) slow every inode allocation, which costs cairn (a
-dozen inodes a new session) and not the peers (one database file);
-`bench/peer/deleted.py` measures that effect on its own.
+Before the first figure the servers wait --settle seconds (default 370): on
+ext4 without a journal, files deleted recently (the last run's work
+directory) slow every inode allocation, which costs cairn (a dozen inodes
+a new session) and not the peers (one database file);
+`bench/peer/deleted.py` measures that effect on its own. Recently is a
+minute, or six while the inode table's block is dirty — as it stays under
+load (ext4's `recently_deleted`: 60 s, plus 300 s for a dirty block): a
+second run one minute after the first measured cairn's 50-client row at
+0.81x Obelisk where runs that waited six minutes measured 0.97-0.98x
+(`docs/bench/peer-round10-run{1,2,3}.json`).
 
 Output: a table on stdout; with --json, {"version": 2, "obelisk", "restate",
 "quick", "settle_s", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
@@ -589,9 +594,9 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the rows as JSON here")
     ap.add_argument("--settle", type=float, default=None,
                     help="seconds to wait before the first figure, after anything this run or "
-                         "the last deleted (default 65; 0 with --quick)")
+                         "the last deleted (default 370; 0 with --quick)")
     args = ap.parse_args(argv)
-    settle = args.settle if args.settle is not None else (0.0 if args.quick else 65.0)
+    settle = args.settle if args.settle is not None else (0.0 if args.quick else 370.0)
     version, wasm = build_workflow(args.obelisk) if args.obelisk else (None, None)
     if args.obelisk:
         log(f"obelisk {version}, workflow {wasm}")
