@@ -26,6 +26,17 @@ pub fn open_append(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
     dir.open_with(name, &opts)
 }
 
+/// Create a new, empty owner-only journal, open to append and to read; an
+/// existing one is an error.
+pub fn create_journal_new(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
+    let mut opts = OpenOptions::new();
+    opts.append(true)
+        .read(true)
+        .create_new(true)
+        .mode(FILE_MODE);
+    dir.open_with(name, &opts).map(cap_std::fs::File::into_std)
+}
+
 /// Create a new, empty owner-only file; an existing one is an error.
 pub fn create_file_new(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
     let mut opts = OpenOptions::new();

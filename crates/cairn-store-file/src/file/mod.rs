@@ -313,26 +313,41 @@ impl FileStore {
         let segments_path = worker.path().join("session").join("segments");
         let active = format!("{}.jsonl", meta.active_segment);
         let active_path = segments_path.join(&active);
-        let segments = worker
-            .session_dir()
-            .open_dir("segments")
-            .map_err(io(format!("cannot open {}", segments_path.display())))?;
-        let file = fsutil::open_append(&segments, &active)
-            .map_err(io(format!("cannot open {}", active_path.display())))?
-            .into_std();
-        let len = file
-            .metadata()
-            .map_err(io(format!("cannot read {}", active_path.display())))?
-            .len();
-        if len != 0 || meta.segments.len() != 1 {
+        if meta.segments.len() != 1 {
             return Err(StoreError::SessionExists(session));
         }
-        let reader = Arc::new(
-            segments
-                .open(&active)
-                .map_err(io(format!("cannot open {}", active_path.display())))?
-                .into_std(),
-        );
+        // The journal the creation made and kept open (new and empty), or
+        // opened here and checked to be empty.
+        let (file, reader) = match self.home.take_created_journal(worker.id()) {
+            Some(file) => {
+                let reader = file
+                    .try_clone()
+                    .map_err(io(format!("cannot open {}", active_path.display())))?;
+                (file, reader)
+            }
+            None => {
+                let segments = worker
+                    .session_dir()
+                    .open_dir("segments")
+                    .map_err(io(format!("cannot open {}", segments_path.display())))?;
+                let file = fsutil::open_append(&segments, &active)
+                    .map_err(io(format!("cannot open {}", active_path.display())))?
+                    .into_std();
+                let len = file
+                    .metadata()
+                    .map_err(io(format!("cannot read {}", active_path.display())))?
+                    .len();
+                if len != 0 {
+                    return Err(StoreError::SessionExists(session));
+                }
+                let reader = segments
+                    .open(&active)
+                    .map_err(io(format!("cannot open {}", active_path.display())))?
+                    .into_std();
+                (file, reader)
+            }
+        };
+        let reader = Arc::new(reader);
         let files = Arc::new(SessionFiles {
             last_used: std::sync::atomic::AtomicU64::new(use_tick()),
             fresh: self.home.awaits_first_commit(worker.id()).into(),

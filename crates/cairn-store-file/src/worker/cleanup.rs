@@ -104,6 +104,7 @@ impl Home {
         self.remove_worker_dir(&name).map_err(io_err(ctx))?;
         // A creation deleted before its first commit awaits none.
         self.unsynced().remove(&worker_id);
+        self.created_journals().remove(&worker_id);
         // Gone: nothing to restore or finish (a crash before this leaves it
         // listed, and the next owner finishes the delete).
         let _ = self.clear_live(worker_id);

@@ -102,6 +102,21 @@ impl Home {
             .count()
     }
 
+    /// The journal file a creation made and kept open, for the store to
+    /// append to and read from (taken once; `None` for any other worker).
+    pub fn take_created_journal(&self, worker: WorkerId) -> Option<std::fs::File> {
+        self.created_journals().remove(&worker)
+    }
+
+    pub(super) fn created_journals(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<WorkerId, std::fs::File>> {
+        self.inner
+            .created_journals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether `worker` is a creation waiting for its first commit.
     pub fn awaits_first_commit(&self, worker: WorkerId) -> bool {
         self.unsynced().contains_key(&worker)
@@ -259,7 +274,8 @@ impl Home {
         // the lot: the files' contents and every new directory entry),
         // before the rename makes the aggregate visible; the index entry's
         // content is synced with them and renamed into place after.
-        let laid_out = (|| -> Result<(Dir, Dir, Vec<u8>, Vec<u8>), WorkerError> {
+        #[allow(clippy::type_complexity)]
+        let laid_out = (|| -> Result<(Dir, Dir, Vec<u8>, Vec<u8>, std::fs::File), WorkerError> {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
             // The marker's presence is what counts (synced with the
@@ -275,7 +291,8 @@ impl Home {
             fsutil::make_dir(&dir, "runs").map_err(io_err(ctx.clone()))?;
             // The journal only: its `.trace.jsonl` is made by the first
             // diagnostic written to it.
-            fsutil::create_file_new(&segments, &format!("{segment}.jsonl"))
+            // Kept open (to append and to read) for the store to adopt.
+            let journal = fsutil::create_journal_new(&segments, &format!("{segment}.jsonl"))
                 .map_err(io_err(ctx.clone()))?;
             let doc = SessionDoc {
                 version: DOC_VERSION,
@@ -352,9 +369,9 @@ impl Home {
             }
             // The handles stay good across the rename: the worker is
             // served from them, not opened and read back.
-            Ok((dir, session_dir, meta_bytes, record_bytes))
+            Ok((dir, session_dir, meta_bytes, record_bytes, journal))
         })();
-        let (dir, session_dir, meta_bytes, record_bytes) = match laid_out {
+        let (dir, session_dir, meta_bytes, record_bytes, journal) = match laid_out {
             Ok(handles) => handles,
             Err(e) => {
                 let _ = fsutil::remove_tree(&self.inner.workers, &temp);
@@ -391,6 +408,7 @@ impl Home {
         if !synced {
             // Served as published at once (a fork, staged, is not).
             self.cache_lookup(session, worker_id);
+            self.created_journals().insert(worker_id, journal);
         }
         Ok(WorkerDir {
             home: self.clone(),
@@ -405,6 +423,7 @@ impl Home {
     /// creation): its index entry and its directory.
     pub fn discard_staged(&self, worker: &WorkerDir) {
         self.unsynced().remove(&worker.id);
+        self.created_journals().remove(&worker.id);
         self.open_trees().remove(&worker.id);
         if is_staged(&worker.dir) {
             let _ = self.delete_worker(worker.id, &worker.session);
@@ -573,5 +592,38 @@ mod tests {
         *home.unsynced().get_mut(&made[2].id).unwrap() -= COMING_WITHIN;
         assert_eq!(home.creations_coming(made[0].id), 0, "made long ago");
         assert_eq!(home.creations_coming(made[2].id), 1, "the first one");
+    }
+
+    /// A creation keeps its new journal open for the store to adopt (no
+    /// second open): that file, to append to and read from, taken once;
+    /// a creation deleted first lets it go.
+    #[test]
+    fn a_creation_hands_its_open_journal_to_the_store_once() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        let worker = home
+            .create_worker_unsynced(&"s-journal".parse().unwrap(), None, "default")
+            .unwrap();
+        let mut journal = home.take_created_journal(worker.id).unwrap();
+        assert!(home.take_created_journal(worker.id).is_none(), "taken once");
+        let segment = worker.metadata().unwrap().active_segment;
+        let path = worker
+            .path()
+            .join("session/segments")
+            .join(format!("{segment}.jsonl"));
+        assert_eq!(
+            journal.metadata().unwrap().ino(),
+            std::fs::metadata(&path).unwrap().ino()
+        );
+        std::io::Write::write_all(&mut journal, b"line\n").unwrap();
+        let mut read = [0u8; 5];
+        journal.read_exact_at(&mut read, 0).unwrap();
+        assert_eq!(&read, b"line\n");
+        let other = home
+            .create_worker_unsynced(&"s-gone".parse().unwrap(), None, "default")
+            .unwrap();
+        home.delete_worker(other.id, &other.session).unwrap();
+        assert!(home.take_created_journal(other.id).is_none());
     }
 }

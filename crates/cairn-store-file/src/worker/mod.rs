@@ -142,6 +142,9 @@ struct HomeInner {
     /// whose journals' first commit has not happened yet (their marker is
     /// still on disk).
     unsynced: Mutex<std::collections::HashMap<WorkerId, std::time::Instant>>,
+    /// Their journal files, open since their creation, until the store
+    /// adopts them.
+    created_journals: Mutex<std::collections::HashMap<WorkerId, std::fs::File>>,
     /// Those of them whose first commit has not begun: what is written in
     /// their tree now is made durable by that commit (see
     /// [`Home::tree_open`]).
@@ -229,6 +232,7 @@ impl Home {
                 lost: std::sync::OnceLock::new(),
                 known: Mutex::new(Default::default()),
                 unsynced: Mutex::new(Default::default()),
+                created_journals: Mutex::new(Default::default()),
                 open_trees: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),
                 live: std::sync::OnceLock::new(),
