@@ -522,27 +522,41 @@ async fn a_guest_that_ignores_cancel_is_stopped_by_the_epoch_deadline() {
     ));
 }
 
+/// `runs/1/worker.sock` of `session`'s worker in the test home under `tmp`.
+async fn first_socket(
+    rt: &Runtime,
+    tmp: &std::path::Path,
+    session: &SessionId,
+) -> std::path::PathBuf {
+    let worker = rt.summary(session).await.unwrap().worker_id;
+    tmp.join("home/workers")
+        .join(worker.to_string())
+        .join("runs/1/worker.sock")
+}
+
+/// `cairn attach ARGS --socket SOCK`, given 30 s.
+async fn cairn_attach(args: &[&str], sock: &std::path::Path) -> std::process::Output {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .arg("attach")
+        .args(args)
+        .arg("--socket")
+        .arg(sock)
+        .output();
+    tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_control_socket_follows_decides_and_goes_away() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path()).await;
     let (s, run, _sub, _obs) = waiting_run(&rt, liveness(LivenessPolicy::Continue, 0), "4 2").await;
-    let worker = rt.summary(&s).await.unwrap().worker_id;
-    let sock = tmp
-        .path()
-        .join("home/workers")
-        .join(worker.to_string())
-        .join("runs/1/worker.sock");
+    let sock = first_socket(&rt, tmp.path(), &s).await;
     assert!(sock.exists());
     let id = rt.pending_decisions(Some(&s))[0].decision_id.clone();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["attach", "--json", "--decide", "approve", "--socket"])
-        .arg(&sock)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), out)
-        .await
-        .unwrap()
-        .unwrap();
+    let out = cairn_attach(&["--json", "--decide", "approve"], &sock).await;
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(
@@ -568,12 +582,7 @@ async fn a_generation_binds_its_socket_once_it_has_lived_a_while() {
         .start(StartRun::new(ComponentRef::Path(fixture("spinner")), ""))
         .await
         .unwrap();
-    let worker = rt.summary(&started.session_id).await.unwrap().worker_id;
-    let sock = tmp
-        .path()
-        .join("home/workers")
-        .join(worker.to_string())
-        .join("runs/1/worker.sock");
+    let sock = first_socket(&rt, tmp.path(), &started.session_id).await;
     while !sock.exists() {
         assert!(asked.elapsed() < Duration::from_secs(10), "never bound");
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -584,14 +593,7 @@ async fn a_generation_binds_its_socket_once_it_has_lived_a_while() {
         "bound {} ms after the start",
         bound_after.as_millis()
     );
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["attach", "--cancel", "--socket"])
-        .arg(&sock)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), out)
-        .await
-        .unwrap()
-        .unwrap();
+    let out = cairn_attach(&["--cancel"], &sock).await;
     assert!(
         out.status.success(),
         "{}",
