@@ -295,7 +295,7 @@ async fn a_replay_with_another_component_diverges_and_marks_the_worker_stale() {
             .flatten()
             .any(|w| w.path().join("runs/1/worker.sock").exists())
     };
-    run_and_kill_when(&home, "100000 0", "text_delta", socket_bound);
+    run_and_kill_when(&home, "1000000 0", "text_delta", socket_bound);
     // Swap the worker's binding for another component.
     let workers: Vec<_> = std::fs::read_dir(home.join("workers"))
         .unwrap()
