@@ -149,6 +149,14 @@ impl SeamGuard for Lazy {
     }
 
     fn stop(self: Box<Self>) {
+        drop(self);
+    }
+}
+
+/// Stopped with its generation — or dropped unstopped (a run task aborted
+/// at shutdown): either way nothing binds later, and a bound socket goes.
+impl Drop for Lazy {
+    fn drop(&mut self) {
         self.timer.abort();
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         if let State::Bound(task) = std::mem::replace(&mut *state, State::Stopped) {
