@@ -25,11 +25,15 @@ pub async fn list(
             .filter(|p| is_own(&s, &ws, &p.session_id))
             .collect();
     // Each request's kind, prompt and details, from its run's entries in
-    // the journal (read from where the run begins, a page at a time).
+    // the journal (read from where the run begins, a page at a time). A
+    // request registered but not yet committed (its id is minted with its
+    // entry, which the journal shows once written) is left out until it is:
+    // a listing never shows a decision without what it asks.
+    let mut unwritten = Vec::new();
     for p in &mut mine {
         let mut asked = None;
         let after = s.rt.run_after(p.run_id).await;
-        let _ =
+        let scanned =
             s.rt.scan(&p.session_id, after, |i| {
                 if let Some(cairn_runtime::journal::event::Payload::Lifecycle(
                     cairn_runtime::journal::event::LifecycleEvent::DecisionRequested {
@@ -47,12 +51,18 @@ pub async fn list(
                 asked.is_none()
             })
             .await;
-        if let Some((kind, prompt, details)) = asked {
-            p.request_kind = Some(kind);
-            p.prompt = Some(prompt);
-            p.details = Some(details);
+        match asked {
+            Some((kind, prompt, details)) => {
+                p.request_kind = Some(kind);
+                p.prompt = Some(prompt);
+                p.details = Some(details);
+            }
+            // A journal that could not be read hides nothing.
+            None if scanned.is_ok() => unwritten.push(p.decision_id.clone()),
+            None => {}
         }
     }
+    mine.retain(|p| !unwritten.contains(&p.decision_id));
     Ok(Json(mine))
 }
 

@@ -37,6 +37,10 @@ pub(super) struct LiveLog {
     file: std::fs::File,
     /// Lines in the log.
     lines: usize,
+    /// Why the log this owner found could not be read: it lists nothing
+    /// for this owner (whose restart then walks every worker), and a new
+    /// log, listing what this owner's runs list, replaced it.
+    unreadable: Option<String>,
 }
 
 /// One line of the log.
@@ -52,6 +56,7 @@ impl LiveLog {
     /// as a new log, remove the directory, and open the log to append.
     fn load(index: &Dir) -> io::Result<LiveLog> {
         let mut listed = std::collections::HashSet::new();
+        let mut unreadable = None;
         match index.read(LIVE_LOG) {
             Ok(bytes) => {
                 let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
@@ -71,10 +76,9 @@ impl LiveLog {
                         // acted on: the write it began did not return.
                         Err(_) if n == last => {}
                         Err(e) => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!("index/{LIVE_LOG} line {}: {e}", n + 1),
-                            ));
+                            unreadable = Some(format!("index/{LIVE_LOG} line {}: {e}", n + 1));
+                            listed.clear();
+                            break;
                         }
                     }
                 }
@@ -106,6 +110,7 @@ impl LiveLog {
             lines: listed.len(),
             listed,
             file,
+            unreadable,
         })
     }
 
@@ -198,9 +203,15 @@ impl Home {
         Ok(())
     }
 
-    /// The workers the live index lists.
+    /// The workers the live index lists (an error when the log this owner
+    /// found could not be read: then it cannot say, and the caller walks
+    /// every worker).
     pub fn live_workers(&self) -> io::Result<Vec<WorkerId>> {
-        let mut out: Vec<WorkerId> = self.live_log()?.listed.iter().copied().collect();
+        let log = self.live_log()?;
+        if let Some(why) = &log.unreadable {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, why.clone()));
+        }
+        let mut out: Vec<WorkerId> = log.listed.iter().copied().collect();
         out.sort();
         Ok(out)
     }
@@ -327,7 +338,8 @@ mod tests {
     }
 
     /// A final line a crash cut short is left out; a bad line before it
-    /// makes the index unreadable (the restart then walks every worker).
+    /// makes the index say nothing to this owner (its restart walks every
+    /// worker), and a new log goes on from there.
     #[test]
     fn a_cut_final_line_is_skipped_and_a_bad_one_before_it_is_an_error() {
         let tmp = tempfile::tempdir().unwrap();
@@ -346,7 +358,16 @@ mod tests {
         let home = Home::open(tmp.path()).unwrap();
         let err = home.live_workers().unwrap_err().to_string();
         assert!(err.contains("live.jsonl line 2"), "{err}");
-        assert!(home.mark_live(a).is_err(), "nothing is listed past it");
+        let b = WorkerId::new();
+        home.mark_live(b).unwrap();
+        assert_eq!(logged(tmp.path()), vec![format!("{{\"mark\":\"{b}\"}}")]);
+        drop(home);
+        let home = Home::open(tmp.path()).unwrap();
+        assert_eq!(
+            home.live_workers().unwrap(),
+            vec![b],
+            "the next owner reads the new log"
+        );
     }
 
     /// An older cairn's index (`index/live/<worker_id>`, with spares) is
