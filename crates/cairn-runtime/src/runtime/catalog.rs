@@ -259,13 +259,11 @@ impl Runtime {
             .and_then(|w| w.metadata())
         {
             for child in &meta.children {
-                if let Ok(w) = self.inner.workers.open_worker(child.worker_id)
-                    && let Ok(mut record) = w.record()
-                    && let Some(p) = record.parent.as_mut()
-                    && !p.loan_reclaimed
-                {
-                    p.loan_reclaimed = true;
-                    let _ = w.write_record(&record);
+                if let Ok(w) = self.inner.workers.open_worker(child.worker_id) {
+                    let _ = w.update_record(|record| match record.parent.as_mut() {
+                        Some(p) => !std::mem::replace(&mut p.loan_reclaimed, true),
+                        None => false,
+                    });
                 }
             }
         }

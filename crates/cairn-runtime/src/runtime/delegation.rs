@@ -198,36 +198,36 @@ async fn spawn(rt: &Runtime, ctx: &RunCtx, call: &Value) -> Result<Value, String
     };
     crate::fsutil::crash_point("spawn-child-made");
     let child = home.open_worker(child_worker).map_err(|e| e.to_string())?;
-    let mut child_record = child.record().map_err(|e| e.to_string())?;
-    // A spawn the parent's replay asks again, in a newer generation, finds
-    // a child linked to the old one whose run never held the loan: its
-    // loan is the new generation's scope.
-    if let Some(p) = child_record.parent.as_mut()
-        && p.worker_id == place.worker_id
-        && p.generation != place.generation
-        && p.loan_run.is_none()
-        && !p.loan_reclaimed
-    {
-        p.generation = place.generation;
-        child
-            .write_record(&child_record)
-            .map_err(|e| e.to_string())?;
-    }
-    if child_record.parent.is_none() {
-        child_record.parent = Some(ParentRef {
-            worker_id: place.worker_id,
-            session_id: ctx.session.clone(),
-            generation: place.generation,
-            run_id: ctx.run_id,
-            scope: scope.clone(),
-            loan_run: None,
-            loan_reclaimed: false,
-            depth,
-        });
-        child
-            .write_record(&child_record)
-            .map_err(|e| e.to_string())?;
-    }
+    child
+        .update_record(|record| match record.parent.as_mut() {
+            // A spawn the parent's replay asks again, in a newer
+            // generation, finds a child linked to the old one whose run
+            // never held the loan: its loan is the new generation's scope.
+            Some(p)
+                if p.worker_id == place.worker_id
+                    && p.generation != place.generation
+                    && p.loan_run.is_none()
+                    && !p.loan_reclaimed =>
+            {
+                p.generation = place.generation;
+                true
+            }
+            Some(_) => false,
+            None => {
+                record.parent = Some(ParentRef {
+                    worker_id: place.worker_id,
+                    session_id: ctx.session.clone(),
+                    generation: place.generation,
+                    run_id: ctx.run_id,
+                    scope: scope.clone(),
+                    loan_run: None,
+                    loan_reclaimed: false,
+                    depth,
+                });
+                true
+            }
+        })
+        .map_err(|e| e.to_string())?;
     crate::fsutil::crash_point("spawn-linked");
     spawned_record(
         &parent.path(),
@@ -416,20 +416,16 @@ fn reconcile(rt: &Runtime, ctx: &RunCtx, worker: WorkerId, status: &Value) {
     };
     let Ok(place) = place(ctx) else { return };
     let mut reclaimed = false;
-    if let Ok(child) = rt.workers().open_worker(worker)
-        && let Ok(mut record) = child.record()
-        && let Some(p) = record.parent.clone()
-        && p.loan_run.is_some()
-        && state != ChildStatus::Stopped
+    if state != ChildStatus::Stopped
+        && let Ok(child) = rt.workers().open_worker(worker)
     {
-        reclaimed = true;
-        if !p.loan_reclaimed {
-            record.parent = Some(ParentRef {
-                loan_reclaimed: true,
-                ..p
-            });
-            let _ = child.write_record(&record);
-        }
+        let _ = child.update_record(|record| match record.parent.as_mut() {
+            Some(p) if p.loan_run.is_some() => {
+                reclaimed = true;
+                !std::mem::replace(&mut p.loan_reclaimed, true)
+            }
+            _ => false,
+        });
     }
     let _ = update_meta(rt, place.worker_id, |meta| {
         match meta.children.iter_mut().find(|c| c.worker_id == worker) {
@@ -559,19 +555,23 @@ pub(crate) fn loan_for(rt: &Runtime, worker: WorkerId, run: RunId) -> Option<cap
     let _moves = LOANS.lock().unwrap_or_else(|p| p.into_inner());
     let home = rt.workers();
     let child = home.open_worker(worker).ok()?;
-    let mut record = child.record().ok()?;
-    let parent = record.parent.clone()?;
+    let mut held = None;
+    child
+        .update_record(|record| match record.parent.as_mut() {
+            Some(p)
+                if p.scope.is_some()
+                    && !p.loan_reclaimed
+                    && p.loan_run.is_none_or(|r| r == run) =>
+            {
+                let claimed = p.loan_run.replace(run).is_none();
+                held = Some(p.clone());
+                claimed
+            }
+            _ => false,
+        })
+        .ok()?;
+    let parent = held?;
     let scope = parent.scope.clone()?;
-    if parent.loan_reclaimed || parent.loan_run.is_some_and(|r| r != run) {
-        return None;
-    }
-    if parent.loan_run.is_none() {
-        record.parent = Some(ParentRef {
-            loan_run: Some(run),
-            ..parent.clone()
-        });
-        child.write_record(&record).ok()?;
-    }
     let artifacts = home
         .open_worker(parent.worker_id)
         .ok()?
@@ -599,20 +599,20 @@ pub(crate) async fn child_ended(
     let Ok(child) = home.open_worker(worker) else {
         return;
     };
-    let Ok(mut record) = child.record() else {
+    let mut linked = None;
+    let mut reclaim = false;
+    let _ = child.update_record(|record| {
+        let Some(p) = record.parent.as_mut() else {
+            return false;
+        };
+        reclaim = p.loan_run == Some(run) && !p.loan_reclaimed && !shutdown;
+        p.loan_reclaimed |= reclaim;
+        linked = Some(p.clone());
+        reclaim
+    });
+    let Some(parent) = linked else {
         return;
     };
-    let Some(parent) = record.parent.clone() else {
-        return;
-    };
-    let reclaim = parent.loan_run == Some(run) && !parent.loan_reclaimed && !shutdown;
-    if reclaim {
-        record.parent = Some(ParentRef {
-            loan_reclaimed: true,
-            ..parent.clone()
-        });
-        let _ = child.write_record(&record);
-    }
     let state = match (status, shutdown) {
         (_, true) | (RunStatus::Parked, _) => ChildStatus::Stopped,
         (RunStatus::Finished, _) => ChildStatus::Finished,
@@ -660,7 +660,7 @@ impl Runtime {
             .lookup(session)?
             .ok_or_else(|| RuntimeError::UnknownSession(session.clone()))?;
         let child = self.inner.workers.open_worker(worker)?;
-        let mut record = child.record()?;
+        let record = child.record()?;
         if record.parent.is_none() && child.metadata()?.children.is_empty() {
             return Err(RuntimeError::InvalidRequest(format!(
                 "session {session} is not a child and has no children: only a child, or the root of a delegation tree, can be pruned"
@@ -673,14 +673,13 @@ impl Runtime {
             let _ = tokio::time::timeout(Duration::from_secs(10), self.wait(run)).await;
         }
         // A root is stopped with its tree; only a child is marked pruned.
-        let Some(parent) = record.parent.clone() else {
+        let Some(parent) = record.parent else {
             return Ok(());
         };
-        record.parent = Some(ParentRef {
-            loan_reclaimed: true,
-            ..parent.clone()
-        });
-        child.write_record(&record)?;
+        child.update_record(|record| match record.parent.as_mut() {
+            Some(p) => !std::mem::replace(&mut p.loan_reclaimed, true),
+            None => false,
+        })?;
         self.mark_pruned(&parent.worker_id, worker);
         Ok(())
     }
@@ -742,23 +741,31 @@ pub(crate) fn loans_follow(
         let Ok(child) = home.open_worker(child_id) else {
             continue;
         };
-        let Ok(mut record) = child.record() else {
-            continue;
-        };
-        let Some(p) = record
-            .parent
-            .as_mut()
-            .filter(|p| p.worker_id == parent && p.generation == from && !p.loan_reclaimed)
-        else {
-            continue;
-        };
-        if let Err(e) = super::loan::move_scope(&old, &new, &scope) {
-            tracing::warn!(worker = %parent, child = %child_id, "a loan stays in generation {from}: {e}");
-            continue;
-        }
-        p.generation = to.generation;
-        if child.write_record(&record).is_ok() {
-            moved.push(child_id);
+        // Moved and recorded under the child's record lock: a write of its
+        // `worker.json` made meanwhile (its own restore's generation) never
+        // puts the old generation back.
+        let mut failed = None;
+        let recorded = child.update_record(|record| {
+            let Some(p) = record
+                .parent
+                .as_mut()
+                .filter(|p| p.worker_id == parent && p.generation == from && !p.loan_reclaimed)
+            else {
+                return false;
+            };
+            if let Err(e) = super::loan::move_scope(&old, &new, &scope) {
+                failed = Some(e);
+                return false;
+            }
+            p.generation = to.generation;
+            true
+        });
+        match (recorded, failed) {
+            (_, Some(e)) => {
+                tracing::warn!(worker = %parent, child = %child_id, "a loan stays in generation {from}: {e}");
+            }
+            (Ok(true), None) => moved.push(child_id),
+            _ => {}
         }
     }
     drop(moves);

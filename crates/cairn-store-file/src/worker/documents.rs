@@ -98,6 +98,23 @@ impl WorkerDir {
         self.write_record_as(record, Write::Synced)
     }
 
+    /// Read, change and write `worker.json` under this worker's record
+    /// lock, so no other change made in this process (a run's generation
+    /// and restore marks, a loan moved with its parent) is written over;
+    /// written, synced, when `change` says it changed. Whether it did.
+    pub fn update_record(
+        &self,
+        change: impl FnOnce(&mut WorkerRecord) -> bool,
+    ) -> Result<bool, WorkerError> {
+        let _guard = self.home.record_lock(self.id);
+        let mut record = self.record()?;
+        if !change(&mut record) {
+            return Ok(false);
+        }
+        self.write_record(&record)?;
+        Ok(true)
+    }
+
     /// Write `worker.json` as `how` says (see [`Self::locked_write`]).
     pub(super) fn write_record_as(
         &self,
@@ -191,8 +208,67 @@ impl WorkerDir {
 
     /// Mark the worker stale (a replay diverged).
     pub fn mark_stale(&self) -> Result<(), WorkerError> {
-        let mut record = self.record()?;
-        record.status = WorkerStatus::Stale;
-        self.write_record(&record)
+        self.update_record(|record| {
+            record.status = WorkerStatus::Stale;
+            true
+        })
+        .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Home, WorkerRequest, WorkerRequestKind};
+    use cairn_types::ids::{Generation, SessionId};
+
+    /// A change through `update_record` and a run's generation written
+    /// meanwhile from another handle both stay: neither writes over the
+    /// other (a loan moved with its parent's restore was lost so once,
+    /// and the restored child ran without `/loan`).
+    #[test]
+    fn record_changes_from_two_handles_are_never_written_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        let session: SessionId = "s-two-writers".parse().unwrap();
+        let made = home.create_worker(&session, None, "default").unwrap();
+        let id = made.id;
+        let first = made.record().unwrap().request.map_or(0, |q| q.at_ms);
+        const ROUNDS: u64 = 300;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let w = made.try_clone().unwrap();
+                for g in 1..=ROUNDS {
+                    w.record_generation(Generation(g), None).unwrap();
+                }
+            });
+            s.spawn(|| {
+                let w = made.try_clone().unwrap();
+                for _ in 0..ROUNDS {
+                    w.update_record(|r| {
+                        let n = r.request.as_ref().map_or(0, |q| q.at_ms);
+                        r.request = Some(WorkerRequest {
+                            kind: WorkerRequestKind::Restore,
+                            at_ms: n + 1,
+                            run: None,
+                        });
+                        true
+                    })
+                    .unwrap();
+                }
+            });
+        });
+        // Read from disk, not the cache.
+        let record: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                tmp.path()
+                    .join("workers")
+                    .join(id.to_string())
+                    .join("worker.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["last_generation"], ROUNDS, "{record}");
+        assert_eq!(record["request"]["at_ms"], first + ROUNDS, "{record}");
     }
 }

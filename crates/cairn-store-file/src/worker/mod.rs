@@ -602,9 +602,11 @@ impl WorkerDir {
 
     /// Bind it to the component `to` (a digest) in `worker.json`.
     pub fn rebind(&self, to: &str) -> Result<(), WorkerError> {
-        let mut record = self.record()?;
-        record.component = Some(to.to_string());
-        self.write_record(&record)
+        self.update_record(|record| {
+            record.component = Some(to.to_string());
+            true
+        })
+        .map(drop)
     }
 
     /// The home it is in.
