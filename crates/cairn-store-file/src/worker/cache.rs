@@ -61,8 +61,17 @@ pub(super) struct FileStamp {
 
 impl FileStamp {
     fn of(dir: &Dir, name: &str) -> Option<FileStamp> {
+        Self::from_meta(dir.metadata(name).ok()?)
+    }
+
+    /// The stamp of a file through a handle on it (one `fstat`, where a
+    /// name takes an open, a `stat` and a close).
+    pub(super) fn of_file(file: &cap_std::fs::File) -> Option<FileStamp> {
+        Self::from_meta(file.metadata().ok()?)
+    }
+
+    fn from_meta(meta: cap_std::fs::Metadata) -> Option<FileStamp> {
         use cap_std::fs::MetadataExt;
-        let meta = dir.metadata(name).ok()?;
         Some(FileStamp {
             inode: meta.ino(),
             len: meta.len(),
@@ -165,8 +174,19 @@ impl Home {
     }
 
     pub(super) fn cache_session_doc(&self, id: WorkerId, session: &SessionId, session_dir: &Dir) {
+        self.cache_session_stamp(id, session, || FileStamp::of(session_dir, "session.json"));
+    }
+
+    /// [`Self::cache_session_doc`], the file's stamp as `stamp` gives it
+    /// (taken only when this owner caches `id`).
+    pub(super) fn cache_session_stamp(
+        &self,
+        id: WorkerId,
+        session: &SessionId,
+        stamp: impl FnOnce() -> Option<FileStamp>,
+    ) {
         if self.caches(id)
-            && let Some(stamp) = FileStamp::of(session_dir, "session.json")
+            && let Some(stamp) = stamp()
         {
             bounded_insert(
                 &mut lock(&self.inner.documents.session_docs),

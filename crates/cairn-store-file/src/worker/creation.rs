@@ -274,8 +274,7 @@ impl Home {
         // the lot: the files' contents and every new directory entry),
         // before the rename makes the aggregate visible; the index entry's
         // content is synced with them and renamed into place after.
-        #[allow(clippy::type_complexity)]
-        let laid_out = (|| -> Result<(Dir, Dir, Vec<u8>, Vec<u8>, std::fs::File), WorkerError> {
+        let laid_out = (|| -> Result<LaidOut, WorkerError> {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
             // The marker's presence is what counts (synced with the
@@ -356,6 +355,9 @@ impl Home {
                 .into_iter()
                 .collect::<io::Result<Vec<_>>>()
                 .map_err(io_err(ctx.clone()))?;
+            // session.json's identity as written, for the cache: from its
+            // handle, not by name again.
+            let session_stamp = super::cache::FileStamp::of_file(&handles[0]);
             if synced {
                 fsutil::sync_together(handles).map_err(io_err(ctx.clone()))?;
             }
@@ -369,10 +371,24 @@ impl Home {
             }
             // The handles stay good across the rename: the worker is
             // served from them, not opened and read back.
-            Ok((dir, session_dir, meta_bytes, record_bytes, journal))
+            Ok(LaidOut {
+                dir,
+                session_dir,
+                meta_bytes,
+                record_bytes,
+                journal,
+                session_stamp,
+            })
         })();
-        let (dir, session_dir, meta_bytes, record_bytes, journal) = match laid_out {
-            Ok(handles) => handles,
+        let LaidOut {
+            dir,
+            session_dir,
+            meta_bytes,
+            record_bytes,
+            journal,
+            session_stamp,
+        } = match laid_out {
+            Ok(laid_out) => laid_out,
             Err(e) => {
                 let _ = fsutil::remove_tree(&self.inner.workers, &temp);
                 let _ = self.inner.index.remove_file(&index_temp);
@@ -402,7 +418,7 @@ impl Home {
         self.known().insert(session.clone(), worker_id);
         // Its documents as written, for the run about to read them.
         self.made_here(worker_id);
-        self.cache_session_doc(worker_id, session, &session_dir);
+        self.cache_session_stamp(worker_id, session, || session_stamp);
         self.cache_written_metadata(worker_id, &meta_bytes);
         self.cache_written_record(worker_id, &record_bytes);
         if !synced {
@@ -453,6 +469,17 @@ pub enum FirstCommitSync {
     /// directories naming them, synced at once (one thread each): waits
     /// only for the session's own writes.
     Each,
+}
+
+/// A new worker's tree as laid out: its handles and its documents' bytes
+/// (served from memory, not read back), its journal open for the store.
+struct LaidOut {
+    dir: Dir,
+    session_dir: Dir,
+    meta_bytes: Vec<u8>,
+    record_bytes: Vec<u8>,
+    journal: std::fs::File,
+    session_stamp: Option<super::cache::FileStamp>,
 }
 
 #[cfg(test)]
@@ -625,5 +652,32 @@ mod tests {
             .unwrap();
         home.delete_worker(other.id, &other.session).unwrap();
         assert!(home.take_created_journal(other.id).is_none());
+    }
+
+    /// An owner remembers the `session.json` its creation wrote, stamped
+    /// from the file's handle: the next lookup answers from memory, and
+    /// another file put under the name since is read again.
+    #[test]
+    fn a_creation_remembers_the_session_document_it_wrote() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        home.keep_settled();
+        let session: SessionId = "s-stamped".parse().unwrap();
+        let worker = home
+            .create_worker_unsynced(&session, None, "default")
+            .unwrap();
+        assert_eq!(
+            home.cached_session_doc(worker.id, &worker.session_dir),
+            Some(session.clone())
+        );
+        let path = worker.path().join("session/session.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(
+            home.cached_session_doc(worker.id, &worker.session_dir),
+            None,
+            "another file under the name is not the one remembered"
+        );
     }
 }
