@@ -187,9 +187,6 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // began in): blocking work, off the async threads.
         let budget = crate::worktree::Budget::of(&ctx.limits);
         let previous = plan.previous_generation;
-        let handle = worker
-            .try_clone()
-            .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         let loaned_from = plan.replay.as_ref().and_then(|r| match &r.started.payload {
             Payload::Lifecycle(LifecycleEvent::Started { generation, .. }) => Some(*generation),
             _ => None,
@@ -205,7 +202,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // as worker.json just was, not handed to the blocking pool and
         // back (two thread switches a run on the busiest path).
         let inline = previous.is_none() && loaned_from.is_none();
-        let lay_out = move || {
+        let lay_out = move |handle: &crate::worker::WorkerDir| {
             if let Err(e) = handle.record_manifest(manifest) {
                 tracing::warn!(run_id = %run_id, "metadata.json does not hold the resolved manifest: {e}");
             }
@@ -227,10 +224,15 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             Ok::<_, crate::worker::WorkerError>((gen_dir, worktree))
         };
         let laid_out = match inline {
-            true => lay_out(),
-            false => tokio::task::spawn_blocking(lay_out)
-                .await
-                .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?,
+            true => lay_out(worker),
+            false => {
+                let handle = worker
+                    .try_clone()
+                    .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+                tokio::task::spawn_blocking(move || lay_out(&handle))
+                    .await
+                    .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?
+            }
         };
         let (gen_dir, worktree) =
             laid_out.map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
