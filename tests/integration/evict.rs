@@ -252,6 +252,28 @@ fn a_poll_of_a_long_and_a_short_timer_is_not_evicted_past_the_short_one() {
     assert_eq!(metric(&base, "cairn_run_evictions_total"), Some(1.0));
 }
 
+/// A restore replays the poll the short timer won: the long timer's look
+/// says "wait" before the short one's journaled fire answers the poll.
+/// The guest then works a while still holding both timers (epoch ticks
+/// yield meanwhile): it is running, not waiting, and is not evicted until
+/// the long timer's due time (before: evicted then, at a yield, so the
+/// run stood still for a minute — a full-suite failure of the test above).
+#[test]
+fn a_replayed_poll_is_not_evicted_on_the_timer_it_did_not_wait_for() {
+    let (_tmp, _home, served) = serve_evicting(1_000);
+    let base = served.url.clone();
+    let run = start(
+        &base,
+        "replayed-race",
+        json!([{"race": [60000, 300], "spin": 300_000_000u64}, {"sleep": 2500}]),
+    );
+    wait_finished(&base, &run, "the run", Duration::from_secs(30));
+    let results = steps(&journal(&base, "replayed-race"));
+    assert_eq!(results[0][0], 1, "{results:?}");
+    // The sleep's eviction alone, and one restore.
+    assert_eq!(metric(&base, "cairn_run_evictions_total"), Some(1.0));
+}
+
 /// The pending decision of `session`, once asked.
 fn pending_decision(base: &str, session: &str) -> String {
     let mut id = String::new();

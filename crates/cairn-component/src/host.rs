@@ -182,6 +182,13 @@ pub trait RunHost: Send + Sync {
     fn timer_dropped(&self, id: u64) {
         let _ = id;
     }
+    /// The guest is blocked in a wait on timer `id` (`true`: a look said
+    /// "wait"), or that wait ended (`false`: the sleep is over, or the
+    /// `poll` it was part of returned on another pollable). Paired: every
+    /// `true` is followed by one `false`.
+    fn timer_blocked(&self, id: u64, blocked: bool) {
+        let _ = (id, blocked);
+    }
     /// The controller's instance is made (its set-up code ran): the run
     /// leaves seed 002's `Preparing` and its controller starts now.
     fn instantiated(&self) {}

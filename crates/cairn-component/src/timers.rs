@@ -61,7 +61,12 @@ impl wasmtime_wasi::p2::Pollable for Timer {
         loop {
             match host.timer(self.id, self.due_ms, self.checks).await {
                 TimerState::Fired => return,
-                TimerState::Wait(d) => tokio::time::sleep(d).await,
+                TimerState::Wait(d) => {
+                    // Dropped with the future when another pollable of the
+                    // same `poll` answers first.
+                    let _blocked = Blocked::new(&host, self.id);
+                    tokio::time::sleep(d).await
+                }
                 TimerState::NotYet => {
                     // A look the journal answers "not ready": a blocking
                     // wait goes on only while the run may (a replay that
@@ -73,6 +78,26 @@ impl wasmtime_wasi::p2::Pollable for Timer {
                 }
             }
         }
+    }
+}
+
+/// A guest blocked in a timer's wait, told to the host from its start
+/// to its end (see [`RunHost::timer_blocked`]).
+struct Blocked<'a> {
+    host: &'a Arc<dyn RunHost>,
+    id: u64,
+}
+
+impl<'a> Blocked<'a> {
+    fn new(host: &'a Arc<dyn RunHost>, id: u64) -> Self {
+        host.timer_blocked(id, true);
+        Blocked { host, id }
+    }
+}
+
+impl Drop for Blocked<'_> {
+    fn drop(&mut self) {
+        self.host.timer_blocked(self.id, false);
     }
 }
 

@@ -12,7 +12,8 @@
 //! how many times a timer of `ms` was looked at (`ready()`) before it was
 //! ready; `{"peek_timer": ms}`: whether a new timer of `ms` is ready at
 //! its first look; `{"race": [ms, …]}`: one `poll` over a timer each, the
-//! index of the first ready and the monotonic time that passed. `{"history": n}`: the session's last `n` turns before this run,
+//! index of the first ready and the monotonic time that passed (with
+//! `"spin": n`, n rounds of work after the poll, the timers still held). `{"history": n}`: the session's last `n` turns before this run,
 //! as `seq role: text` lines.
 use cairn_guest::workers;
 use cairn_guest::{Controller, Error, Outcome, Start};
@@ -120,6 +121,13 @@ impl Controller for Parent {
                     .collect();
                 let refs: Vec<&wasip2::io::poll::Pollable> = timers.iter().collect();
                 let ready = wasip2::io::poll::poll(&refs);
+                // `"spin": n`: work n rounds while the timers are still
+                // held (the host's epoch ticks yield in the middle of it).
+                let spins = step.get("spin").and_then(Value::as_u64).unwrap_or(0);
+                let mut x = 0u64;
+                for i in 0..spins {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+                }
                 json!([ready.first(), t.elapsed().as_millis() as u64])
             } else if let Some(ms) = step.get("peek_timer").and_then(Value::as_u64) {
                 let timer = wasip2::clocks::monotonic_clock::subscribe_duration(

@@ -101,6 +101,15 @@ impl RunCtx {
         }
     }
 
+    /// The guest is blocked in a timer's wait (`true`), or that wait
+    /// ended — the timer is due, or the poll it was part of returned.
+    pub(super) fn timer_blocked(&self, blocked: bool) {
+        match blocked {
+            true => self.timer_blocks.fetch_add(1, Ordering::SeqCst),
+            false => self.timer_blocks.fetch_sub(1, Ordering::SeqCst),
+        };
+    }
+
     /// Timer `id` fired, or the guest let it go.
     pub(super) fn timer_done(&self, id: u64) {
         if self.evict_after_ms.load(Ordering::Relaxed) > 0 {
@@ -164,10 +173,16 @@ impl RunCtx {
                         decision: Some(d.id.clone()),
                     }
                 }
-                (None, Some(timer)) if !waited_out => Idle {
-                    due_ms: timer,
-                    decision: None,
-                },
+                // Only while the guest is blocked in a timer's wait: a
+                // look's offer outlives a poll another timer answered.
+                (None, Some(timer))
+                    if !waited_out && self.timer_blocks.load(Ordering::SeqCst) > 0 =>
+                {
+                    Idle {
+                        due_ms: timer,
+                        decision: None,
+                    }
+                }
                 (None, _) => return Verdict::No,
             }
         };

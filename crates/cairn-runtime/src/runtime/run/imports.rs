@@ -221,6 +221,10 @@ impl RunHost for RunCtx {
         self.timer_done(id);
     }
 
+    fn timer_blocked(&self, _id: u64, blocked: bool) {
+        RunCtx::timer_blocked(self, blocked);
+    }
+
     fn instantiated(&self) {
         self.running.store(true, Ordering::Relaxed);
     }

@@ -134,6 +134,10 @@ pub struct RunCtx {
     /// The timers the guest waits on now (by number: due, wall ms); a
     /// look that fires one takes it out.
     waiting: Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// Timer looks the guest is blocked in now (a look said "wait" and its
+    /// sleep has not ended): a timer in `waiting` while none is — a poll
+    /// another timer answered, the guest working on — is not a wait.
+    timer_blocks: AtomicU64,
     /// The decision the guest waits on now, if it does.
     deciding: Mutex<Option<evict::Deciding>>,
     /// Set once the run was evicted: a decision its restore waits on again
@@ -254,6 +258,7 @@ impl RunCtx {
             inflight: AtomicU64::new(0),
             evict_after_ms: AtomicU64::new(0),
             waiting: Mutex::new(std::collections::BTreeMap::new()),
+            timer_blocks: AtomicU64::new(0),
             deciding: Mutex::new(None),
             evicted: AtomicBool::new(false),
             idle: tokio::sync::Notify::new(),
