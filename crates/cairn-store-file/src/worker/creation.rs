@@ -380,14 +380,7 @@ impl Home {
                 session_stamp,
             })
         })();
-        let LaidOut {
-            dir,
-            session_dir,
-            meta_bytes,
-            record_bytes,
-            journal,
-            session_stamp,
-        } = match laid_out {
+        let laid_out = match laid_out {
             Ok(laid_out) => laid_out,
             Err(e) => {
                 let _ = fsutil::remove_tree(&self.inner.workers, &temp);
@@ -418,20 +411,20 @@ impl Home {
         self.known().insert(session.clone(), worker_id);
         // Its documents as written, for the run about to read them.
         self.made_here(worker_id);
-        self.cache_session_stamp(worker_id, session, || session_stamp);
-        self.cache_written_metadata(worker_id, &meta_bytes);
-        self.cache_written_record(worker_id, &record_bytes);
+        self.cache_session_stamp(worker_id, session, || laid_out.session_stamp);
+        self.cache_written_metadata(worker_id, &laid_out.meta_bytes);
+        self.cache_written_record(worker_id, &laid_out.record_bytes);
         if !synced {
             // Served as published at once (a fork, staged, is not).
             self.cache_lookup(session, worker_id);
-            self.created_journals().insert(worker_id, journal);
+            self.created_journals().insert(worker_id, laid_out.journal);
         }
         Ok(WorkerDir {
             home: self.clone(),
             id: worker_id,
             session: session.clone(),
-            dir,
-            session_dir,
+            dir: laid_out.dir,
+            session_dir: laid_out.session_dir,
         })
     }
 
