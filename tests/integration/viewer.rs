@@ -431,3 +431,48 @@ async fn viewer_assets_are_cached_by_content_and_revalidated_by_etag() {
     assert_eq!(stale.status(), 200);
     assert_eq!(stale.headers()["cache-control"], "no-cache");
 }
+
+/// A run's end is readable in the journal (its summary says `parked`) a
+/// moment before its task publishes the facts (`CAIRN_FAULT=facts-late`
+/// holds that moment 500 ms): the checkpoint is served all the same, not
+/// a 404 calling the run live (the viewer test above failed so under a
+/// loaded suite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_is_served_as_soon_as_the_park_is_journaled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let served = super::common::serve_with(&home, &[("CAIRN_FAULT", "facts-late")]).unwrap();
+    let base = served.url.clone();
+    let http = reqwest::Client::new();
+    let started: Value = http
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({ "component": "approval", "prompt": "park me", "liveness": "park" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    loop {
+        let r: Value = super::common::get_json(&http, &format!("{base}/v1/runs/{run}")).await;
+        if r["facts"]["status"] == "parked" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{r}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cp = http
+        .get(format!("{base}/v1/runs/{run}/checkpoint"))
+        .send()
+        .await
+        .unwrap();
+    let status = cp.status();
+    let body = cp.bytes().await.unwrap();
+    assert_eq!(
+        (status.as_u16(), String::from_utf8_lossy(&body).as_ref()),
+        (200, "park me")
+    );
+}

@@ -188,6 +188,10 @@ struct LiveRecord {
     done: watch::Receiver<Option<Result<RunFacts, String>>>,
 }
 
+/// How long [`Runtime::find_run`] waits for the facts of a run whose
+/// terminal entry is being written.
+const FACTS_FOLLOW: Duration = Duration::from_secs(2);
+
 /// The runtime. Cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
@@ -481,13 +485,24 @@ impl Runtime {
     }
 
     /// The session and facts of an ended run, from memory or the journal.
+    /// A run whose end is being written is waited for (at most
+    /// [`FACTS_FOLLOW`]): an ended run's facts never come back as "live"
+    /// once the journal shows its end.
     pub async fn find_run(&self, run: RunId) -> Result<(SessionId, RunFacts), RuntimeError> {
         let live = {
             let runs = self.inner.registry.runs();
             runs.get(&run)
-                .map(|r| (r.ctx.session.clone(), r.done.borrow().clone()))
+                .map(|r| (r.ctx.session.clone(), r.ctx.clone(), r.done.clone()))
         };
-        if let Some((session, done)) = live {
+        if let Some((session, ctx, mut done)) = live {
+            // Its terminal entry is being written, or is written — and
+            // readable in the journal (a summary says the run ended) —
+            // before its task publishes the facts: they follow within
+            // moments (a disk refusing the entry: not waited out).
+            if done.borrow().is_none() && ctx.finishing.load(Ordering::SeqCst) {
+                let _ = tokio::time::timeout(FACTS_FOLLOW, done.wait_for(|d| d.is_some())).await;
+            }
+            let done = done.borrow().clone();
             return match done {
                 Some(Ok(facts)) => Ok((session, facts)),
                 _ => Err(RuntimeError::WrongRunState {

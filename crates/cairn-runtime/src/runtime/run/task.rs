@@ -503,6 +503,11 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         {
             Ok(e) => {
                 let facts = *e.facts.expect("a terminal event carries its facts");
+                // Tests: the end readable in the journal a while before
+                // the task publishes its facts.
+                if crate::fsutil::fault_point("facts-late") {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
 
                 // A child's end reaches its parent (loan, metadata, a hint).
                 let shutdown = matches!(
