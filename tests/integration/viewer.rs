@@ -35,40 +35,8 @@ async fn a_viewer_gets_components_checkpoints_journal_pages_and_requests() {
     assert_eq!(missing.status(), 404);
 
     // A run that parks (policy park, nobody present): its checkpoint.
-    let started: Value = http
-        .post(format!("{base}/v1/runs"))
-        .json(&json!({ "component": "approval", "prompt": "park me", "liveness": "park" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let run = started["run_id"].as_str().unwrap().to_string();
-    let session = started["session_id"].as_str().unwrap().to_string();
-    let t = Instant::now();
-    loop {
-        let r: Value = http
-            .get(format!("{base}/v1/runs/{run}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if r["facts"]["status"] == "parked" {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "{r}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let cp = http
-        .get(format!("{base}/v1/runs/{run}/checkpoint"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cp.status(), 200);
-    assert_eq!(cp.bytes().await.unwrap().as_ref(), b"park me");
+    let (session, checkpoint) = park_and_fetch_checkpoint(&http, &base).await;
+    assert_eq!(checkpoint, (200, "park me".to_string()));
 
     // A run waiting on a decision: the listing carries the request.
     let waiting: Value = http
@@ -443,8 +411,15 @@ async fn a_checkpoint_is_served_as_soon_as_the_park_is_journaled() {
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let served = super::common::serve_with(&home, &[("CAIRN_FAULT", "facts-late")]).unwrap();
-    let base = served.url.clone();
     let http = reqwest::Client::new();
+    let (_, checkpoint) = park_and_fetch_checkpoint(&http, &served.url).await;
+    assert_eq!(checkpoint, (200, "park me".to_string()));
+}
+
+/// Start a run that parks at once (`approval`, policy park, nobody
+/// present), wait until `GET /v1/runs/{id}` says `parked`, then fetch its
+/// checkpoint: (the session, (the checkpoint's status, its body)).
+async fn park_and_fetch_checkpoint(http: &reqwest::Client, base: &str) -> (String, (u16, String)) {
     let started: Value = http
         .post(format!("{base}/v1/runs"))
         .json(&json!({ "component": "approval", "prompt": "park me", "liveness": "park" }))
@@ -457,7 +432,7 @@ async fn a_checkpoint_is_served_as_soon_as_the_park_is_journaled() {
     let run = started["run_id"].as_str().unwrap().to_string();
     let t = Instant::now();
     loop {
-        let r: Value = super::common::get_json(&http, &format!("{base}/v1/runs/{run}")).await;
+        let r: Value = super::common::get_json(http, &format!("{base}/v1/runs/{run}")).await;
         if r["facts"]["status"] == "parked" {
             break;
         }
@@ -469,10 +444,8 @@ async fn a_checkpoint_is_served_as_soon_as_the_park_is_journaled() {
         .send()
         .await
         .unwrap();
-    let status = cp.status();
-    let body = cp.bytes().await.unwrap();
-    assert_eq!(
-        (status.as_u16(), String::from_utf8_lossy(&body).as_ref()),
-        (200, "park me")
-    );
+    let status = cp.status().as_u16();
+    let body = String::from_utf8_lossy(&cp.bytes().await.unwrap()).into_owned();
+    let session = started["session_id"].as_str().unwrap().to_string();
+    (session, (status, body))
 }
