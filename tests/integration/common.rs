@@ -311,3 +311,19 @@ pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
         .await
         .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
 }
+
+/// `POST url` with a JSON body, and the JSON answer.
+pub async fn post_json(
+    http: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> serde_json::Value {
+    http.post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: not JSON: {e}"))
+}

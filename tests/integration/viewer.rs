@@ -420,19 +420,16 @@ async fn a_checkpoint_is_served_as_soon_as_the_park_is_journaled() {
 /// present), wait until `GET /v1/runs/{id}` says `parked`, then fetch its
 /// checkpoint: (the session, (the checkpoint's status, its body)).
 async fn park_and_fetch_checkpoint(http: &reqwest::Client, base: &str) -> (String, (u16, String)) {
-    let started: Value = http
-        .post(format!("{base}/v1/runs"))
-        .json(&json!({ "component": "approval", "prompt": "park me", "liveness": "park" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let started = super::common::post_json(
+        http,
+        &format!("{base}/v1/runs"),
+        &json!({ "component": "approval", "prompt": "park me", "liveness": "park" }),
+    )
+    .await;
     let run = started["run_id"].as_str().unwrap().to_string();
     let t = Instant::now();
     loop {
-        let r: Value = super::common::get_json(http, &format!("{base}/v1/runs/{run}")).await;
+        let r = super::common::get_json(http, &format!("{base}/v1/runs/{run}")).await;
         if r["facts"]["status"] == "parked" {
             break;
         }
