@@ -36,7 +36,8 @@ pub(super) struct Documents {
     components: Mutex<std::collections::HashSet<String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// `m` locked; a lock poisoned by a panic is taken as it is.
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -111,10 +111,7 @@ impl Home {
     pub(super) fn created_journals(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<WorkerId, std::fs::File>> {
-        self.inner
-            .created_journals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        super::cache::lock(&self.inner.created_journals)
     }
 
     /// Whether `worker` is a creation waiting for its first commit.
@@ -224,19 +221,13 @@ impl Home {
     }
 
     fn open_trees(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<WorkerId>> {
-        self.inner
-            .open_trees
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        super::cache::lock(&self.inner.open_trees)
     }
 
     pub(super) fn unsynced(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<WorkerId, std::time::Instant>> {
-        self.inner
-            .unsynced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        super::cache::lock(&self.inner.unsynced)
     }
 
     /// Whether a worker directory is staged for readers: its marker says
