@@ -13,6 +13,14 @@
 //! table, bitmap and directory those sessions share is written once for
 //! them all.
 //!
+//! An async caller ([`SharedSyncfs::sync_async`]) does not hold a thread
+//! while it waits: it leaves its request with the home's one `syncfs`
+//! thread, which begins the next `syncfs` for every request waiting (and
+//! gathers as a blocking caller does), and wakes them when it ends. A new
+//! session's first commit is written on the runtime's thread and waits
+//! there, so under load no blocking thread per new session sleeps in a
+//! `syncfs` wait — two thread switches a run fewer.
+//!
 //! And a drain: a first commit that found too much unwritten data to wait
 //! for (`first_commit_sync = "auto"`) syncs its own tree, and starts one
 //! `syncfs` in the background (one at a time), so a backlog of the host's
@@ -23,6 +31,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// How long a `syncfs` waits, at most, for first commits it knows are
 /// coming before it begins (see the module).
@@ -31,6 +40,21 @@ pub const GATHER_MAX: Duration = Duration::from_millis(2);
 /// waits for them (fewer: it begins at once — a few clients' latency is
 /// worth more than the writes a wait would share).
 pub const GATHER_SIBLINGS: usize = 5;
+/// How long the `syncfs` thread stays with nothing to do before it ends
+/// (the next async caller starts another).
+pub const RUNNER_IDLE: Duration = Duration::from_secs(2);
+
+/// What the `syncfs` thread calls: one `syncfs` (of the filesystem it was
+/// given) a call.
+type Syncer = Box<dyn FnMut() -> io::Result<()> + Send>;
+
+/// An async caller's request: covered by the first `syncfs` numbered
+/// `needed` or later.
+struct Ask {
+    needed: u64,
+    coming: usize,
+    done: oneshot::Sender<io::Result<()>>,
+}
 
 #[derive(Default)]
 struct State {
@@ -48,6 +72,11 @@ struct State {
     waiting: usize,
     /// Whether the caller to begin the next one waits for more to arrive.
     gathering: bool,
+    /// Async callers' requests, for the `syncfs` thread (counted in
+    /// `waiting` until answered).
+    asks: Vec<Ask>,
+    /// Whether the `syncfs` thread is there to answer them.
+    runner: bool,
 }
 
 /// The shared `syncfs` of one home (see the module).
@@ -57,6 +86,8 @@ pub struct SharedSyncfs {
     ended: Condvar,
     /// Told when a caller arrives while one gathers.
     arrived: Condvar,
+    /// Told when an async caller leaves a request (the `syncfs` thread).
+    asked: Condvar,
 }
 
 impl std::fmt::Debug for SharedSyncfs {
@@ -89,6 +120,19 @@ impl SharedSyncfs {
         gather_max: Duration,
         run: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
+        self.sync_for(coming, 0, gather_max, run)
+    }
+
+    /// [`SharedSyncfs::sync_with`] on behalf of `own` callers already
+    /// counted as waiting (the `syncfs` thread's requests): a gather waits
+    /// for `coming` more besides them.
+    fn sync_for(
+        &self,
+        coming: usize,
+        own: usize,
+        gather_max: Duration,
+        run: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut run = Some(run);
         let mut state = self.state();
         // The first `syncfs` to begin from now on covers this caller.
@@ -104,7 +148,7 @@ impl SharedSyncfs {
             }
             if !state.running && !state.gathering {
                 if coming >= GATHER_SIBLINGS {
-                    state = self.gather(state, coming, gather_max);
+                    state = self.gather(state, coming + own, gather_max);
                 }
                 state.running = true;
                 state.started += 1;
@@ -129,6 +173,124 @@ impl SharedSyncfs {
             }
             state = self.ended.wait(state).unwrap_or_else(|p| p.into_inner());
             state.waiting -= 1;
+        }
+    }
+
+    /// Make durable everything written on `on`'s filesystem before this
+    /// call, as [`SharedSyncfs::sync`] does, without holding a thread while
+    /// it waits: the request is left now (what is written after this call
+    /// returns is not covered), the future answers once a `syncfs` begun
+    /// after it has ended.
+    pub fn sync_async(
+        self: &Arc<Self>,
+        on: &std::fs::File,
+        coming: usize,
+    ) -> impl Future<Output = io::Result<()>> + Send + use<> {
+        // A handle of its own for a thread that must start (not a `dup` a
+        // call).
+        let syncer = || -> io::Result<Syncer> {
+            let file = on.try_clone()?;
+            Ok(Box::new(move || {
+                crate::fsutil::count_sync();
+                rustix::fs::syncfs(file.as_fd()).map_err(io::Error::from)
+            }))
+        };
+        let answer = self.ask(coming, syncer);
+        async move {
+            answer.await.unwrap_or_else(|_| {
+                Err(io::Error::other(
+                    "the syncfs thread ended without answering",
+                ))
+            })
+        }
+    }
+
+    /// [`SharedSyncfs::sync_async`] with the `syncfs` a new thread would
+    /// call made by `syncer` (asked only when one must start).
+    fn ask(
+        self: &Arc<Self>,
+        coming: usize,
+        syncer: impl FnOnce() -> io::Result<Syncer>,
+    ) -> oneshot::Receiver<io::Result<()>> {
+        let (done, answer) = oneshot::channel();
+        let mut state = self.state();
+        let needed = state.started + 1;
+        state.asks.push(Ask {
+            needed,
+            coming,
+            done,
+        });
+        state.waiting += 1;
+        if state.gathering {
+            self.arrived.notify_one();
+        }
+        let start = !state.runner;
+        state.runner = true;
+        drop(state);
+        self.asked.notify_one();
+        if start && let Err(e) = self.start_runner(syncer) {
+            let mut state = self.state();
+            state.runner = false;
+            let failed = format!("cannot start the syncfs thread: {e}");
+            for ask in std::mem::take(&mut state.asks) {
+                state.waiting -= 1;
+                let _ = ask.done.send(Err(io::Error::other(failed.clone())));
+            }
+        }
+        answer
+    }
+
+    fn start_runner(
+        self: &Arc<Self>,
+        syncer: impl FnOnce() -> io::Result<Syncer>,
+    ) -> io::Result<()> {
+        let mut syncer = syncer()?;
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("cairn-syncfs".into())
+            .spawn(move || me.serve_asks(&mut syncer))
+            .map(|_| ())
+    }
+
+    /// The `syncfs` thread: a `syncfs` (shared with blocking callers) for
+    /// every batch of requests, each answered once one that covers it has
+    /// ended; gone after [`RUNNER_IDLE`] without one.
+    fn serve_asks(&self, syncer: &mut Syncer) {
+        let mut state = self.state();
+        loop {
+            while state.asks.is_empty() {
+                let (next, idle) = self
+                    .asked
+                    .wait_timeout(state, RUNNER_IDLE)
+                    .unwrap_or_else(|p| p.into_inner());
+                state = next;
+                if idle.timed_out() && state.asks.is_empty() {
+                    state.runner = false;
+                    return;
+                }
+            }
+            // Gathered as a blocking caller would for the first request:
+            // the others counted as coming include those that asked since.
+            let coming = state.asks.iter().map(|a| a.coming).max().unwrap_or(0);
+            drop(state);
+            let _ = self.sync_for(coming, 1, GATHER_MAX, || syncer());
+            state = self.state();
+            let (finished, failed) = (state.finished, state.failed);
+            let mut left = Vec::new();
+            for ask in std::mem::take(&mut state.asks) {
+                if ask.needed > finished {
+                    left.push(ask);
+                    continue;
+                }
+                state.waiting -= 1;
+                let _ = ask.done.send(match failed >= ask.needed {
+                    true => Err(io::Error::other(
+                        "syncfs of the home's filesystem failed (another commit's call)",
+                    )),
+                    false => Ok(()),
+                });
+            }
+            state.asks = left;
         }
     }
 
@@ -318,5 +480,114 @@ mod tests {
         // The first succeeded; the one that ran for the other two failed,
         // and so both of them did.
         assert_eq!(results, vec![false, false, true]);
+    }
+
+    /// A syncer for the `syncfs` thread that counts its calls and answers
+    /// `result`.
+    fn counting(calls: &Arc<AtomicUsize>, fail: bool) -> impl FnOnce() -> io::Result<Syncer> {
+        let calls = calls.clone();
+        move || {
+            Ok(Box::new(move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                match fail {
+                    true => Err(io::Error::other("disk gone")),
+                    false => Ok(()),
+                }
+            }) as Syncer)
+        }
+    }
+
+    /// Async callers that arrive while a `syncfs` runs leave requests; the
+    /// `syncfs` thread begins one more for them all once it ends, and
+    /// answers each (no thread of theirs waits).
+    #[test]
+    fn async_callers_share_the_syncfs_threads_next_call() {
+        let shared = Arc::new(SharedSyncfs::default());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let held = &shared;
+            s.spawn(move || {
+                held.sync_with(0, GATHER_MAX, || hold.recv().map_err(io::Error::other))
+                    .unwrap()
+            });
+            while !shared.state().running {
+                std::thread::yield_now();
+            }
+            let answers: Vec<_> = (0..4)
+                .map(|_| shared.ask(0, counting(&calls, false)))
+                .collect();
+            assert!(shared.state().waiting >= 4);
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                0,
+                "began under the running one"
+            );
+            release.send(()).unwrap();
+            for answer in answers {
+                answer.blocking_recv().unwrap().unwrap();
+            }
+        });
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let state = shared.state();
+        assert_eq!((state.finished, state.waiting), (2, 0));
+        assert!(state.asks.is_empty());
+    }
+
+    #[test]
+    fn a_failed_syncfs_fails_the_async_callers_it_covered() {
+        let shared = Arc::new(SharedSyncfs::default());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let answers: Vec<_> = (0..3)
+            .map(|_| shared.ask(0, counting(&calls, true)))
+            .collect();
+        for answer in answers {
+            let e = answer.blocking_recv().unwrap().unwrap_err();
+            assert!(e.to_string().contains("syncfs"), "{e}");
+        }
+        assert!(calls.load(Ordering::SeqCst) >= 1);
+        assert_eq!(shared.state().waiting, 0);
+    }
+
+    /// The `syncfs` thread ends once idle for `RUNNER_IDLE`; the next
+    /// async caller starts another.
+    #[test]
+    fn the_syncfs_thread_ends_when_idle_and_starts_again() {
+        let shared = Arc::new(SharedSyncfs::default());
+        let calls = Arc::new(AtomicUsize::new(0));
+        shared
+            .ask(0, counting(&calls, false))
+            .blocking_recv()
+            .unwrap()
+            .unwrap();
+        let since = Instant::now();
+        while shared.state().runner {
+            assert!(since.elapsed() < RUNNER_IDLE * 5, "the thread never ended");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(since.elapsed() >= RUNNER_IDLE / 2);
+        shared
+            .ask(0, counting(&calls, false))
+            .blocking_recv()
+            .unwrap()
+            .unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// A real `syncfs` through [`SharedSyncfs::sync_async`], awaited.
+    #[test]
+    fn sync_async_makes_a_write_durable_through_a_real_syncfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let mut file = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut file, b"{}\n").unwrap();
+        let shared = Arc::new(SharedSyncfs::default());
+        let before = crate::fsutil::syncs();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(shared.sync_async(&file, 0)).unwrap();
+        assert!(crate::fsutil::syncs() > before);
+        assert_eq!(shared.state().finished, 1);
     }
 }

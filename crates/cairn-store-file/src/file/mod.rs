@@ -423,6 +423,49 @@ impl FileStore {
         Ok(())
     }
 
+    /// The first commit of a new session that shares the `syncfs`
+    /// ([`Home::first_commit_wait`]): its batch — a few KiB to the page
+    /// cache — is written on this thread, as its tree was laid out, and
+    /// the wait for the `syncfs` holds no thread. Like
+    /// [`FileStore::write_batch`] otherwise: cut back when it fails,
+    /// advanced only once durable.
+    async fn append_first(
+        files: Arc<SessionFiles>,
+        session: SessionId,
+        expected: Seq,
+        events: Vec<Arc<SessionEvent>>,
+    ) -> Result<(), StoreError> {
+        let home = files.worker.home();
+        let (buf, spans, path, durable) = {
+            let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let path = files
+                .segments_path
+                .join(format!("{}.jsonl", writer.segment));
+            Self::fence(&writer, &path, &session, expected, &events)?;
+            let (buf, spans) = encode(&events);
+            // The first entry is written after the tree's last in-place write.
+            home.close_tree(files.worker.id());
+            if let Err(e) = (&writer.file).write_all(&buf) {
+                let _ = writer.file.set_len(writer.len);
+                return Err(io(format!("cannot append to {}", path.display()))(e));
+            }
+            let durable = home.first_commit_wait(files.worker.id(), &writer.file);
+            (buf, spans, path, durable)
+        };
+        if let Err(e) = durable.await {
+            let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writer.file.set_len(writer.len);
+            return Err(io(format!("cannot append to {}", path.display()))(e));
+        }
+        home.creation_durable(&files.worker);
+        files
+            .fresh
+            .store(false, std::sync::atomic::Ordering::Release);
+        let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+        Self::advance(&mut writer, &events, &buf, spans);
+        Ok(())
+    }
+
     /// The fence: the batch must continue this store's head, and the
     /// active segment must still end where this store last wrote — bytes
     /// past it are another process's appends.
@@ -617,6 +660,20 @@ impl JournalStore for FileStore {
         let files = self.open(session)?;
         let session = session.clone();
         let events = events.to_vec();
+        if files.fresh.load(std::sync::atomic::Ordering::Acquire)
+            && files.worker.home().first_commit_shares_syncfs()
+        {
+            // A task of its own: it ends (advanced or cut back) even if
+            // the caller stops waiting, as a blocking write does.
+            return tokio::spawn(Self::append_first(files, session, expected, events))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(StoreError::Io {
+                        context: "store task".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    })
+                });
+        }
         blocking(move || Self::write_batch(&files, &session, expected, &events)).await
     }
 

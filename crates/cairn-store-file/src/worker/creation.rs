@@ -149,19 +149,8 @@ impl Home {
     /// the creation is published.
     pub fn commit_creation(&self, worker: &WorkerDir, journal: &std::fs::File) -> io::Result<()> {
         self.close_tree(worker.id);
-        let mode = *self
-            .inner
-            .first_commit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let whole_filesystem = match mode {
-            FirstCommitSync::Syncfs => true,
-            FirstCommitSync::Each => false,
-            FirstCommitSync::Auto => {
-                fsutil::unwritten_bytes_recent().is_some_and(|b| b <= fsutil::SYNCFS_DIRTY_MAX)
-            }
-        };
-        if whole_filesystem {
+        let mode = self.first_commit_sync();
+        if self.first_commit_shares_syncfs() {
             // Shared with every first commit waiting at once, and held a
             // little for the other creations in flight.
             let coming = self.creations_coming(worker.id);
@@ -174,6 +163,48 @@ impl Home {
                 self.inner.syncfs.drain_in_background(journal);
             }
         }
+        self.creation_durable(worker);
+        Ok(())
+    }
+
+    fn first_commit_sync(&self) -> FirstCommitSync {
+        *self
+            .inner
+            .first_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a first commit now makes its creation durable by the shared
+    /// `syncfs` (else by syncing its tree entry by entry, on the calling
+    /// thread: [`Home::commit_creation`]).
+    pub fn first_commit_shares_syncfs(&self) -> bool {
+        match self.first_commit_sync() {
+            FirstCommitSync::Syncfs => true,
+            FirstCommitSync::Each => false,
+            FirstCommitSync::Auto => {
+                fsutil::unwritten_bytes_recent().is_some_and(|b| b <= fsutil::SYNCFS_DIRTY_MAX)
+            }
+        }
+    }
+
+    /// The first commit of `worker`'s journal, its batch just written to
+    /// `journal` (its tree closed: [`Home::close_tree`]), when it shares
+    /// the `syncfs` ([`Home::first_commit_shares_syncfs`]): what is
+    /// written so far is covered by the `syncfs` the returned future waits
+    /// for, without holding a thread. Then [`Home::creation_durable`].
+    pub fn first_commit_wait(
+        &self,
+        worker: WorkerId,
+        journal: &std::fs::File,
+    ) -> impl Future<Output = io::Result<()>> + Send + use<> {
+        let coming = self.creations_coming(worker);
+        self.inner.syncfs.sync_async(journal, coming)
+    }
+
+    /// A creation's first commit is durable: it is published (its marker
+    /// goes, unsynced).
+    pub fn creation_durable(&self, worker: &WorkerDir) {
         fsutil::crash_point("create-committed");
         if let Err(e) = self.creation_committed(worker) {
             // Durable either way: the next owner publishes it.
@@ -182,7 +213,6 @@ impl Home {
                 worker.id
             );
         }
-        Ok(())
     }
 
     /// Sync, all at once, every file and directory in `worker`'s tree (its
