@@ -273,7 +273,7 @@ impl SharedSyncfs {
             // the others counted as coming include those that asked since.
             let coming = state.asks.iter().map(|a| a.coming).max().unwrap_or(0);
             drop(state);
-            let _ = self.sync_for(coming, 1, GATHER_MAX, || syncer());
+            let _ = self.sync_for(coming, 1, GATHER_MAX, &mut *syncer);
             state = self.state();
             let (finished, failed) = (state.finished, state.failed);
             let mut left = Vec::new();
