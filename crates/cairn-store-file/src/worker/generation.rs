@@ -230,12 +230,16 @@ impl WorkerDir {
         } = reserved;
         let name = generation.to_string();
         let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
-        let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
         let mut carried_bytes = 0;
-        if let Some(previous) = from
-            && let Ok(prev) = runs
-                .open_dir(previous.to_string())
-                .and_then(|d| d.open_dir("artifacts"))
+        let Some(previous) = from else {
+            // Nothing to carry over: made, not opened.
+            fsutil::make_dir(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+            return Ok(self.laid_out_dir(generation, dir, carried_bytes));
+        };
+        let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+        if let Ok(prev) = runs
+            .open_dir(previous.to_string())
+            .and_then(|d| d.open_dir("artifacts"))
         {
             let ctx = format!(
                 "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
@@ -257,17 +261,22 @@ impl WorkerDir {
                 }
             }
         }
-        // No directory sync here: the reservation is durable in the journal;
-        // a generation directory a crash loses is only missing evidence, and
-        // the next start reserves past it either way.
-        let path = self.path().join("runs").join(&name);
-        Ok(GenerationDir {
+        Ok(self.laid_out_dir(generation, dir, carried_bytes))
+    }
+
+    /// Generation `generation`'s laid-out directory. No directory sync
+    /// here: the reservation is durable in the journal; a generation
+    /// directory a crash loses is only missing evidence, and the next
+    /// start reserves past it either way.
+    fn laid_out_dir(&self, generation: Generation, dir: Dir, carried_bytes: u64) -> GenerationDir {
+        let path = self.path().join("runs").join(generation.to_string());
+        GenerationDir {
             generation,
             dir,
             artifacts_path: path.join("artifacts"),
             path,
             carried_bytes,
-        })
+        }
     }
 
     /// Remove `artifacts/` of every generation older than the newest
