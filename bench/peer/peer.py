@@ -488,12 +488,15 @@ def measure(servers, quick, settle=0.0):
         log(f"{s.name}: trivial run p50 {o['p50']:.2f} ms, p99 {o['p99']:.2f} ms")
     # Throughput: 50 clients, three rounds each, rounds alternating — a
     # server whose throughput falls as its unwritten bytes pile up shows it
-    # in its later rounds.
+    # in its later rounds. Which server goes first turns with each round:
+    # the first to follow the latency phase shares the machine with what
+    # the others still do after it (a database's flushes and compactions),
+    # and before round thirteen cairn was always that one.
     total = 300 if quick else 1000
     rounds = {s.name: [] for s in servers}
     cpu = {s.name: 0.0 for s in servers}
-    for _ in range(3):
-        for s in servers:
+    for r in range(3):
+        for s in servers[r % len(servers):] + servers[:r % len(servers)]:
             conns = [Conn(s.port, fresh=True) for _ in range(50)]
             lock = threading.Lock()
             left = [total]
