@@ -591,3 +591,75 @@ fn a_chat_run_killed_before_its_first_commit_leaves_nothing_acknowledged() {
     assert_eq!(entries(home.join("workers")), 1);
     assert_eq!(entries(home.join("index/sessions")), 1);
 }
+
+/// A new session's first commit whose `syncfs` the disk refuses once
+/// (`CAIRN_FAULT=syncfs-fails-once`: the home's one `syncfs` thread's
+/// first call fails) is answered — its call is not left waiting on a
+/// thread that will not answer — and leaves the home consistent: the
+/// refused batch is cut back, what the call was told is what the journal
+/// holds after a restart, and runs go on.
+#[test]
+fn a_first_commit_the_disk_refuses_once_is_answered_and_leaves_the_home_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(
+        home.join("cairn.toml"),
+        "[store]\nfirst_commit_sync = \"syncfs\"\n",
+    )
+    .unwrap();
+    let served = crate::common::serve_with(&home, &[("CAIRN_FAULT", "syncfs-fails-once")]).unwrap();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let resp = http
+        .post(format!("{}/v1/chat/completions", served.url))
+        .json(&json!({ "model": "echo", "messages": [{ "role": "user", "content": "hi" }] }))
+        .send()
+        .expect("answered, not left waiting");
+    let status = resp.status();
+    let body = resp.text().unwrap();
+    // The refused batch was cut back and the run's end retried until the
+    // disk took it (as for any refused end): the call got its answer.
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""content":"hi""#), "{body}");
+    drop(served);
+    let out = cairn_crash(&home, &["ls", "--json"], None);
+    assert!(out.status.success());
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let session = listed[0]["session_id"].as_str().unwrap().to_string();
+    let out = cairn_crash(&home, &["export", &session], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Nothing of the refused write is left beside the retried one.
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["seq"].as_u64(), Some(i as u64 + 1), "{lines:?}");
+    }
+    let ends = lines
+        .iter()
+        .filter(|l| l["payload"]["event"]["type"] == "finished")
+        .count();
+    assert_eq!(ends, 1, "{lines:?}");
+    let markers = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("creating").exists())
+        .count();
+    assert_eq!(markers, 0, "the creation was published");
+    let out = cairn_crash(&home, &["run", "echo", "--prompt", "y"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(entries(home.join("workers")), 2);
+}

@@ -64,6 +64,8 @@ struct State {
     finished: u64,
     /// The number of the last one that failed (0: none).
     failed: u64,
+    /// Why that one failed.
+    failure: String,
     /// Whether one is running.
     running: bool,
     /// Whether a background drain is under way.
@@ -77,6 +79,25 @@ struct State {
     asks: Vec<Ask>,
     /// Whether the `syncfs` thread is there to answer them.
     runner: bool,
+}
+
+/// Tests: `CAIRN_FAULT=syncfs-fails` refuses every `syncfs` of the
+/// `syncfs` thread, `syncfs-fails-once` the first in the process.
+fn refused_by_fault() -> bool {
+    static REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    crate::fsutil::fault_point("syncfs-fails")
+        || (crate::fsutil::fault_point("syncfs-fails-once")
+            && !REFUSED.swap(true, std::sync::atomic::Ordering::SeqCst))
+}
+
+impl State {
+    /// The error a caller gets whose `syncfs` another one ran, and failed.
+    fn failed_for_others(&self) -> io::Error {
+        io::Error::other(format!(
+            "syncfs of the home's filesystem failed (another commit's call): {}",
+            self.failure
+        ))
+    }
 }
 
 /// The shared `syncfs` of one home (see the module).
@@ -140,9 +161,7 @@ impl SharedSyncfs {
         loop {
             if state.finished >= needed {
                 return match state.failed >= needed {
-                    true => Err(io::Error::other(
-                        "syncfs of the home's filesystem failed (another commit's call)",
-                    )),
+                    true => Err(state.failed_for_others()),
                     false => Ok(()),
                 };
             }
@@ -158,8 +177,9 @@ impl SharedSyncfs {
                 state = self.state();
                 state.running = false;
                 state.finished = mine;
-                if result.is_err() {
+                if let Err(e) = &result {
                     state.failed = mine;
+                    state.failure = e.to_string();
                 }
                 self.ended.notify_all();
                 if mine >= needed {
@@ -191,6 +211,9 @@ impl SharedSyncfs {
         let syncer = || -> io::Result<Syncer> {
             let file = on.try_clone()?;
             Ok(Box::new(move || {
+                if refused_by_fault() {
+                    return Err(io::Error::other("the disk refused it (CAIRN_FAULT)"));
+                }
                 crate::fsutil::count_sync();
                 rustix::fs::syncfs(file.as_fd()).map_err(io::Error::from)
             }))
@@ -284,9 +307,7 @@ impl SharedSyncfs {
                 }
                 state.waiting -= 1;
                 let _ = ask.done.send(match failed >= ask.needed {
-                    true => Err(io::Error::other(
-                        "syncfs of the home's filesystem failed (another commit's call)",
-                    )),
+                    true => Err(state.failed_for_others()),
                     false => Ok(()),
                 });
             }
@@ -544,6 +565,10 @@ mod tests {
         for answer in answers {
             let e = answer.blocking_recv().unwrap().unwrap_err();
             assert!(e.to_string().contains("syncfs"), "{e}");
+            assert!(
+                e.to_string().contains("disk gone"),
+                "the cause is kept: {e}"
+            );
         }
         assert!(calls.load(Ordering::SeqCst) >= 1);
         assert_eq!(shared.state().waiting, 0);
