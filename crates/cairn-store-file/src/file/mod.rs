@@ -8,7 +8,7 @@
 use crate::fsutil;
 use crate::worker::{Home, WorkerDir};
 use async_trait::async_trait;
-use cairn_store::{Head, JournalItem, JournalStore, StoreError, check_fence};
+use cairn_store::{Head, JournalItem, JournalStore, StoreError};
 use cairn_types::event::SessionEvent;
 use cairn_types::ids::{Generation, SegmentId, Seq, SessionId};
 use std::collections::HashMap;
@@ -18,8 +18,10 @@ use std::sync::{Arc, Mutex};
 
 mod runs;
 pub mod segment;
+mod write;
 use segment::parse_lines;
 pub use segment::{Scan, Walked, cores, index_segment, parse_line, scan_segment};
+use write::encode;
 
 /// Journals and run facts in worker aggregates under a [`Home`].
 pub struct FileStore {
@@ -66,23 +68,6 @@ pub(crate) struct LineRef {
     segment: u32,
     offset: u64,
     len: u32,
-}
-
-impl SessionFiles {
-    /// Make what was written to `file` durable: its data (`fdatasync`),
-    /// or — the first commit of a new session laid out unsynced — the
-    /// worker's tree, its index entry and this batch at once
-    /// ([`Home::commit_creation`]), after which the creation is published.
-    fn sync(&self, file: &std::fs::File) -> std::io::Result<()> {
-        use std::sync::atomic::Ordering;
-        if !self.fresh.load(Ordering::Acquire) {
-            fsutil::count_sync();
-            return file.sync_data();
-        }
-        self.worker.home().commit_creation(&self.worker, file)?;
-        self.fresh.store(false, Ordering::Release);
-        Ok(())
-    }
 }
 
 /// A process-wide use counter (an order, not a time).
@@ -394,133 +379,6 @@ impl FileStore {
         sessions.entry(session.clone()).or_insert(files).clone()
     }
 
-    fn write_batch(
-        files: &SessionFiles,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Arc<SessionEvent>],
-    ) -> Result<(), StoreError> {
-        let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let path = files
-            .segments_path
-            .join(format!("{}.jsonl", writer.segment));
-        Self::fence(&writer, &path, session, expected, events)?;
-        let (buf, spans) = encode(events);
-        if files.fresh.load(std::sync::atomic::Ordering::Acquire) {
-            // The first entry is written after the tree's last in-place write.
-            files.worker.home().close_tree(files.worker.id());
-        }
-        let result = writer
-            .file
-            .write_all(&buf)
-            .and_then(|()| files.sync(&writer.file));
-        if let Err(e) = result {
-            // Cut a partial write back so the segment stays well-formed.
-            let _ = writer.file.set_len(writer.len);
-            return Err(io(format!("cannot append to {}", path.display()))(e));
-        }
-        Self::advance(&mut writer, events, &buf, spans);
-        Ok(())
-    }
-
-    /// The first commit of a new session that shares the `syncfs`
-    /// ([`Home::first_commit_wait`]): its batch — a few KiB to the page
-    /// cache — is written on this thread, as its tree was laid out, and
-    /// the wait for the `syncfs` holds no thread. Like
-    /// [`FileStore::write_batch`] otherwise: cut back when it fails,
-    /// advanced only once durable.
-    async fn append_first(
-        files: Arc<SessionFiles>,
-        session: SessionId,
-        expected: Seq,
-        events: Vec<Arc<SessionEvent>>,
-    ) -> Result<(), StoreError> {
-        let home = files.worker.home();
-        let (buf, spans, path, durable) = {
-            let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let path = files
-                .segments_path
-                .join(format!("{}.jsonl", writer.segment));
-            Self::fence(&writer, &path, &session, expected, &events)?;
-            let (buf, spans) = encode(&events);
-            // The first entry is written after the tree's last in-place write.
-            home.close_tree(files.worker.id());
-            if let Err(e) = (&writer.file).write_all(&buf) {
-                let _ = writer.file.set_len(writer.len);
-                return Err(io(format!("cannot append to {}", path.display()))(e));
-            }
-            let durable = home.first_commit_wait(files.worker.id(), &writer.file);
-            (buf, spans, path, durable)
-        };
-        if let Err(e) = durable.await {
-            let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = writer.file.set_len(writer.len);
-            return Err(io(format!("cannot append to {}", path.display()))(e));
-        }
-        home.creation_durable(&files.worker);
-        files
-            .fresh
-            .store(false, std::sync::atomic::Ordering::Release);
-        let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-        Self::advance(&mut writer, &events, &buf, spans);
-        Ok(())
-    }
-
-    /// The fence: the batch must continue this store's head, and the
-    /// active segment must still end where this store last wrote — bytes
-    /// past it are another process's appends.
-    fn fence(
-        writer: &Writer,
-        path: &std::path::Path,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Arc<SessionEvent>],
-    ) -> Result<(), StoreError> {
-        check_fence(session, writer.last_seq, expected, events)?;
-        let on_disk = writer
-            .file
-            .metadata()
-            .map_err(io(format!("cannot stat {}", path.display())))?
-            .len();
-        if on_disk != writer.len {
-            let mut tail = Vec::new();
-            if on_disk > writer.len {
-                use std::os::unix::fs::FileExt;
-                tail = vec![0u8; (on_disk - writer.len).min(64 << 20) as usize];
-                let _ = writer.file.read_exact_at(&mut tail, writer.len);
-            }
-            let more = tail.iter().filter(|&&b| b == b'\n').count() as u64;
-            return Err(StoreError::Conflict {
-                session: session.clone(),
-                expected,
-                head: Seq(writer.last_seq.0 + more),
-            });
-        }
-        Ok(())
-    }
-
-    /// Record a written batch: its lines, the length, the head.
-    fn advance(writer: &mut Writer, events: &[Arc<SessionEvent>], buf: &[u8], spans: Spans) {
-        let (base, segment) = (writer.len, (writer.order.len() - 1) as u32);
-        writer
-            .lines
-            .extend(spans.into_iter().map(|(offset, len)| LineRef {
-                segment,
-                offset: base + offset,
-                len,
-            }));
-        writer.len += buf.len() as u64;
-        if let Some(last) = events.last() {
-            writer.last_seq = last.seq;
-        }
-        for g in events
-            .iter()
-            .filter_map(|e| cairn_store::reserved_generation(e))
-        {
-            writer.last_generation = writer.last_generation.max(g);
-        }
-    }
-
     fn read_all(
         files: &SessionFiles,
         after: Seq,
@@ -602,19 +460,6 @@ fn read_whole(dir: &cap_std::fs::Dir, name: &str) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(len + 1);
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// The batch's lines (each ending in a newline) and each one's span.
-fn encode(events: &[Arc<SessionEvent>]) -> (Vec<u8>, Spans) {
-    let mut buf = Vec::with_capacity(events.len() * 256);
-    let mut spans = Vec::with_capacity(events.len());
-    for event in events {
-        let start = buf.len();
-        buf.extend_from_slice(event.line().as_bytes());
-        spans.push((start as u64, (buf.len() - start) as u32));
-        buf.push(b'\n');
-    }
-    (buf, spans)
 }
 
 async fn blocking<T: Send + 'static>(
