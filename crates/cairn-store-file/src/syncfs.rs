@@ -196,20 +196,22 @@ impl SharedSyncfs {
         }
     }
 
-    /// Make durable everything written on `on`'s filesystem before this
-    /// call, as [`SharedSyncfs::sync`] does, without holding a thread while
+    /// Make durable everything written on the filesystem of `on` (a
+    /// directory) before this call, as [`SharedSyncfs::sync`] does, without
+    /// holding a thread while
     /// it waits: the request is left now (what is written after this call
     /// returns is not covered), the future answers once a `syncfs` begun
     /// after it has ended.
     pub fn sync_async(
         self: &Arc<Self>,
-        on: &std::fs::File,
+        on: &cap_std::fs::Dir,
         coming: usize,
     ) -> impl Future<Output = io::Result<()>> + Send + use<> {
-        // A handle of its own for a thread that must start (not a `dup` a
-        // call).
+        // A handle of its own for a thread that must start (not one a
+        // call), on the directory — never a session's file, which a delete
+        // could not free while the thread holds it.
         let syncer = || -> io::Result<Syncer> {
-            let file = on.try_clone()?;
+            let file = crate::fsutil::dir_handle(on)?;
             Ok(Box::new(move || {
                 if refused_by_fault() {
                     return Err(io::Error::other("the disk refused it (CAIRN_FAULT)"));
@@ -606,12 +608,14 @@ mod tests {
         let path = dir.path().join("journal");
         let mut file = std::fs::File::create(&path).unwrap();
         std::io::Write::write_all(&mut file, b"{}\n").unwrap();
+        let on =
+            cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).unwrap();
         let shared = Arc::new(SharedSyncfs::default());
         let before = crate::fsutil::syncs();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        rt.block_on(shared.sync_async(&file, 0)).unwrap();
+        rt.block_on(shared.sync_async(&on, 0)).unwrap();
         assert!(crate::fsutil::syncs() > before);
         assert_eq!(shared.state().finished, 1);
     }

@@ -89,7 +89,7 @@ impl FileStore {
                 let _ = writer.file.set_len(writer.len);
                 return Err(io(format!("cannot append to {}", path.display()))(e));
             }
-            let durable = home.first_commit_wait(files.worker.id(), &writer.file);
+            let durable = home.first_commit_wait(files.worker.id());
             (buf, spans, path, durable)
         };
         if let Err(e) = durable.await {

@@ -188,18 +188,17 @@ impl Home {
         }
     }
 
-    /// The first commit of `worker`'s journal, its batch just written to
-    /// `journal` (its tree closed: [`Home::close_tree`]), when it shares
+    /// The first commit of `worker`'s journal, its batch just written
+    /// (its tree closed: [`Home::close_tree`]), when it shares
     /// the `syncfs` ([`Home::first_commit_shares_syncfs`]): what is
     /// written so far is covered by the `syncfs` the returned future waits
     /// for, without holding a thread. Then [`Home::creation_durable`].
     pub fn first_commit_wait(
         &self,
         worker: WorkerId,
-        journal: &std::fs::File,
     ) -> impl Future<Output = io::Result<()>> + Send + use<> {
         let coming = self.creations_coming(worker);
-        self.inner.syncfs.sync_async(journal, coming)
+        self.inner.syncfs.sync_async(&self.inner.workers, coming)
     }
 
     /// A creation's first commit is durable: it is published (its marker
