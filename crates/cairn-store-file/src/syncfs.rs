@@ -81,8 +81,18 @@ struct State {
     runner: bool,
 }
 
-/// Tests: `CAIRN_FAULT=syncfs-fails` refuses every `syncfs` of the
-/// `syncfs` thread, `syncfs-fails-once` the first in the process.
+/// One `syncfs` of `on`'s filesystem, counted.
+fn syncfs(on: impl AsFd) -> io::Result<()> {
+    if refused_by_fault() {
+        return Err(io::Error::other("the disk refused it (CAIRN_FAULT)"));
+    }
+    crate::fsutil::count_sync();
+    rustix::fs::syncfs(on.as_fd()).map_err(io::Error::from)
+}
+
+/// Tests: `CAIRN_FAULT=syncfs-fails` refuses every shared `syncfs` (the
+/// `syncfs` thread's and blocking callers'), `syncfs-fails-once` the first
+/// in the process.
 fn refused_by_fault() -> bool {
     static REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     crate::fsutil::fault_point("syncfs-fails")
@@ -127,10 +137,7 @@ impl SharedSyncfs {
     /// `coming`: how many other callers are known to be on their way (a
     /// `syncfs` this caller begins waits for them, at most [`GATHER_MAX`]).
     pub fn sync(&self, on: impl AsFd, coming: usize) -> io::Result<()> {
-        self.sync_with(coming, GATHER_MAX, || {
-            crate::fsutil::count_sync();
-            rustix::fs::syncfs(on.as_fd()).map_err(io::Error::from)
-        })
+        self.sync_with(coming, GATHER_MAX, || syncfs(on))
     }
 
     /// [`SharedSyncfs::sync`] with `syncfs` and the longest gather given
@@ -198,10 +205,9 @@ impl SharedSyncfs {
 
     /// Make durable everything written on the filesystem of `on` (a
     /// directory) before this call, as [`SharedSyncfs::sync`] does, without
-    /// holding a thread while
-    /// it waits: the request is left now (what is written after this call
-    /// returns is not covered), the future answers once a `syncfs` begun
-    /// after it has ended.
+    /// holding a thread while it waits: the request is left now (what is
+    /// written after this call returns is not covered), the future answers
+    /// once a `syncfs` begun after it has ended.
     pub fn sync_async(
         self: &Arc<Self>,
         on: &cap_std::fs::Dir,
@@ -212,13 +218,7 @@ impl SharedSyncfs {
         // could not free while the thread holds it.
         let syncer = || -> io::Result<Syncer> {
             let file = crate::fsutil::dir_handle(on)?;
-            Ok(Box::new(move || {
-                if refused_by_fault() {
-                    return Err(io::Error::other("the disk refused it (CAIRN_FAULT)"));
-                }
-                crate::fsutil::count_sync();
-                rustix::fs::syncfs(file.as_fd()).map_err(io::Error::from)
-            }))
+            Ok(Box::new(move || syncfs(&file)))
         };
         let answer = self.ask(coming, syncer);
         async move {

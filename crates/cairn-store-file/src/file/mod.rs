@@ -465,11 +465,16 @@ fn read_whole(dir: &cap_std::fs::Dir, name: &str) -> std::io::Result<Vec<u8>> {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(StoreError::Io {
-            context: "store task".into(),
-            source: std::io::Error::other(e.to_string()),
-        })
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(task_failed)
+}
+
+/// A store task that panicked or was cancelled.
+fn task_failed<T>(e: tokio::task::JoinError) -> Result<T, StoreError> {
+    Err(StoreError::Io {
+        context: "store task".into(),
+        source: std::io::Error::other(e.to_string()),
     })
 }
 
@@ -512,12 +517,7 @@ impl JournalStore for FileStore {
             // the caller stops waiting, as a blocking write does.
             return tokio::spawn(Self::append_first(files, session, expected, events))
                 .await
-                .unwrap_or_else(|e| {
-                    Err(StoreError::Io {
-                        context: "store task".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    })
-                });
+                .unwrap_or_else(task_failed);
         }
         blocking(move || Self::write_batch(&files, &session, expected, &events)).await
     }

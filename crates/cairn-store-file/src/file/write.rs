@@ -40,35 +40,53 @@ impl FileStore {
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
         let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (buf, spans, path) = Self::write_unsynced(files, &writer, session, expected, events)?;
+        if let Err(e) = files.sync(&writer.file) {
+            return Err(Self::cut_back(&writer, &path, e));
+        }
+        Self::advance(&mut writer, events, &buf, spans);
+        Ok(())
+    }
+
+    /// The batch written after the segment's end, unsynced: fenced
+    /// ([`FileStore::fence`]), and for a new session after its tree's last
+    /// in-place write. The written bytes, their spans and the segment's
+    /// path; a write that fails is cut back.
+    fn write_unsynced(
+        files: &SessionFiles,
+        writer: &Writer,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(Vec<u8>, Spans, std::path::PathBuf), StoreError> {
         let path = files
             .segments_path
             .join(format!("{}.jsonl", writer.segment));
-        Self::fence(&writer, &path, session, expected, events)?;
+        Self::fence(writer, &path, session, expected, events)?;
         let (buf, spans) = encode(events);
         if files.fresh.load(std::sync::atomic::Ordering::Acquire) {
             // The first entry is written after the tree's last in-place write.
             files.worker.home().close_tree(files.worker.id());
         }
-        let result = writer
-            .file
-            .write_all(&buf)
-            .and_then(|()| files.sync(&writer.file));
-        if let Err(e) = result {
-            // Cut a partial write back so the segment stays well-formed.
-            let _ = writer.file.set_len(writer.len);
-            return Err(io(format!("cannot append to {}", path.display()))(e));
+        if let Err(e) = (&writer.file).write_all(&buf) {
+            return Err(Self::cut_back(writer, &path, e));
         }
-        Self::advance(&mut writer, events, &buf, spans);
-        Ok(())
+        Ok((buf, spans, path))
+    }
+
+    /// A write or its sync failed: the segment is cut back to where this
+    /// store last wrote, so it stays well-formed.
+    fn cut_back(writer: &Writer, path: &std::path::Path, e: std::io::Error) -> StoreError {
+        let _ = writer.file.set_len(writer.len);
+        io(format!("cannot append to {}", path.display()))(e)
     }
 
     /// The first commit of a new session that shares the `syncfs`
     /// ([`Home::first_commit_wait`](crate::worker::Home::first_commit_wait)):
     /// its batch — a few KiB to the page cache — is written on this thread,
     /// as its tree was laid out, and the wait for the `syncfs` holds no
-    /// thread. Like
-    /// [`FileStore::write_batch`] otherwise: cut back when it fails,
-    /// advanced only once durable.
+    /// thread. Like [`FileStore::write_batch`] otherwise: cut back when it
+    /// fails, advanced only once durable.
     pub(super) async fn append_first(
         files: Arc<SessionFiles>,
         session: SessionId,
@@ -78,24 +96,14 @@ impl FileStore {
         let home = files.worker.home();
         let (buf, spans, path, durable) = {
             let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let path = files
-                .segments_path
-                .join(format!("{}.jsonl", writer.segment));
-            Self::fence(&writer, &path, &session, expected, &events)?;
-            let (buf, spans) = encode(&events);
-            // The first entry is written after the tree's last in-place write.
-            home.close_tree(files.worker.id());
-            if let Err(e) = (&writer.file).write_all(&buf) {
-                let _ = writer.file.set_len(writer.len);
-                return Err(io(format!("cannot append to {}", path.display()))(e));
-            }
+            let (buf, spans, path) =
+                Self::write_unsynced(&files, &writer, &session, expected, &events)?;
             let durable = home.first_commit_wait(files.worker.id());
             (buf, spans, path, durable)
         };
         if let Err(e) = durable.await {
             let writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = writer.file.set_len(writer.len);
-            return Err(io(format!("cannot append to {}", path.display()))(e));
+            return Err(Self::cut_back(&writer, &path, e));
         }
         home.creation_durable(&files.worker);
         files

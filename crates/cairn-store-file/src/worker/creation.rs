@@ -136,11 +136,7 @@ impl Home {
     /// How first commits make creations durable (`[store]
     /// first_commit_sync`).
     pub fn set_first_commit_sync(&self, mode: FirstCommitSync) {
-        *self
-            .inner
-            .first_commit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = mode;
+        *super::cache::lock(&self.inner.first_commit) = mode;
     }
 
     /// The first commit of `worker`'s journal, whose batch was just
@@ -150,7 +146,7 @@ impl Home {
     pub fn commit_creation(&self, worker: &WorkerDir, journal: &std::fs::File) -> io::Result<()> {
         self.close_tree(worker.id);
         let mode = self.first_commit_sync();
-        if self.first_commit_shares_syncfs() {
+        if Self::shares_syncfs(mode) {
             // Shared with every first commit waiting at once, and held a
             // little for the other creations in flight.
             let coming = self.creations_coming(worker.id);
@@ -168,18 +164,18 @@ impl Home {
     }
 
     fn first_commit_sync(&self) -> FirstCommitSync {
-        *self
-            .inner
-            .first_commit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        *super::cache::lock(&self.inner.first_commit)
     }
 
     /// Whether a first commit now makes its creation durable by the shared
     /// `syncfs` (else by syncing its tree entry by entry, on the calling
     /// thread: [`Home::commit_creation`]).
     pub fn first_commit_shares_syncfs(&self) -> bool {
-        match self.first_commit_sync() {
+        Self::shares_syncfs(self.first_commit_sync())
+    }
+
+    fn shares_syncfs(mode: FirstCommitSync) -> bool {
+        match mode {
             FirstCommitSync::Syncfs => true,
             FirstCommitSync::Each => false,
             FirstCommitSync::Auto => {
