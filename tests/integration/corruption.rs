@@ -593,11 +593,13 @@ fn a_chat_run_killed_before_its_first_commit_leaves_nothing_acknowledged() {
 }
 
 /// A new session's first commit whose `syncfs` the disk refuses once
-/// (`CAIRN_FAULT=syncfs-fails-once`: the home's one `syncfs` thread's
-/// first call fails) is answered — its call is not left waiting on a
-/// thread that will not answer — and leaves the home consistent: the
-/// refused batch is cut back, what the call was told is what the journal
-/// holds after a restart, and runs go on.
+/// (`CAIRN_FAULT=syncfs-fails-once`: the process's first shared `syncfs`
+/// fails) is answered — its call is not left waiting — and leaves the home
+/// consistent: the refused batch is cut back, the journal holds one run
+/// with one end and no seq twice, and runs go on. (Under load the refusal
+/// often hits entries committed before the run's: the call then followed
+/// the session from a seq that was dropped and minted again, and before
+/// subscribers went back on a drop it waited forever.)
 #[test]
 fn a_first_commit_the_disk_refuses_once_is_answered_and_leaves_the_home_whole() {
     let tmp = tempfile::tempdir().unwrap();
@@ -620,10 +622,22 @@ fn a_first_commit_the_disk_refuses_once_is_answered_and_leaves_the_home_whole() 
         .expect("answered, not left waiting");
     let status = resp.status();
     let body = resp.text().unwrap();
-    // The refused batch was cut back and the run's end retried until the
-    // disk took it (as for any refused end): the call got its answer.
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains(r#""content":"hi""#), "{body}");
+    // Which commit the refusal hits depends on timing: the run's whole
+    // batch (cut back, the run's end retried as any refused end: the call
+    // gets its answer) or entries committed before the run's (the run ends
+    // failed, and the call says why). Either way it is answered — also
+    // when the call followed the session from a seq that was dropped and
+    // minted again — and says what happened.
+    match status.as_u16() {
+        200 => assert!(body.contains(r#""content":"hi""#), "{body}"),
+        _ => {
+            assert!(
+                status.is_client_error() || status.is_server_error(),
+                "{status}: {body}"
+            );
+            assert!(body.contains("the disk refused it"), "{status}: {body}");
+        }
+    }
     drop(served);
     let out = cairn_crash(&home, &["ls", "--json"], None);
     assert!(out.status.success());
@@ -647,9 +661,14 @@ fn a_first_commit_the_disk_refuses_once_is_answered_and_leaves_the_home_whole() 
     }
     let ends = lines
         .iter()
-        .filter(|l| l["payload"]["event"]["type"] == "finished")
+        .filter(|l| {
+            matches!(
+                l["payload"]["event"]["type"].as_str(),
+                Some("finished" | "failed")
+            )
+        })
         .count();
-    assert_eq!(ends, 1, "{lines:?}");
+    assert_eq!(ends, 1, "one end of the one run: {lines:?}");
     let markers = std::fs::read_dir(home.join("workers"))
         .unwrap()
         .filter(|e| e.as_ref().unwrap().path().join("creating").exists())

@@ -208,6 +208,7 @@ impl Core {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(durable);
+        self.live.dropped(durable);
         self.moved.notify_waiters();
     }
 

@@ -47,6 +47,10 @@ struct State {
     last_publish: Option<Instant>,
     first_pending: Option<Instant>,
     pending: usize,
+    /// How many times minted entries were dropped uncommitted, and the
+    /// durable head the last drop went back to (their seqs are minted
+    /// again: see [`Live::dropped`]).
+    drops: (u64, Seq),
 }
 
 /// The bytes every session's live window holds together, against a
@@ -156,6 +160,7 @@ impl Live {
                 last_publish: None,
                 first_pending: None,
                 pending: 0,
+                drops: (0, Seq(0)),
             }),
             notify: Notify::new(),
             receivers: AtomicUsize::new(0),
@@ -288,6 +293,23 @@ impl Live {
     /// Bytes the ring holds.
     pub(crate) fn bytes(&self) -> u64 {
         self.lock().bytes
+    }
+
+    /// Minted entries past `head` were dropped uncommitted (a failed
+    /// commit): their seqs will be minted again for other entries. A
+    /// subscriber that was told to start after one of them goes back to
+    /// `head` ([`Live::drops`]), or it would skip the entries that take
+    /// those seqs.
+    pub(crate) fn dropped(&self, head: Seq) {
+        let mut st = self.lock();
+        st.drops = (st.drops.0 + 1, head);
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// How many drops so far, and the head the last one went back to.
+    pub(crate) fn drops(&self) -> (u64, Seq) {
+        self.lock().drops
     }
 
     /// The last published seq (a new reader starts after it).

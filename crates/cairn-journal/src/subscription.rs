@@ -43,6 +43,8 @@ pub struct Subscription {
     catching_up: bool,
     lagged: bool,
     stash: Option<Arc<SessionEvent>>,
+    /// The journal's drops seen (see [`Live::dropped`]).
+    drops_seen: u64,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -69,6 +71,7 @@ impl Subscription {
         after: Seq,
     ) -> Self {
         let live_seen = live.last_seq();
+        let drops_seen = live.drops().0;
         // Nothing is published after `after` yet: all it will be given
         // comes through the live tail it joined, and the store has nothing
         // to add (a chat call or CLI run following the run it starts —
@@ -85,6 +88,7 @@ impl Subscription {
             catching_up,
             lagged: false,
             stash: None,
+            drops_seen,
         }
     }
 
@@ -97,6 +101,14 @@ impl Subscription {
     /// while catching up is returned as `Err`.
     pub async fn next(&mut self) -> Option<Result<Delivery, StoreError>> {
         loop {
+            let (drops, head) = self.live.drops();
+            if drops != self.drops_seen {
+                // Seqs past `head` were dropped and are minted again: a
+                // start after one of them goes back to `head` (everything
+                // delivered so far was durable, so at or before it).
+                self.drops_seen = drops;
+                self.cursor = self.cursor.min(head);
+            }
             if let Some(item) = self.backlog.pop_front() {
                 if item.seq() <= self.cursor {
                     continue;
