@@ -452,7 +452,9 @@ fn rm_removes_a_worktree_deeper_than_the_descriptor_limit() {
         .unwrap()
         .unwrap()
         .path();
-    // 5,000 levels, made one descriptor at a time.
+    // 5,000 levels, made one descriptor at a time (echo, which opens no
+    // file, got no `artifacts/`: the tree is put there as a user would).
+    std::fs::create_dir(worker.join("runs/1/artifacts")).unwrap();
     let mut dir = cap_std::fs::Dir::open_ambient_dir(
         worker.join("runs/1/artifacts"),
         cap_std::ambient_authority(),

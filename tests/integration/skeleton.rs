@@ -24,6 +24,45 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// A generation's `artifacts/` is made for a controller that imports
+/// wasi:filesystem (its `/`), owner-only, and carried to the next
+/// generation; echo's session, which imports none, gets one as soon as
+/// its worktree holds something to carry.
+#[tokio::test]
+async fn a_controller_that_can_open_files_gets_its_artifacts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let home = tmp.path().join("home");
+    let counter = StartRun::new(ComponentRef::Path(fixture("counter")), "1");
+    let (started, facts, _) = run_to_end(&rt, counter, None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{facts:?}");
+    let worker = home.join("workers").join(started.worker_id.to_string());
+    assert!(names(&worker.join("runs/1")).contains("artifacts"));
+    assert_eq!(mode(&worker.join("runs/1/artifacts")), 0o700);
+    // What it wrote to its `/` is there.
+    assert_eq!(
+        std::fs::read_to_string(worker.join("runs/1/artifacts/stamp.txt")).unwrap(),
+        "from 1"
+    );
+
+    let (started, facts, _) = run_to_end(&rt, start_req("echo", "hi"), None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{facts:?}");
+    let worker = home.join("workers").join(started.worker_id.to_string());
+    assert!(!worker.join("runs/1/artifacts").exists());
+    // A worktree put there (by hand, or a host write) is carried over.
+    std::fs::create_dir(worker.join("runs/1/artifacts")).unwrap();
+    std::fs::write(worker.join("runs/1/artifacts/kept.txt"), b"kept").unwrap();
+    let mut req = start_req("echo", "again");
+    req.worker = Some(started.worker_id);
+    let (_, facts, _) = run_to_end(&rt, req, None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{facts:?}");
+    assert_eq!(facts.generation.0, 2);
+    assert_eq!(
+        std::fs::read(worker.join("runs/2/artifacts/kept.txt")).unwrap(),
+        b"kept"
+    );
+}
+
 #[tokio::test]
 async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
     let tmp = tempfile::tempdir().unwrap();
@@ -71,14 +110,11 @@ async fn echo_lays_out_the_aggregate_and_a_dense_journal() {
         set(&[&format!("{segment}.jsonl")])
     );
     assert_eq!(names(&worker.join("runs")), set(&["1"]));
-    assert_eq!(names(&worker.join("runs/1")), set(&["artifacts"]));
+    // Echo imports no wasi:filesystem: it cannot see a `/`, and gets no
+    // `artifacts/` (see `a_controller_that_can_open_files_gets_its_artifacts`).
+    assert_eq!(names(&worker.join("runs/1")), set(&[]));
     // Owner-only everywhere.
-    for dir in [
-        &home.join("workers"),
-        &worker,
-        &worker.join("runs/1"),
-        &worker.join("runs/1/artifacts"),
-    ] {
+    for dir in [&home.join("workers"), &worker, &worker.join("runs/1")] {
         assert_eq!(mode(dir), 0o700, "{}", dir.display());
     }
     for file in [

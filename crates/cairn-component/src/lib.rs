@@ -543,8 +543,12 @@ impl Components {
         start: RunStart,
     ) -> Result<Outcome, RunTrap> {
         let mut wasi = wasmtime_wasi::WasiCtxBuilder::new();
-        wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
-            .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
+        // A controller that imports no wasi:filesystem cannot see its `/`:
+        // nothing to open (its generation may have no `artifacts/`).
+        if prepared.imports_package("wasi:filesystem") {
+            wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
+                .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
+        }
         if let Some(loan) = &sandbox.loan {
             // The open handle, never the scope's name: a rename or a link
             // the parent makes meanwhile cannot move it.

@@ -731,7 +731,7 @@ pub(crate) fn loans_follow(
         .join("artifacts");
     let (Ok(old), Ok(new)) = (
         cap_std::fs::Dir::open_ambient_dir(&old, cap_std::ambient_authority()),
-        cap_std::fs::Dir::open_ambient_dir(&to.artifacts_path, cap_std::ambient_authority()),
+        super::worktrees::open_artifacts(&to.artifacts_path),
     ) else {
         return;
     };

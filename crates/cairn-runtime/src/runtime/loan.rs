@@ -75,7 +75,7 @@ pub(crate) fn open_scope(artifacts: &Dir, scope: &str) -> Result<Dir, String> {
 /// Make `scope` beneath `artifacts` (cap-std: nothing outside it is
 /// reached) and open it as [`open_scope`] does.
 pub(crate) fn make_scope(artifacts: &Path, scope: &str) -> Result<Dir, String> {
-    let dir = Dir::open_ambient_dir(artifacts, cap_std::ambient_authority())
+    let dir = super::worktrees::open_artifacts(artifacts)
         .map_err(|e| format!("cannot open the caller's artifacts/: {}", e.kind()))?;
     match dir.create_dir_all(scope) {
         // A file or a link on the way: the open names which.
@@ -291,6 +291,35 @@ mod tests {
         }
         assert!(open_scope(&dir, "../x").is_err());
         assert!(open_scope(&dir, "/etc").is_err());
+    }
+
+    /// A generation laid out without `artifacts/` (its controller opens no
+    /// file) gets one, owner-only, when a scope of it is loaned; a link
+    /// put in its place leads nowhere.
+    #[test]
+    fn a_scope_of_a_generation_without_artifacts_makes_them() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let generation = tmp.path().join("w/runs/1");
+        std::fs::create_dir_all(&generation).unwrap();
+        let root = generation.join("artifacts");
+        let scope = make_scope(&root, "lent/deep").unwrap();
+        scope.write("out.txt", "x").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("lent/deep/out.txt")).unwrap(),
+            "x"
+        );
+        let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+
+        let other = tmp.path().join("w/runs/2");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, other.join("artifacts")).unwrap();
+        let err = make_scope(&other.join("artifacts"), "s").unwrap_err();
+        assert!(err.contains("artifacts/"), "{err}");
+        assert!(!outside.join("s").exists(), "nothing made through the link");
     }
 
     /// The attack of the hostile round, in-process: one thread swaps the

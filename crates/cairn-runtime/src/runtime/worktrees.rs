@@ -160,10 +160,24 @@ pub(super) async fn lay_out_started(
         artifacts.to_path_buf(),
     );
     tokio::task::spawn_blocking(move || {
-        let to = cap_std::fs::Dir::open_ambient_dir(&artifacts, cap_std::ambient_authority())?;
+        let to = open_artifacts(&artifacts)?;
         worker.lay_out_worktree(&digest, &to)
     })
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("the worktree it started from cannot be laid out: {e}"))
+}
+
+/// Open a generation's `artifacts/` by its host path, making it when its
+/// layout did not (a controller that can open no file gets none until the
+/// host writes into it: a loaned scope, a restored worktree, moved loans).
+pub(crate) fn open_artifacts(artifacts: &std::path::Path) -> std::io::Result<cap_std::fs::Dir> {
+    let generation = artifacts.parent().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "an artifacts/ path names no generation directory",
+        )
+    })?;
+    let generation = cap_std::fs::Dir::open_ambient_dir(generation, cap_std::ambient_authority())?;
+    crate::fsutil::ensure_dir(&generation, "artifacts")
 }

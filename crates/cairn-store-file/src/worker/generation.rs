@@ -210,7 +210,11 @@ impl WorkerDir {
     /// Lay out a reserved generation: `artifacts/` (a copy of generation
     /// `from`'s, when there is one). `spawned/` and the two logs are made
     /// when first written to (a delegation, the guest's first output): a
-    /// trivial run allocates no inode it leaves empty.
+    /// trivial run allocates no inode it leaves empty. `artifacts/` itself
+    /// is made only when `worktree` says the run may use it (its controller
+    /// can open files, or something is to be moved into it) or there is a
+    /// worktree to carry over: a controller that can open no file gets none
+    /// (a host path that writes into it later makes it).
     ///
     /// The previous worktree is carried only when it is within `budget`
     /// (the new run's limits): one over them — its run was ended for it,
@@ -222,6 +226,7 @@ impl WorkerDir {
         reserved: Reserved,
         from: Option<Generation>,
         budget: &cairn_worktree::Budget,
+        worktree: bool,
     ) -> Result<GenerationDir, WorkerError> {
         let Reserved {
             generation,
@@ -231,33 +236,36 @@ impl WorkerDir {
         let name = generation.to_string();
         let ctx = format!("worker {}: cannot lay out runs/{name}", self.id);
         let mut carried_bytes = 0;
-        let Some(previous) = from else {
-            // Nothing to carry over: made, not opened.
-            fsutil::make_dir(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+        let previous = from.and_then(|previous| {
+            let prev = runs
+                .open_dir(previous.to_string())
+                .and_then(|d| d.open_dir("artifacts"));
+            prev.ok().map(|prev| (previous, prev))
+        });
+        let Some((previous, prev)) = previous else {
+            // Nothing to carry over: made, not opened (or not made).
+            if worktree {
+                fsutil::make_dir(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
+            }
             return Ok(self.laid_out_dir(generation, dir, carried_bytes));
         };
         let artifacts = fsutil::create_dir_new(&dir, "artifacts").map_err(io_err(ctx.clone()))?;
-        if let Ok(prev) = runs
-            .open_dir(previous.to_string())
-            .and_then(|d| d.open_dir("artifacts"))
-        {
-            let ctx = format!(
-                "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
-                self.id
-            );
-            match cairn_worktree::usage(&prev, budget).map_err(io_err(ctx.clone()))? {
-                (used, None) => {
-                    cairn_worktree::copy(&prev, &artifacts, budget.depth).map_err(io_err(ctx))?;
-                    carried_bytes = used.bytes;
-                }
-                (_, Some((limit, value, max))) => {
-                    let note = format!(
-                        "cairn: the worktree of generation {previous} was not carried over: it is over {limit} ({value} > {max}); this generation starts empty\n"
-                    );
-                    if let Ok(mut log) = fsutil::open_append(&dir, "worker.err.log") {
-                        use std::io::Write;
-                        let _ = log.write_all(note.as_bytes());
-                    }
+        let ctx = format!(
+            "worker {}: cannot carry runs/{previous}/artifacts over to runs/{name}",
+            self.id
+        );
+        match cairn_worktree::usage(&prev, budget).map_err(io_err(ctx.clone()))? {
+            (used, None) => {
+                cairn_worktree::copy(&prev, &artifacts, budget.depth).map_err(io_err(ctx))?;
+                carried_bytes = used.bytes;
+            }
+            (_, Some((limit, value, max))) => {
+                let note = format!(
+                    "cairn: the worktree of generation {previous} was not carried over: it is over {limit} ({value} > {max}); this generation starts empty\n"
+                );
+                if let Ok(mut log) = fsutil::open_append(&dir, "worker.err.log") {
+                    use std::io::Write;
+                    let _ = log.write_all(note.as_bytes());
                 }
             }
         }

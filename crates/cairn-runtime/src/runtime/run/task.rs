@@ -202,11 +202,17 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // as worker.json just was, not handed to the blocking pool and
         // back (two thread switches a run on the busiest path).
         let inline = previous.is_none() && loaned_from.is_none();
+        // `artifacts/` is made for a controller that can open files (or
+        // hand its path to an MCP server, `{artifacts}`), or when loans
+        // move into it; a worktree carried over makes it anyway.
+        let worktree = loaned_from.is_some()
+            || plan.prepared.imports_package("wasi:filesystem")
+            || plan.prepared.imports_package("cairn:tools");
         let lay_out = move |handle: &crate::worker::WorkerDir| {
             if let Err(e) = handle.record_manifest(manifest) {
                 tracing::warn!(run_id = %run_id, "metadata.json does not hold the resolved manifest: {e}");
             }
-            let gen_dir = handle.lay_out_generation(reserved, previous, &budget)?;
+            let gen_dir = handle.lay_out_generation(reserved, previous, &budget, worktree)?;
             if let Some(from) = loaned_from {
                 supervisor.loans_follow(parent, from, &gen_dir);
             }
@@ -565,7 +571,12 @@ fn watch_limits(ctx: Arc<RunCtx>, watched: Arc<Mutex<Watched>>) {
     let mut done = ctx.cancel.subscribe();
     let mut activity = ctx.activity.subscribe();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        // The first tick one period in, not at once: the tree it starts
+        // from was measured as it was laid out (a run that ends sooner is
+        // measured at its end, when its guest wrote), and a walk at the
+        // start is a trip to the blocking pool for every run.
+        let period = Duration::from_millis(25);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut next_walk = tokio::time::Instant::now();
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
