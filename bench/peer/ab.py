@@ -10,9 +10,12 @@ Figures, each for both binaries:
               connection per run), requests alternating between the two
   throughput  1,000 trivial runs from 50 concurrent clients, rounds
               alternating (before, after, before, ...)
+  server CPU  during those rounds, each server's user + system CPU time
+              (/proc/PID/stat) per run it served (median of the rounds)
 
 Output: a table; with --json, {"version": 1, "before", "after", "rows":
-[{"figure", "unit", "before", "after", "ratio"}]} (ratio = after/before)."""
+[{"figure", "unit", "before", "after", "ratio"}], "throughput_rounds",
+"cpu_ms_rounds": {"before": [...], "after": [...]}} (ratio = after/before)."""
 
 import argparse, http.client, json, os, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +69,13 @@ def throughput(port, total=1000, clients=50):
     return total / (time.perf_counter() - t)
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("before")
@@ -91,11 +101,15 @@ def main():
                 trivial(ports[n])
                 lat[n].append((time.perf_counter() - t) * 1000)
         tput = {"before": [], "after": []}
+        cpu = {"before": [], "after": []}
         for r in range(a.rounds):
             order = ("before", "after") if r % 2 == 0 else ("after", "before")
             for n in order:
+                pid = servers[n][0].pid
+                c = cpu_seconds(pid)
                 tput[n].append(throughput(ports[n]))
-                log(f"round {r + 1} {n}: {tput[n][-1]:.0f} runs/s")
+                cpu[n].append((cpu_seconds(pid) - c) * 1000 / 1000)  # ms, 1,000 runs a round
+                log(f"round {r + 1} {n}: {tput[n][-1]:.0f} runs/s, {cpu[n][-1]:.3f} ms CPU a run")
     finally:
         for p, _ in servers.values():
             p.terminate()
@@ -107,6 +121,8 @@ def main():
         ("1,000 runs, 50 clients (median round)", "runs/s",
          statistics.median(tput["before"]), statistics.median(tput["after"])),
         ("1,000 runs, 50 clients (slowest round)", "runs/s", min(tput["before"]), min(tput["after"])),
+        ("server CPU per run, 50 clients (median round)", "ms",
+         statistics.median(cpu["before"]), statistics.median(cpu["after"])),
     ]
     print(f"{'figure':<40} {'before':>9} {'after':>9} {'after/before':>13}")
     out = []
@@ -116,7 +132,7 @@ def main():
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"version": 1, "before": a.before, "after": a.after, "rows": out,
-                       "throughput_rounds": tput}, fh, indent=1)
+                       "throughput_rounds": tput, "cpu_ms_rounds": cpu}, fh, indent=1)
             fh.write("\n")
 
 
