@@ -3,10 +3,8 @@
 //! store read at all.
 
 use crate::store::{KINDS, Kind, fixture, next, text};
+use cairn_runtime::Seq;
 use cairn_runtime::journal::{Delivery, Journals};
-use cairn_runtime::store::{JournalItem, JournalStore, Store, StoreError};
-use cairn_runtime::{RunFacts, RunId, Seq, SessionId};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The seqs of the next `n` deliveries, each an event.
@@ -50,123 +48,6 @@ async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live(
     }
 }
 
-/// A store that counts the reads asked of it, passing everything through.
-struct CountingReads {
-    inner: Arc<dyn Store>,
-    reads: std::sync::atomic::AtomicUsize,
-}
-
-impl CountingReads {
-    fn reads(&self) -> usize {
-        self.reads.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn count(&self) {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-#[async_trait::async_trait]
-impl JournalStore for CountingReads {
-    async fn create(
-        &self,
-        session: &SessionId,
-        segment: cairn_runtime::SegmentId,
-    ) -> Result<(), StoreError> {
-        self.inner.create(session, segment).await
-    }
-
-    async fn head(&self, session: &SessionId) -> Result<cairn_runtime::store::Head, StoreError> {
-        self.inner.head(session).await
-    }
-
-    async fn append(
-        &self,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Arc<cairn_runtime::SessionEvent>],
-    ) -> Result<(), StoreError> {
-        self.inner.append(session, expected, events).await
-    }
-
-    async fn read(
-        &self,
-        session: &SessionId,
-        after: Seq,
-        limit: usize,
-    ) -> Result<Vec<JournalItem>, StoreError> {
-        self.count();
-        self.inner.read(session, after, limit).await
-    }
-
-    async fn read_bytes(
-        &self,
-        session: &SessionId,
-        after: Seq,
-        limit: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<JournalItem>, StoreError> {
-        self.count();
-        self.inner
-            .read_bytes(session, after, limit, max_bytes)
-            .await
-    }
-
-    async fn start_segment(
-        &self,
-        session: &SessionId,
-        segment: cairn_runtime::SegmentId,
-        parent: cairn_runtime::SegmentId,
-        first: &[Arc<cairn_runtime::SessionEvent>],
-    ) -> Result<(), StoreError> {
-        self.inner
-            .start_segment(session, segment, parent, first)
-            .await
-    }
-
-    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
-        self.inner.bytes(session).await
-    }
-
-    fn is_complete(&self) -> bool {
-        self.inner.is_complete()
-    }
-}
-
-#[async_trait::async_trait]
-impl cairn_runtime::store::RunStore for CountingReads {
-    async fn finish(
-        &self,
-        before: &[Arc<cairn_runtime::SessionEvent>],
-        terminal: &Arc<cairn_runtime::SessionEvent>,
-        after: &[Arc<cairn_runtime::SessionEvent>],
-        facts: &RunFacts,
-    ) -> Result<(), StoreError> {
-        self.inner.finish(before, terminal, after, facts).await
-    }
-
-    async fn run_facts(
-        &self,
-        session: &SessionId,
-        run: RunId,
-    ) -> Result<Option<RunFacts>, StoreError> {
-        self.inner.run_facts(session, run).await
-    }
-
-    async fn put_checkpoint(
-        &self,
-        session: &SessionId,
-        run: RunId,
-        bytes: &[u8],
-    ) -> Result<String, StoreError> {
-        self.inner.put_checkpoint(session, run, bytes).await
-    }
-
-    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
-        self.inner.checkpoint(session, key).await
-    }
-}
-
 /// A subscriber from the head (a chat call or a CLI run following the run
 /// it starts) gets every later entry once, in order, from the live tail
 /// alone: the store is never read for it. One from before the head still
@@ -175,10 +56,8 @@ impl cairn_runtime::store::RunStore for CountingReads {
 async fn a_subscriber_from_the_head_follows_live_without_reading_the_store() {
     for kind in KINDS {
         let f = fixture(kind, 4096);
-        let counting = Arc::new(CountingReads {
-            inner: f.store.clone(),
-            reads: Default::default(),
-        });
+        // Every read asked of the store counted.
+        let counting = cairn_runtime::store::conformance::Intercepted::new(f.store.clone());
         let journals = Journals::new(counting.clone(), 4096);
         let journal = f.session_in(&journals, "from-head").await;
         let mut head = Seq(0);

@@ -4,111 +4,12 @@
 //! those seqs (a chat call following its run waited forever for the run's
 //! end so).
 
-use async_trait::async_trait;
 use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals};
-use cairn_store::{Head, JournalItem, JournalStore, MemoryStore, RunStore, StoreError};
-use cairn_types::{AgentEvent, Payload, RunFacts, RunId, SegmentId, Seq, SessionEvent, SessionId};
+use cairn_store::MemoryStore;
+use cairn_store::conformance::Intercepted;
+use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionEvent, SessionId};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// A memory store whose next append fails once when told to, as a disk
-/// that refuses a write does.
-struct Refusing {
-    inner: MemoryStore,
-    refuse_next: AtomicBool,
-}
-
-#[async_trait]
-impl JournalStore for Refusing {
-    async fn create(&self, session: &SessionId, segment: SegmentId) -> Result<(), StoreError> {
-        self.inner.create(session, segment).await
-    }
-    async fn head(&self, session: &SessionId) -> Result<Head, StoreError> {
-        self.inner.head(session).await
-    }
-    async fn append(
-        &self,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Arc<SessionEvent>],
-    ) -> Result<(), StoreError> {
-        if self.refuse_next.swap(false, Ordering::AcqRel) {
-            return Err(StoreError::Io {
-                context: format!("session {session}: the test's disk refused the write"),
-                source: std::io::Error::other("refused"),
-            });
-        }
-        self.inner.append(session, expected, events).await
-    }
-    async fn read(
-        &self,
-        session: &SessionId,
-        after: Seq,
-        limit: usize,
-    ) -> Result<Vec<JournalItem>, StoreError> {
-        self.inner.read(session, after, limit).await
-    }
-    async fn read_bytes(
-        &self,
-        session: &SessionId,
-        after: Seq,
-        limit: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<JournalItem>, StoreError> {
-        self.inner
-            .read_bytes(session, after, limit, max_bytes)
-            .await
-    }
-    async fn start_segment(
-        &self,
-        session: &SessionId,
-        segment: SegmentId,
-        parent: SegmentId,
-        first: &[Arc<SessionEvent>],
-    ) -> Result<(), StoreError> {
-        self.inner
-            .start_segment(session, segment, parent, first)
-            .await
-    }
-    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
-        self.inner.bytes(session).await
-    }
-    fn is_complete(&self) -> bool {
-        self.inner.is_complete()
-    }
-}
-
-#[async_trait]
-impl RunStore for Refusing {
-    async fn finish(
-        &self,
-        before: &[Arc<SessionEvent>],
-        terminal: &Arc<SessionEvent>,
-        after: &[Arc<SessionEvent>],
-        facts: &RunFacts,
-    ) -> Result<(), StoreError> {
-        self.inner.finish(before, terminal, after, facts).await
-    }
-    async fn run_facts(
-        &self,
-        session: &SessionId,
-        run: RunId,
-    ) -> Result<Option<RunFacts>, StoreError> {
-        self.inner.run_facts(session, run).await
-    }
-    async fn put_checkpoint(
-        &self,
-        session: &SessionId,
-        run: RunId,
-        bytes: &[u8],
-    ) -> Result<String, StoreError> {
-        self.inner.put_checkpoint(session, run, bytes).await
-    }
-    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
-        self.inner.checkpoint(session, key).await
-    }
-}
 
 fn text(t: &str) -> Payload {
     Payload::Agent(AgentEvent::TextDelta {
@@ -126,10 +27,7 @@ fn text_of(e: &SessionEvent) -> Option<&str> {
 
 #[tokio::test]
 async fn a_subscriber_after_a_dropped_seq_gets_the_entry_that_takes_it() {
-    let store = Arc::new(Refusing {
-        inner: MemoryStore::new(1024),
-        refuse_next: AtomicBool::new(false),
-    });
+    let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
     let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
     let session = SessionId::parse("refused").unwrap();
     let journal = journals.create(&session, SegmentId::new()).await.unwrap();
@@ -144,7 +42,7 @@ async fn a_subscriber_after_a_dropped_seq_gets_the_entry_that_takes_it() {
     let mut follower = journal.subscribe(minted);
     // The disk refuses the commit that holds it: it is dropped, and seq 3
     // is minted again for the next entry.
-    store.refuse_next.store(true, Ordering::Release);
+    store.refuse_next_append();
     let refused = journal.commit().await.unwrap_err();
     assert!(refused.to_string().contains("refused"), "{refused}");
     let again = journal.append(None, text("takes seq 3")).await.unwrap();
@@ -174,10 +72,7 @@ async fn a_subscriber_after_a_dropped_seq_gets_the_entry_that_takes_it() {
 /// given them again: it rewinds only to the durable head.
 #[tokio::test]
 async fn a_follower_at_the_head_is_given_nothing_twice_after_a_drop() {
-    let store = Arc::new(Refusing {
-        inner: MemoryStore::new(1024),
-        refuse_next: AtomicBool::new(false),
-    });
+    let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
     let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
     let session = SessionId::parse("refused-head").unwrap();
     let journal = journals.create(&session, SegmentId::new()).await.unwrap();
@@ -195,7 +90,7 @@ async fn a_follower_at_the_head_is_given_nothing_twice_after_a_drop() {
     }
     assert_eq!(seen, [Seq(1), Seq(2)]);
     journal.append_seq(None, text("dropped")).await.unwrap();
-    store.refuse_next.store(true, Ordering::Release);
+    store.refuse_next_append();
     journal.commit().await.unwrap_err();
     journal.append(None, text("three")).await.unwrap();
     match tokio::time::timeout(Duration::from_secs(5), follower.next())

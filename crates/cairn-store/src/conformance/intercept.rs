@@ -1,0 +1,145 @@
+//! A store that passes every call through to another and lets a test see
+//! or refuse some on the way: count the reads a subscriber makes, refuse
+//! an append as a full disk would.
+
+use crate::{Head, JournalItem, JournalStore, RunStore, Store, StoreError};
+use cairn_types::event::{RunFacts, SessionEvent};
+use cairn_types::ids::{RunId, SegmentId, Seq, SessionId};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// `inner`, with its reads counted and its next append refused on demand.
+pub struct Intercepted {
+    inner: Arc<dyn Store>,
+    reads: AtomicUsize,
+    refuse_next_append: AtomicBool,
+}
+
+impl Intercepted {
+    /// Pass everything to `inner`.
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Intercepted {
+            inner,
+            reads: AtomicUsize::new(0),
+            refuse_next_append: AtomicBool::new(false),
+        })
+    }
+
+    /// Journal reads asked of it so far (`read` and `read_bytes`).
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Refuse the next append (an `Io` error naming a refused write), as
+    /// a disk that refuses one write does; later ones pass.
+    pub fn refuse_next_append(&self) {
+        self.refuse_next_append.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl JournalStore for Intercepted {
+    async fn create(&self, session: &SessionId, segment: SegmentId) -> Result<(), StoreError> {
+        self.inner.create(session, segment).await
+    }
+
+    async fn head(&self, session: &SessionId) -> Result<Head, StoreError> {
+        self.inner.head(session).await
+    }
+
+    async fn append(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        if self.refuse_next_append.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Io {
+                context: format!("session {session}: the disk refused the write (a test's fault)"),
+                source: std::io::Error::other("refused"),
+            });
+        }
+        self.inner.append(session, expected, events).await
+    }
+
+    async fn read(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read(session, after, limit).await
+    }
+
+    async fn read_bytes(
+        &self,
+        session: &SessionId,
+        after: Seq,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<JournalItem>, StoreError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner
+            .read_bytes(session, after, limit, max_bytes)
+            .await
+    }
+
+    async fn start_segment(
+        &self,
+        session: &SessionId,
+        segment: SegmentId,
+        parent: SegmentId,
+        first: &[Arc<SessionEvent>],
+    ) -> Result<(), StoreError> {
+        self.inner
+            .start_segment(session, segment, parent, first)
+            .await
+    }
+
+    async fn bytes(&self, session: &SessionId) -> Result<u64, StoreError> {
+        self.inner.bytes(session).await
+    }
+
+    fn is_complete(&self) -> bool {
+        self.inner.is_complete()
+    }
+
+    fn location(&self, session: &SessionId) -> Option<String> {
+        self.inner.location(session)
+    }
+}
+
+#[async_trait::async_trait]
+impl RunStore for Intercepted {
+    async fn finish(
+        &self,
+        before: &[Arc<SessionEvent>],
+        terminal: &Arc<SessionEvent>,
+        after: &[Arc<SessionEvent>],
+        facts: &RunFacts,
+    ) -> Result<(), StoreError> {
+        self.inner.finish(before, terminal, after, facts).await
+    }
+
+    async fn run_facts(
+        &self,
+        session: &SessionId,
+        run: RunId,
+    ) -> Result<Option<RunFacts>, StoreError> {
+        self.inner.run_facts(session, run).await
+    }
+
+    async fn put_checkpoint(
+        &self,
+        session: &SessionId,
+        run: RunId,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        self.inner.put_checkpoint(session, run, bytes).await
+    }
+
+    async fn checkpoint(&self, session: &SessionId, key: &str) -> Result<Vec<u8>, StoreError> {
+        self.inner.checkpoint(session, key).await
+    }
+}
