@@ -9,7 +9,10 @@ Figures, each for both binaries:
   p50 / p99   trivial run (echo via POST /v1/chat/completions, a new
               connection per run), requests alternating between the two
   throughput  1,000 trivial runs from 50 concurrent clients, rounds
-              alternating (before, after, before, ...)
+              alternating (before, after, then after, before, ...): the
+              server that goes second in a round tends to do better, so
+              the rounds are even (an odd --rounds is raised by one) and
+              each binary opens half of them
   server CPU  during those rounds, each server's user + system CPU time
               (/proc/PID/stat) per run it served (median of the rounds)
 
@@ -81,9 +84,12 @@ def main():
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--runs", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.rounds % 2:
+        a.rounds += 1
+        log(f"--rounds raised to {a.rounds}: each binary opens half of the rounds")
     work = tempfile.mkdtemp(prefix="cairn-ab-")
     servers = {}
     try:
