@@ -151,6 +151,12 @@ impl Prepared {
     pub fn imports_package(&self, package: &str) -> bool {
         (self.imports.iter()).any(|i| i.strip_prefix(package).is_some_and(|r| r.starts_with('/')))
     }
+
+    /// Whether it can open files (imports `wasi:filesystem`): only then
+    /// does it see a `/` (its generation's `artifacts/`, preopened).
+    pub fn opens_files(&self) -> bool {
+        self.imports_package("wasi:filesystem")
+    }
 }
 
 /// The digest cairn uses for component bytes.
@@ -545,7 +551,7 @@ impl Components {
         let mut wasi = wasmtime_wasi::WasiCtxBuilder::new();
         // A controller that imports no wasi:filesystem cannot see its `/`:
         // nothing to open (its generation may have no `artifacts/`).
-        if prepared.imports_package("wasi:filesystem") {
+        if prepared.opens_files() {
             wasi.preopened_dir(&sandbox.artifacts, "/", wasmtime_wasi::FsPerms::ReadWrite)
                 .map_err(|e| RunTrap::Setup(format!("cannot preopen artifacts/: {e:#}")))?;
         }

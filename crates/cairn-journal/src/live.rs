@@ -47,10 +47,9 @@ struct State {
     last_publish: Option<Instant>,
     first_pending: Option<Instant>,
     pending: usize,
-    /// How many times minted entries were dropped uncommitted, and the
-    /// durable head the last drop went back to (their seqs are minted
-    /// again: see [`Live::dropped`]).
-    drops: (u64, Seq),
+    /// The durable head the last drop of minted entries went back to
+    /// (their seqs are minted again: see [`Live::dropped`]).
+    drop_head: Seq,
 }
 
 /// The bytes every session's live window holds together, against a
@@ -144,6 +143,10 @@ pub(crate) struct Live {
     notify: Notify,
     receivers: AtomicUsize,
     deferred: AtomicBool,
+    /// How many drops so far: read by every subscriber before each entry
+    /// it takes, so without the ring's lock (the head is read under it
+    /// only when this moved).
+    drops: AtomicU64,
 }
 
 impl Live {
@@ -160,11 +163,12 @@ impl Live {
                 last_publish: None,
                 first_pending: None,
                 pending: 0,
-                drops: (0, Seq(0)),
+                drop_head: Seq(0),
             }),
             notify: Notify::new(),
             receivers: AtomicUsize::new(0),
             deferred: AtomicBool::new(false),
+            drops: AtomicU64::new(0),
         })
     }
 
@@ -301,15 +305,19 @@ impl Live {
     /// `head` ([`Live::drops`]), or it would skip the entries that take
     /// those seqs.
     pub(crate) fn dropped(&self, head: Seq) {
-        let mut st = self.lock();
-        st.drops = (st.drops.0 + 1, head);
-        drop(st);
+        self.lock().drop_head = head;
+        self.drops.fetch_add(1, Ordering::AcqRel);
         self.notify.notify_waiters();
     }
 
-    /// How many drops so far, and the head the last one went back to.
-    pub(crate) fn drops(&self) -> (u64, Seq) {
-        self.lock().drops
+    /// How many drops so far.
+    pub(crate) fn drop_count(&self) -> u64 {
+        self.drops.load(Ordering::Acquire)
+    }
+
+    /// The head the last drop went back to.
+    pub(crate) fn drop_head(&self) -> Seq {
+        self.lock().drop_head
     }
 
     /// The last published seq (a new reader starts after it).

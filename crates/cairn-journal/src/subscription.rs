@@ -71,7 +71,7 @@ impl Subscription {
         after: Seq,
     ) -> Self {
         let live_seen = live.last_seq();
-        let drops_seen = live.drops().0;
+        let drops_seen = live.drop_count();
         // Nothing is published after `after` yet: all it will be given
         // comes through the live tail it joined, and the store has nothing
         // to add (a chat call or CLI run following the run it starts —
@@ -101,13 +101,13 @@ impl Subscription {
     /// while catching up is returned as `Err`.
     pub async fn next(&mut self) -> Option<Result<Delivery, StoreError>> {
         loop {
-            let (drops, head) = self.live.drops();
+            let drops = self.live.drop_count();
             if drops != self.drops_seen {
-                // Seqs past `head` were dropped and are minted again: a
-                // start after one of them goes back to `head` (everything
+                // Seqs past the head were dropped and are minted again: a
+                // start after one of them goes back to the head (everything
                 // delivered so far was durable, so at or before it).
                 self.drops_seen = drops;
-                self.cursor = self.cursor.min(head);
+                self.cursor = self.cursor.min(self.live.drop_head());
             }
             if let Some(item) = self.backlog.pop_front() {
                 if item.seq() <= self.cursor {

@@ -4,7 +4,7 @@
 //! those seqs (a chat call following its run waited forever for the run's
 //! end so).
 
-use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals};
+use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
 use cairn_store::MemoryStore;
 use cairn_store::conformance::Intercepted;
 use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionEvent, SessionId};
@@ -25,12 +25,31 @@ fn text_of(e: &SessionEvent) -> Option<&str> {
     }
 }
 
-#[tokio::test]
-async fn a_subscriber_after_a_dropped_seq_gets_the_entry_that_takes_it() {
+/// A new session's journal over a memory store that refuses an append on
+/// demand (the journal's registry kept alive beside it).
+async fn journal(name: &str) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
     let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
     let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
-    let session = SessionId::parse("refused").unwrap();
+    let session = SessionId::parse(name).unwrap();
     let journal = journals.create(&session, SegmentId::new()).await.unwrap();
+    (store, journals, journal)
+}
+
+/// The follower's next delivery, which must be an event and come within
+/// five seconds (`waited` says what was waited for).
+async fn next_event(follower: &mut Subscription, waited: &str) -> Arc<SessionEvent> {
+    match tokio::time::timeout(Duration::from_secs(5), follower.next())
+        .await
+        .unwrap_or_else(|_| panic!("the follower was left waiting for {waited}"))
+    {
+        Some(Ok(Delivery::Event(e))) => e,
+        other => panic!("expected {waited}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_subscriber_after_a_dropped_seq_gets_the_entry_that_takes_it() {
+    let (store, _journals, journal) = journal("refused").await;
     // Seq 1 is the segment's creation; seq 2 a durable entry.
     let durable = journal.append(None, text("durable")).await.unwrap();
     assert_eq!(durable.seq, Seq(2));
@@ -47,60 +66,32 @@ async fn a_subscriber_after_a_dropped_seq_gets_the_entry_that_takes_it() {
     assert!(refused.to_string().contains("refused"), "{refused}");
     let again = journal.append(None, text("takes seq 3")).await.unwrap();
     assert_eq!(again.seq, Seq(3));
-    let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
-        .await
-        .expect("the follower is given the entry that took the dropped seq, not left waiting");
-    match next {
-        Some(Ok(Delivery::Event(e))) => {
-            assert_eq!(e.seq, Seq(3));
-            assert_eq!(text_of(&e), Some("takes seq 3"));
-        }
-        other => panic!("expected seq 3, got {other:?}"),
-    }
+    let e = next_event(&mut follower, "the entry that took the dropped seq").await;
+    assert_eq!(e.seq, Seq(3));
+    assert_eq!(text_of(&e), Some("takes seq 3"));
     // Nothing it was given is given twice, and it goes on from there.
     let later = journal.append(None, text("after")).await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
-        .await
-        .unwrap();
-    match next {
-        Some(Ok(Delivery::Event(e))) => assert_eq!(e.seq, later.seq),
-        other => panic!("expected seq {}, got {other:?}", later.seq.0),
-    }
+    let e = next_event(&mut follower, "the entry after it").await;
+    assert_eq!(e.seq, later.seq);
 }
 
 /// A follower that had already been given entries before the drop is not
 /// given them again: it rewinds only to the durable head.
 #[tokio::test]
 async fn a_follower_at_the_head_is_given_nothing_twice_after_a_drop() {
-    let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
-    let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
-    let session = SessionId::parse("refused-head").unwrap();
-    let journal = journals.create(&session, SegmentId::new()).await.unwrap();
+    let (store, _journals, journal) = journal("refused-head").await;
     let mut follower = journal.subscribe(Seq(0));
     journal.append(None, text("one")).await.unwrap();
     let mut seen = Vec::new();
     for _ in 0..2 {
-        match tokio::time::timeout(Duration::from_secs(5), follower.next())
-            .await
-            .unwrap()
-        {
-            Some(Ok(Delivery::Event(e))) => seen.push(e.seq),
-            other => panic!("{other:?}"),
-        }
+        seen.push(next_event(&mut follower, "the first entries").await.seq);
     }
     assert_eq!(seen, [Seq(1), Seq(2)]);
     journal.append_seq(None, text("dropped")).await.unwrap();
     store.refuse_next_append();
     journal.commit().await.unwrap_err();
     journal.append(None, text("three")).await.unwrap();
-    match tokio::time::timeout(Duration::from_secs(5), follower.next())
-        .await
-        .unwrap()
-    {
-        Some(Ok(Delivery::Event(e))) => {
-            assert_eq!(e.seq, Seq(3));
-            assert_eq!(text_of(&e), Some("three"));
-        }
-        other => panic!("{other:?}"),
-    }
+    let e = next_event(&mut follower, "the entry that took seq 3").await;
+    assert_eq!(e.seq, Seq(3));
+    assert_eq!(text_of(&e), Some("three"));
 }

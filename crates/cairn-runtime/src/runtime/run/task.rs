@@ -206,7 +206,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // hand its path to an MCP server, `{artifacts}`), or when loans
         // move into it; a worktree carried over makes it anyway.
         let worktree = loaned_from.is_some()
-            || plan.prepared.imports_package("wasi:filesystem")
+            || plan.prepared.opens_files()
             || plan.prepared.imports_package("cairn:tools");
         let lay_out = move |handle: &crate::worker::WorkerDir| {
             if let Err(e) = handle.record_manifest(manifest) {
