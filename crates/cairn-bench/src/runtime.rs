@@ -145,34 +145,46 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<(f64, f64, f64, f64)>
     // its run is the start path's, but the one of the terminal entry.
     let component = ComponentRef::BuiltIn("bench-emit".into());
     rt.add_component(&component).await?;
-    let mut times = Vec::new();
-    let mut syncs = 0u64;
-    for _ in 0..k {
-        let (session, _) = rt.create_session(None).await?;
-        let mut sub = rt.subscribe(&session, Seq(0)).await?;
-        let mut req = StartRun::new(component.clone(), "0");
-        req.session = Some(session);
-        let s0 = cairn_runtime::fsutil::syncs();
-        let t = Instant::now();
-        let started = rt.start(req).await?;
-        loop {
-            match sub.next().await {
-                Some(Ok(Delivery::Event(e)))
-                    if matches!(
-                        e.payload,
-                        Payload::Lifecycle(LifecycleEvent::Started { .. })
-                    ) =>
-                {
-                    break;
+    // Started from a task on the runtime's workers, as every caller of
+    // `start` is (an HTTP handler, the queue, a delegation): a caller on
+    // a thread of its own pays a wake-up of a parked worker to begin the
+    // run and another to hear of it, which no start in a server does.
+    let starts = async move {
+        let mut times = Vec::new();
+        let mut syncs = 0u64;
+        for _ in 0..k {
+            let (session, _) = rt.create_session(None).await?;
+            // Followed from its head, as a chat call or an observer of the
+            // session follows the run it starts: what is measured is the
+            // start, not a read of the session's creation entry.
+            let head = rt.last_seq(&session).await?;
+            let mut sub = rt.subscribe(&session, head).await?;
+            let mut req = StartRun::new(component.clone(), "0");
+            req.session = Some(session);
+            let s0 = cairn_runtime::fsutil::syncs();
+            let t = Instant::now();
+            let started = rt.start(req).await?;
+            loop {
+                match sub.next().await {
+                    Some(Ok(Delivery::Event(e)))
+                        if matches!(
+                            e.payload,
+                            Payload::Lifecycle(LifecycleEvent::Started { .. })
+                        ) =>
+                    {
+                        break;
+                    }
+                    Some(Ok(_)) => {}
+                    _ => anyhow::bail!("the journal closed before Started"),
                 }
-                Some(Ok(_)) => {}
-                _ => anyhow::bail!("the journal closed before Started"),
             }
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+            rt.wait(started.run_id).await?;
+            syncs += (cairn_runtime::fsutil::syncs() - s0).saturating_sub(1);
         }
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-        rt.wait(started.run_id).await?;
-        syncs += (cairn_runtime::fsutil::syncs() - s0).saturating_sub(1);
-    }
+        Ok::<_, anyhow::Error>((times, syncs))
+    };
+    let (mut times, syncs) = tokio::spawn(starts).await??;
     times.sort_by(|a, b| a.total_cmp(b));
     // One raw fdatasync of a small append on the same disk, for the baseline.
     let path = dir.join("one-fsync");

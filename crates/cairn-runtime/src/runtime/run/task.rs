@@ -119,12 +119,13 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             },
         };
         let batch = vec![Payload::Lifecycle(reserved_entry), Payload::Lifecycle(second)];
+        let mut told = false;
         let written = match plan.first_commit {
             // Durable before the layout and the controller's start.
             crate::runtime::FirstCommit::Now => {
                 ctx.journal.append_batch(Some(ctx.run_id), batch).await.map(|written| {
                     if let Some(durable) = plan.durable.take() {
-                        let _ = durable.send(());
+                        told = durable.send(()).is_ok();
                     }
                     written.into_iter().map(Arc::new).collect::<Vec<_>>()
                 })
@@ -151,6 +152,13 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                     written
                 }),
         };
+        // Whoever waits for the start (an HTTP handler's answer) and the
+        // followers told of `Started` go first: woken from this worker,
+        // they would otherwise wait behind the layout and the instance's
+        // making, which run to their first pause without yielding.
+        if told {
+            tokio::task::yield_now().await;
+        }
         let written = match written {
             Ok(written) => written,
             Err(e) => {
