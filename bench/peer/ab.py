@@ -8,6 +8,9 @@ request by request and round by round so both see the same machine state
 Figures, each for both binaries:
   p50 / p99   trivial run (echo via POST /v1/chat/completions, a new
               connection per run), requests alternating between the two
+  start       the answer to POST /v1/runs (echo in a new session: 202 once
+              the run's first entries are durable), p50 / p99, requests
+              alternating, 5 ms apart (the run ends in between)
   throughput  1,000 trivial runs from 50 concurrent clients, rounds
               alternating (before, after, then after, before, ...): the
               server that goes second in a round tends to do better, so
@@ -38,6 +41,22 @@ def trivial(port):
     out = r.read()
     c.close()
     assert r.status == 200, (r.status, out[:200])
+
+
+def start(port):
+    """Milliseconds until POST /v1/runs answers (the run goes on after)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.connect()
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    body = json.dumps({"component": "echo", "prompt": "hi"})
+    t = time.perf_counter()
+    c.request("POST", "/v1/runs", body=body, headers={"content-type": "application/json"})
+    r = c.getresponse()
+    out = r.read()
+    elapsed = (time.perf_counter() - t) * 1000
+    c.close()
+    assert r.status == 202, (r.status, out[:200])
+    return elapsed
 
 
 def serve(binary, home):
@@ -106,6 +125,12 @@ def main():
                 t = time.perf_counter()
                 trivial(ports[n])
                 lat[n].append((time.perf_counter() - t) * 1000)
+        answered = {"before": [], "after": []}
+        for i in range(a.runs):
+            order = ("before", "after") if i % 2 == 0 else ("after", "before")
+            for n in order:
+                answered[n].append(start(ports[n]))
+                time.sleep(0.005)
         tput = {"before": [], "after": []}
         cpu = {"before": [], "after": []}
         for r in range(a.rounds):
@@ -124,6 +149,8 @@ def main():
     rows = [
         ("trivial run p50", "ms", pct(lat["before"], 50), pct(lat["after"], 50)),
         ("trivial run p99", "ms", pct(lat["before"], 99), pct(lat["after"], 99)),
+        ("run start answered, p50", "ms", pct(answered["before"], 50), pct(answered["after"], 50)),
+        ("run start answered, p99", "ms", pct(answered["before"], 99), pct(answered["after"], 99)),
         ("1,000 runs, 50 clients (median round)", "runs/s",
          statistics.median(tput["before"]), statistics.median(tput["after"])),
         ("1,000 runs, 50 clients (slowest round)", "runs/s", min(tput["before"]), min(tput["after"])),

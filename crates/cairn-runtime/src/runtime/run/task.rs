@@ -152,10 +152,8 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                     written
                 }),
         };
-        // Whoever waits for the start (an HTTP handler's answer) and the
-        // followers told of `Started` go first: woken from this worker,
-        // they would otherwise wait behind the layout and the instance's
-        // making, which run to their first pause without yielding.
+        // Whoever waits for the start (an HTTP handler) goes first: woken
+        // on this worker, it would wait behind the layout and the instance.
         if told {
             tokio::task::yield_now().await;
         }
