@@ -645,3 +645,37 @@ async fn history_is_derived_from_the_journal_and_state_is_computed() {
     );
     let _ = ObserverRole::Collecting;
 }
+
+/// A start is answered once its first entries are durable, before the run
+/// records its generation in `worker.json` and lays it out: on one thread,
+/// the caller it woke runs first. Before, the run task went straight on to
+/// the layout and the instance, and its caller — an HTTP handler on the
+/// same worker thread — waited behind them (0.5–1 ms a start).
+#[tokio::test(flavor = "current_thread")]
+async fn a_start_is_answered_before_the_run_lays_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let (session, worker) = rt.create_session(None).await.unwrap();
+    let record = tmp
+        .path()
+        .join("home/workers")
+        .join(worker.to_string())
+        .join("worker.json");
+    let last_generation = || {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+        doc["last_generation"].as_u64().unwrap()
+    };
+    assert_eq!(last_generation(), 0);
+    let mut req = StartRun::new(ComponentRef::BuiltIn("echo".into()), "hi");
+    req.session = Some(session.clone());
+    let started = rt.start(req).await.unwrap();
+    // Generation 1 is reserved and journaled; nothing has run since.
+    assert_eq!(
+        last_generation(),
+        0,
+        "the run recorded its generation before its caller was answered"
+    );
+    rt.wait(started.run_id).await.unwrap();
+    assert_eq!(last_generation(), 1);
+}
