@@ -54,6 +54,13 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 900 
 const page = await context.newPage();
 const errors = [];
 page.on('pageerror', (e) => errors.push(e.message));
+// Requests the page is still waiting on, named when a step fails (a
+// step once timed out with the viewer waiting on one: which, and since
+// when, is what to look at).
+const inflight = new Map();
+page.on('request', (r) => inflight.set(r, Date.now()));
+page.on('requestfinished', (r) => inflight.delete(r));
+page.on('requestfailed', (r) => inflight.delete(r));
 async function shot(name) {
   const file = path.join(cfg.shots, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
@@ -66,6 +73,8 @@ async function step(name, f) {
   } catch (e) {
     await shot(`FAILED-${name}`).catch(() => {});
     console.error(`step "${name}" failed: ${e.stack ?? e}`);
+    const waiting = [...inflight].map(([r, at]) => `${r.method()} ${r.url()} (${Date.now() - at} ms)`);
+    console.error(`requests the page still waits on: ${waiting.length ? waiting.join('; ') : 'none'}`);
     console.log(JSON.stringify(report));
     process.exit(1);
   }
