@@ -31,32 +31,29 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def trivial(port):
+def post(port, path, payload, status):
+    """POST `payload` on a new connection; milliseconds from the request to
+    its whole answer, which must have `status`."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     c.connect()
     c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    body = json.dumps({"model": "echo", "messages": [{"role": "user", "content": "hi"}]})
-    c.request("POST", "/v1/chat/completions", body=body, headers={"content-type": "application/json"})
-    r = c.getresponse()
-    out = r.read()
-    c.close()
-    assert r.status == 200, (r.status, out[:200])
-
-
-def start(port):
-    """Milliseconds until POST /v1/runs answers (the run goes on after)."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.connect()
-    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    body = json.dumps({"component": "echo", "prompt": "hi"})
     t = time.perf_counter()
-    c.request("POST", "/v1/runs", body=body, headers={"content-type": "application/json"})
+    c.request("POST", path, body=json.dumps(payload), headers={"content-type": "application/json"})
     r = c.getresponse()
     out = r.read()
     elapsed = (time.perf_counter() - t) * 1000
     c.close()
-    assert r.status == 202, (r.status, out[:200])
+    assert r.status == status, (r.status, out[:200])
     return elapsed
+
+
+def trivial(port):
+    post(port, "/v1/chat/completions", {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}, 200)
+
+
+def start(port):
+    """Milliseconds until POST /v1/runs answers (the run goes on after)."""
+    return post(port, "/v1/runs", {"component": "echo", "prompt": "hi"}, 202)
 
 
 def serve(binary, home):
