@@ -44,6 +44,18 @@ pub fn create_file_new(dir: &Dir, name: &str) -> io::Result<cap_std::fs::File> {
     dir.open_with(name, &opts)
 }
 
+/// Make the marker `name` in `dir`: a hard link to `target` in
+/// `target_dir` (no inode of its own to allocate, and none to free when
+/// it goes), or, where the filesystem refuses links, a new empty file.
+/// An existing `name` is an error either way.
+pub fn mark(target_dir: &Dir, target: &str, dir: &Dir, name: &str) -> io::Result<()> {
+    match target_dir.hard_link(target, dir, name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => create_file_new(dir, name).map(drop),
+    }
+}
+
 static SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// fsync/fdatasync calls this process made through cairn's stores (for
@@ -502,6 +514,42 @@ mod overwrite_tests {
             assert_eq!(std::fs::read(&path).unwrap(), bytes);
             assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
         }
+    }
+
+    /// A marker is a second name for its target where the filesystem
+    /// links (no inode of its own); one that exists already is an error;
+    /// where no link can be made (here: no target), an empty file.
+    #[test]
+    fn a_marker_is_a_link_to_its_target_or_else_an_empty_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let sub = create_dir_new(&root, "sub").unwrap();
+        write_new(&sub, "doc.json", b"{}").unwrap();
+        mark(&sub, "doc.json", &root, "creating").unwrap();
+        let (doc, marker) = (
+            std::fs::metadata(tmp.path().join("sub/doc.json")).unwrap(),
+            std::fs::metadata(tmp.path().join("creating")).unwrap(),
+        );
+        assert_eq!(
+            marker.ino(),
+            doc.ino(),
+            "the marker has an inode of its own"
+        );
+        assert_eq!(doc.nlink(), 2);
+        let again = mark(&sub, "doc.json", &root, "creating").unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        root.remove_file("creating").unwrap();
+        assert_eq!(
+            std::fs::metadata(tmp.path().join("sub/doc.json"))
+                .unwrap()
+                .nlink(),
+            1
+        );
+
+        mark(&sub, "missing.json", &root, "forking").unwrap();
+        let fallback = std::fs::metadata(tmp.path().join("forking")).unwrap();
+        assert!(fallback.is_file());
+        assert_eq!((fallback.len(), fallback.nlink()), (0, 1));
     }
 }
 

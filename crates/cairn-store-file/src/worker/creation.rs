@@ -293,12 +293,6 @@ impl Home {
         let laid_out = (|| -> Result<LaidOut, WorkerError> {
             let dir =
                 fsutil::create_dir_new(&self.inner.workers, &temp).map_err(io_err(ctx.clone()))?;
-            // The marker's presence is what counts (synced with the
-            // directory), not its bytes: it holds none, so removing it at
-            // the first commit frees no block (on a filesystem mounted
-            // `discard` without a journal, each freed block is a wait for
-            // the device).
-            fsutil::create_file_new(&dir, marker).map_err(io_err(ctx.clone()))?;
             let session_dir =
                 fsutil::create_dir_new(&dir, "session").map_err(io_err(ctx.clone()))?;
             let segments =
@@ -370,6 +364,16 @@ impl Home {
             let handles = handles
                 .into_iter()
                 .collect::<io::Result<Vec<_>>>()
+                .map_err(io_err(ctx.clone()))?;
+            // The marker's presence is what counts (synced with the
+            // directory), not its bytes. It is a second name for
+            // `session/session.json`, which never changes: removing it at
+            // the first commit frees no inode and no block. (A freed inode
+            // is what every later creation skips on a filesystem without
+            // a journal for minutes — ext4's recently-deleted check — and
+            // on one mounted `discard`, each freed block is a wait for the
+            // device.) Where links are refused, an empty file.
+            fsutil::mark(&session_dir, "session.json", &dir, marker)
                 .map_err(io_err(ctx.clone()))?;
             // session.json's identity as written, for the cache: from its
             // handle, not by name again.
@@ -538,10 +542,11 @@ mod tests {
             .join("workers")
             .join(worker.id.to_string())
             .join(CREATING);
+        let session_json = inode("session/session.json");
         assert_eq!(
-            std::fs::metadata(&marker).unwrap().len(),
-            0,
-            "the creating marker holds bytes (its removal would free a block)"
+            std::fs::metadata(&marker).unwrap().ino(),
+            session_json,
+            "the creating marker is not a second name for session.json (its removal would free an inode)"
         );
         let before = syncs();
         worker.record_manifest(manifest("1")).unwrap();
@@ -581,6 +586,19 @@ mod tests {
             "the first commit synced nothing"
         );
         assert!(!home.awaits_first_commit(worker.id));
+        assert!(!marker.exists(), "the first commit left the marker");
+        let doc = std::fs::metadata(
+            tmp.path()
+                .join("workers")
+                .join(worker.id.to_string())
+                .join("session/session.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            (doc.ino(), doc.nlink()),
+            (session_json, 1),
+            "removing the marker did more than drop session.json's second name"
+        );
 
         // After it: replaced atomically; the manifest (a projection of the
         // journal's `Started`) without a sync, any other change synced.
