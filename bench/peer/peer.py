@@ -61,8 +61,10 @@ second run one minute after the first measured cairn's 50-client row at
 
 Output: a table on stdout; with --json, {"version": 2, "obelisk", "restate",
 "quick", "settle_s", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
-"restate", "ratio_obelisk", "ratio_restate"}]}, a ratio being cairn / peer
-(null where the peer was not run).
+"restate", "ratio_obelisk", "ratio_restate"}], "latencies_ms": {server:
+[ms, ...]}}, a ratio being cairn / peer (null where the peer was not run),
+the latencies each server's sequential trivial runs in the order made (the
+p50/p99 rows' samples: the log names the five slowest and where they came).
 """
 
 import argparse
@@ -485,7 +487,10 @@ def measure(servers, quick, settle=0.0):
     for s in servers:
         o = out[s.name]
         o["p50"], o["p99"] = pct(lat[s.name], 50), pct(lat[s.name], 99)
-        log(f"{s.name}: trivial run p50 {o['p50']:.2f} ms, p99 {o['p99']:.2f} ms")
+        o["latencies"] = lat[s.name]
+        slowest = sorted(range(n), key=lambda i: -lat[s.name][i])[:5]
+        log(f"{s.name}: trivial run p50 {o['p50']:.2f} ms, p99 {o['p99']:.2f} ms; slowest: "
+            + ", ".join(f"#{i + 1} {lat[s.name][i]:.1f} ms" for i in slowest))
     # Throughput: 50 clients, three rounds each, rounds alternating — a
     # server whose throughput falls as its unwritten bytes pile up shows it
     # in its later rounds. Which server goes first turns with each round:
@@ -641,7 +646,9 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"version": 2, "obelisk": version, "settle_s": settle,
                        "restate": "1.7.12" if service else None,
-                       "quick": args.quick, "rows": rows}, f, indent=2)
+                       "quick": args.quick, "rows": rows,
+                       "latencies_ms": {s.name: figures[s.name]["latencies"] for s in servers}},
+                      f, indent=2)
             f.write("\n")
 
 
