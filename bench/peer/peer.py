@@ -59,6 +59,11 @@ second run one minute after the first measured cairn's 50-client row at
 0.81x Obelisk where runs that waited six minutes measured 0.97-0.98x
 (`docs/bench/peer-round10-run{1,2,3}.json`).
 
+After that wait and before the latency samples, each server gets five
+trivial runs, alternating: the first request after minutes idle is a cold
+start (19 ms for cairn in one run, where it set the p99), which the
+"first run after start" row measures on its own.
+
 Output: a table on stdout; with --json, {"version": 2, "obelisk", "restate",
 "quick", "settle_s", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
 "restate", "ratio_obelisk", "ratio_restate"}], "latencies_ms": {server:
