@@ -74,22 +74,32 @@ def serve(binary, home):
 
 def loop_fs(gib):
     """A fresh ext4 without a journal on a loop device (direct I/O, mounted
-    `discard`): (its mount point, a function that removes it)."""
-    img = tempfile.mktemp(prefix="cairn-ab-", suffix=".img", dir=os.environ.get("TMPDIR", "/var/tmp"))
-    subprocess.run(["truncate", "-s", f"{gib}G", img], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-O", "^has_journal", "-E", "lazy_itable_init=0,nodiscard", img],
-                   check=True)
-    dev = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", img], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    mnt = tempfile.mkdtemp(prefix="cairn-ab-mnt-")
-    subprocess.run(["mount", "-o", "discard", dev, mnt], check=True)
+    `discard`): (its mount point, a function that removes it). What a
+    failed step had made is removed before the error goes up."""
+    undo = []
 
     def remove():
-        subprocess.run(["umount", mnt])
-        subprocess.run(["losetup", "-d", dev])
-        os.rmdir(mnt)
-        os.remove(img)
+        for step in reversed(undo):
+            step()
 
+    try:
+        fd, img = tempfile.mkstemp(prefix="cairn-ab-", suffix=".img",
+                                   dir=os.environ.get("TMPDIR", "/var/tmp"))
+        os.close(fd)
+        undo.append(lambda: os.remove(img))
+        subprocess.run(["truncate", "-s", f"{gib}G", img], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-O", "^has_journal", "-E", "lazy_itable_init=0,nodiscard", img],
+                       check=True)
+        dev = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", img], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        undo.append(lambda: subprocess.run(["losetup", "-d", dev]))
+        mnt = tempfile.mkdtemp(prefix="cairn-ab-mnt-")
+        undo.append(lambda: os.rmdir(mnt))
+        subprocess.run(["mount", "-o", "discard", dev, mnt], check=True)
+        undo.append(lambda: subprocess.run(["umount", mnt]))
+    except BaseException:
+        remove()
+        raise
     return mnt, remove
 
 

@@ -67,9 +67,10 @@ start (19 ms for cairn in one run, where it set the p99), which the
 Output: a table on stdout; with --json, {"version": 2, "obelisk", "restate",
 "quick", "settle_s", "rows": [{"figure", "unit", "better", "cairn", "obelisk",
 "restate", "ratio_obelisk", "ratio_restate"}], "latencies_ms": {server:
-[ms, ...]}}, a ratio being cairn / peer (null where the peer was not run),
-the latencies each server's sequential trivial runs in the order made (the
-p50/p99 rows' samples: the log names the five slowest and where they came).
+[ms, ...]}}, a ratio being cairn / peer (null where the peer was not run)
+and `latencies_ms` each server's sequential trivial runs in the order made
+(the p50/p99 rows' samples; the log names the five slowest and where in
+the order they came).
 """
 
 import argparse
