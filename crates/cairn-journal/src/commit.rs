@@ -34,9 +34,25 @@ pub(super) struct Minting {
     /// A run is writing its end: its pending entries wait for the terminal
     /// entry (one write for both), and every other writer waits for it.
     pub(super) sealed: bool,
+    /// The last emit's line start (its segment and run, and the line up to
+    /// its seq): every emit of a run in one segment starts the same.
+    pub(super) prefix: Option<(SegmentId, Option<RunId>, String)>,
 }
 
 impl Minting {
+    /// `entry`'s line, built around its payload's JSON `payload` (see
+    /// [`SessionEvent::with_prefix_and_payload_json`]), its start kept for
+    /// the next emit of the same run and segment.
+    pub(super) fn with_line(&mut self, entry: SessionEvent, payload: &str) -> SessionEvent {
+        let key = (entry.segment_id, entry.run_id);
+        match &self.prefix {
+            Some((segment, run, _)) if (*segment, *run) == key => {}
+            _ => self.prefix = Some((key.0, key.1, entry.line_prefix())),
+        }
+        let prefix = self.prefix.as_ref().map_or("", |(_, _, p)| p.as_str());
+        entry.with_prefix_and_payload_json(prefix, payload)
+    }
+
     /// The error of a commit that failed since the run's last append.
     pub(super) fn check(&self, session: &SessionId) -> Result<(), StoreError> {
         match &self.failed {

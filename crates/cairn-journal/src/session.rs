@@ -107,6 +107,7 @@ impl SessionJournal {
                     kicked: false,
                     failed: None,
                     sealed: false,
+                    prefix: None,
                 }),
                 unsealed: tokio::sync::Notify::new(),
                 durable_seq: std::sync::atomic::AtomicU64::new(head.last_seq.0),
@@ -324,10 +325,10 @@ impl SessionJournal {
         let seq = minting.last_seq.next();
         let event = match json {
             None => core.event(seq, minting.segment, run_id, now_ms(), payload),
-            Some(json) => Arc::new(
-                core.entry(seq, minting.segment, run_id, now_ms(), payload)
-                    .with_payload_json(json),
-            ),
+            Some(json) => {
+                let entry = core.entry(seq, minting.segment, run_id, now_ms(), payload);
+                Arc::new(minting.with_line(entry, json))
+            }
         };
         minting.last_seq = seq;
         if minting.pending.is_empty() {

@@ -285,8 +285,12 @@ mod lines {
                 let expected = event.clone().line().to_string();
                 assert!(expected.starts_with(&serde_json::to_string(&event).unwrap()[..20]));
                 let json = serde_json::to_string(&event.payload).unwrap();
-                let built = event.with_payload_json(&json);
+                let prefix = event.line_prefix();
+                let built = event.clone().with_payload_json(&json);
                 assert_eq!(built.line(), expected);
+                // The start one writer keeps for a run's emits builds the same line.
+                let kept = event.with_prefix_and_payload_json(&prefix, &json);
+                assert_eq!(kept.line(), expected);
                 super::super::check_line(expected.as_bytes()).unwrap();
                 let parsed: SessionEvent = serde_json::from_str(&expected).unwrap();
                 assert_eq!(parsed.line(), expected);

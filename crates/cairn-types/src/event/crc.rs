@@ -9,7 +9,8 @@
 /// What a sealed line ends with, before its eight hex digits and `"}`.
 const KEY: &[u8] = b",\"crc\":\"";
 /// `KEY`, eight hex digits and the closing `"}`.
-const SUFFIX_LEN: usize = KEY.len() + 8 + 2;
+pub(crate) const SUFFIX_LEN: usize = KEY.len() + 8 + 2;
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `line` (one JSON object, as serde wrote it) with its checksum as the last
 /// field.
@@ -17,7 +18,6 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
     if line.last() != Some(&b'}') {
         return line;
     }
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     line.pop();
     let sum = crc32c::crc32c(&line);
     line.reserve(SUFFIX_LEN);
@@ -25,6 +25,21 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
     line.extend((0..8).rev().map(|i| HEX[(sum >> (4 * i)) as usize & 0xf]));
     line.extend_from_slice(b"\"}");
     line
+}
+
+/// Close `line` — one JSON object as serde would write it, all but its
+/// closing brace — with its checksum as the last field: the bytes
+/// [`seal`] makes of the whole object.
+pub(crate) fn seal_open(line: &mut String) {
+    let sum = crc32c::crc32c(line.as_bytes());
+    line.reserve(SUFFIX_LEN);
+    line.push_str(",\"crc\":\"");
+    line.extend(
+        (0..8)
+            .rev()
+            .map(|i| HEX[(sum >> (4 * i)) as usize & 0xf] as char),
+    );
+    line.push_str("\"}");
 }
 
 /// `line` as it reads without its checksum field (the line a cairn before
