@@ -22,11 +22,17 @@ use tokio::sync::Notify;
 pub const HOT: Duration = Duration::from_micros(50);
 /// The longest a deferred wake-up waits.
 pub const MAX_DELAY: Duration = Duration::from_millis(1);
+/// The most entries one read of the ring takes: a reader holds the ring's
+/// lock, which the writer needs to publish, for a short copy — not for a
+/// whole window's (a thousand subscribers each copying a thousand entries
+/// kept the writer waiting on the lock).
+pub const READ_MAX: usize = 16;
 
 /// What a subscriber's read of the ring found.
 pub(crate) enum Read {
-    /// New entries, oldest first.
-    Entries(Vec<Arc<SessionEvent>>),
+    /// New entries were added to the reader's buffer, oldest first; the
+    /// last one's seq.
+    Entries(Seq),
     /// Entries after the reader's position left the ring; it goes on from
     /// `oldest`, the oldest one held.
     Lagged {
@@ -325,8 +331,9 @@ impl Live {
         self.lock().last_seq
     }
 
-    /// Entries after `after`.
-    pub(crate) fn read_after(&self, after: Seq) -> Read {
+    /// Entries after `after`, at most [`READ_MAX`] of them, added to `out`
+    /// (the reader's own buffer: no allocation a read).
+    pub(crate) fn read_after(&self, after: Seq, out: &mut VecDeque<Arc<SessionEvent>>) -> Read {
         let st = self.lock();
         let Some(front) = st.ring.front().map(|(e, _)| e.seq) else {
             return if st.closed { Read::Closed } else { Read::Empty };
@@ -338,7 +345,9 @@ impl Live {
         if skip >= st.ring.len() {
             return if st.closed { Read::Closed } else { Read::Empty };
         }
-        Read::Entries(st.ring.iter().skip(skip).map(|(e, _)| e.clone()).collect())
+        let taken = st.ring.range(skip..).take(READ_MAX);
+        out.extend(taken.map(|(e, _)| e.clone()));
+        Read::Entries(out.back().map_or(after, |e| e.seq))
     }
 
     /// Wait until something may have changed after `after`: returns at once

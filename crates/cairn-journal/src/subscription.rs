@@ -154,13 +154,8 @@ impl Subscription {
                 None => match self.live_buf.pop_front() {
                     Some(e) => e,
                     None => {
-                        match self.live.read_after(self.live_seen) {
-                            Read::Entries(entries) => {
-                                if let Some(last) = entries.last() {
-                                    self.live_seen = last.seq;
-                                }
-                                self.live_buf.extend(entries);
-                            }
+                        match self.live.read_after(self.live_seen, &mut self.live_buf) {
+                            Read::Entries(last) => self.live_seen = last,
                             Read::Lagged { oldest } => {
                                 self.lagged = true;
                                 self.live_seen = Seq(oldest.0 - 1);
