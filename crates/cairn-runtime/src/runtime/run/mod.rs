@@ -480,11 +480,15 @@ impl RunCtx {
         json: &str,
         what: &str,
     ) -> Result<Seq, HostFailure> {
-        let seq = self
-            .journal
-            .append_emit(Some(self.run_id), payload, json)
-            .await
-            .map_err(|e| self.refused(what, e))?;
+        // Outside tokio's cooperative budget: the minting lock's acquire
+        // would otherwise spend it, and a guest emitting in a loop would be
+        // sent back to the scheduler every hundred-odd emits (a wake-up
+        // and, as often as not, a move to the other worker). The guest
+        // still takes turns: its epoch ticks yield it.
+        let seq =
+            tokio::task::unconstrained(self.journal.append_emit(Some(self.run_id), payload, json))
+                .await
+                .map_err(|e| self.refused(what, e))?;
         self.count(json.len() as u64);
         Ok(seq)
     }
