@@ -1,0 +1,67 @@
+//! Building an entry's journal line around a payload its writer
+//! serialized already (an emit: measured for its limits, then written
+//! as it is), the line's start kept for a run's next emit.
+
+use super::{LineCache, SessionEvent, crc};
+use serde::Serialize;
+
+impl SessionEvent {
+    /// Keep the line built around `payload`, the JSON of this entry's
+    /// payload its writer serialized already (an emit measures its size
+    /// so): the same bytes [`Self::line`] would write, the payload not
+    /// serialized twice.
+    #[doc(hidden)]
+    pub fn with_payload_json(self, payload: &str) -> Self {
+        let prefix = self.line_prefix();
+        self.with_prefix_and_payload_json(&prefix, payload)
+    }
+
+    /// The start of this entry's line, up to its seq: its session, segment
+    /// and run — the same for every entry a run journals in one segment,
+    /// so a writer builds it once ([`Self::with_prefix_and_payload_json`]).
+    #[doc(hidden)]
+    pub fn line_prefix(&self) -> String {
+        // A field of an entry always serializes (as in `line`).
+        fn json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
+            let _ = serde_json::to_writer(out, value);
+        }
+        let mut out = Vec::with_capacity(160);
+        out.extend_from_slice(b"{\"session_id\":");
+        json(&mut out, &self.session_id);
+        out.extend_from_slice(b",\"segment_id\":");
+        json(&mut out, &self.segment_id);
+        if let Some(run) = &self.run_id {
+            out.extend_from_slice(b",\"run_id\":");
+            json(&mut out, run);
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// [`Self::with_payload_json`] with the line's start built already:
+    /// `prefix` must be this entry's [`Self::line_prefix`] (checked in
+    /// debug builds). One buffer, sized once, the checksum summed in place.
+    #[doc(hidden)]
+    pub fn with_prefix_and_payload_json(self, prefix: &str, payload: &str) -> Self {
+        debug_assert_eq!(prefix, self.line_prefix());
+        let mut out = String::with_capacity(prefix.len() + payload.len() + 80 + crc::SUFFIX_LEN);
+        out.push_str(prefix);
+        out.push_str(",\"seq\":");
+        out.push_str(itoa::Buffer::new().format(self.seq.0));
+        out.push_str(",\"at_ms\":");
+        out.push_str(itoa::Buffer::new().format(self.at_ms));
+        out.push_str(",\"payload\":");
+        out.push_str(payload);
+        if let Some(facts) = &self.facts {
+            out.push_str(",\"facts\":");
+            // A field of an entry always serializes (as in `line`).
+            out.push_str(&serde_json::to_string(facts).unwrap_or_default());
+        }
+        crc::seal_open(&mut out);
+        // Made whole, not set: a cache made empty and then set pays a
+        // `Once` call an emit does not need.
+        Self {
+            line: LineCache(std::sync::OnceLock::from(std::sync::Arc::from(out))),
+            ..self
+        }
+    }
+}
