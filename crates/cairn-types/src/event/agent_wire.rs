@@ -297,4 +297,55 @@ mod lines {
             }
         }
     }
+
+    #[test]
+    fn a_deltas_json_is_serdes_to_the_byte_and_within_the_same_bounds() {
+        use super::super::{AgentEvent, By};
+        let texts = [
+            String::new(),
+            "a typical short text delta".to_string(),
+            "quotes \" and \\ backslashes, / slashes".to_string(),
+            "controls \u{0} \u{1} \u{1f} \t \n \r \u{7f}".to_string(),
+            "unicode: é 漢字 🦀 \u{2028} \u{2029}".to_string(),
+            "\u{1}".repeat(40),
+            "x".repeat(5000),
+        ];
+        for text in &texts {
+            for payload in [
+                Payload::Agent(AgentEvent::TextDelta {
+                    text: text.clone(),
+                    by: None,
+                }),
+                Payload::Agent(AgentEvent::ReasoningDelta {
+                    text: text.clone(),
+                    by: None,
+                }),
+                Payload::Agent(AgentEvent::TextDelta {
+                    text: text.clone(),
+                    by: Some(By::Model),
+                }),
+            ] {
+                let serde = serde_json::to_string(&payload).unwrap();
+                let len = serde.len() as u64;
+                // Roomy, exact, one short, and the bounds around the fast
+                // path's own (six bytes a text byte, and 64 around).
+                let fast_bound = text.len() as u64 * 6 + 64;
+                for max in [
+                    u64::MAX,
+                    len,
+                    len.saturating_sub(1),
+                    fast_bound,
+                    fast_bound - 1,
+                    0,
+                ] {
+                    assert_eq!(
+                        payload.json_within(max),
+                        crate::json::json_within(&payload, max),
+                        "{serde} within {max}"
+                    );
+                }
+                assert_eq!(payload.json_within(u64::MAX).unwrap(), serde);
+            }
+        }
+    }
 }

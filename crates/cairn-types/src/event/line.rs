@@ -2,8 +2,40 @@
 //! serialized already (an emit: measured for its limits, then written
 //! as it is), the line's start kept for a run's next emit.
 
-use super::{LineCache, SessionEvent, crc};
+use super::{AgentEvent, LineCache, Payload, SessionEvent, crc};
 use serde::Serialize;
+
+impl Payload {
+    /// This payload's JSON when it is at most `max` bytes, else `Err` with
+    /// its whole length: [`crate::json::json_within`], the same bytes. A
+    /// text or reasoning delta — most of what a streaming controller
+    /// emits — is written without serde's tagging machinery: its fixed
+    /// start, then its text escaped.
+    #[doc(hidden)]
+    pub fn json_within(&self, max: u64) -> Result<String, u64> {
+        let (kind, text) = match self {
+            Payload::Agent(AgentEvent::TextDelta { text, by: None }) => ("text_delta", text),
+            Payload::Agent(AgentEvent::ReasoningDelta { text, by: None }) => {
+                ("reasoning_delta", text)
+            }
+            _ => return crate::json::json_within(self, max),
+        };
+        // Escaped, a byte takes at most six (`\u001f`); a delta that could
+        // pass `max` so is measured the general way.
+        const AROUND: u64 = 64;
+        if (text.len() as u64).saturating_mul(6).saturating_add(AROUND) > max {
+            return crate::json::json_within(self, max);
+        }
+        let mut out = Vec::with_capacity(text.len() + AROUND as usize);
+        out.extend_from_slice(b"{\"kind\":\"agent\",\"event\":{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b"\",\"text\":");
+        // A string always serializes.
+        let _ = serde_json::to_writer(&mut out, text);
+        out.extend_from_slice(b"}}");
+        String::from_utf8(out).map_err(|_| u64::MAX)
+    }
+}
 
 impl SessionEvent {
     /// Keep the line built around `payload`, the JSON of this entry's

@@ -459,7 +459,8 @@ impl RunCtx {
     /// written as it is), within the run's `event_bytes`, `events_per_run`
     /// and `journal_bytes`; else the limit it breaks (the run then ends).
     pub(crate) fn measured(&self, payload: &Payload) -> Result<String, String> {
-        let json = crate::journal::json_within(payload, self.limits.event_bytes)
+        let json = payload
+            .json_within(self.limits.event_bytes)
             .map_err(|size| self.break_limit("event_bytes", size, self.limits.event_bytes))?;
         let count = self.events.load(Ordering::Relaxed) + 1;
         if count > self.limits.events_per_run {
