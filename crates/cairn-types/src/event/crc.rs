@@ -12,6 +12,18 @@ const KEY: &[u8] = b",\"crc\":\"";
 pub(crate) const SUFFIX_LEN: usize = KEY.len() + 8 + 2;
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// The checksum field that closes a line whose bytes before it sum to
+/// `sum`: `KEY`, eight lowercase hex digits, `"}` (ASCII).
+fn checksum_field(sum: u32) -> [u8; SUFFIX_LEN] {
+    let mut field = [0u8; SUFFIX_LEN];
+    field[..KEY.len()].copy_from_slice(KEY);
+    for (i, digit) in field[KEY.len()..KEY.len() + 8].iter_mut().enumerate() {
+        *digit = HEX[(sum >> (4 * (7 - i))) as usize & 0xf];
+    }
+    field[SUFFIX_LEN - 2..].copy_from_slice(b"\"}");
+    field
+}
+
 /// `line` (one JSON object, as serde wrote it) with its checksum as the last
 /// field.
 pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
@@ -20,10 +32,7 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
     }
     line.pop();
     let sum = crc32c::crc32c(&line);
-    line.reserve(SUFFIX_LEN);
-    line.extend_from_slice(KEY);
-    line.extend((0..8).rev().map(|i| HEX[(sum >> (4 * i)) as usize & 0xf]));
-    line.extend_from_slice(b"\"}");
+    line.extend_from_slice(&checksum_field(sum));
     line
 }
 
@@ -31,15 +40,9 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
 /// closing brace — with its checksum as the last field: the bytes
 /// [`seal`] makes of the whole object.
 pub(crate) fn seal_open(line: &mut String) {
-    let sum = crc32c::crc32c(line.as_bytes());
-    line.reserve(SUFFIX_LEN);
-    line.push_str(",\"crc\":\"");
-    line.extend(
-        (0..8)
-            .rev()
-            .map(|i| HEX[(sum >> (4 * i)) as usize & 0xf] as char),
-    );
-    line.push_str("\"}");
+    let field = checksum_field(crc32c::crc32c(line.as_bytes()));
+    // ASCII by construction.
+    line.push_str(std::str::from_utf8(&field).unwrap_or_default());
 }
 
 /// `line` as it reads without its checksum field (the line a cairn before

@@ -1,6 +1,6 @@
-//! Building an entry's journal line around a payload its writer
-//! serialized already (an emit: measured for its limits, then written
-//! as it is), the line's start kept for a run's next emit.
+//! An emit's journal line: its payload's JSON (measured for the run's
+//! limits, a delta's written without serde's tagging), then the line built
+//! around it as it is, the line's start kept for the run's next emit.
 
 use super::{AgentEvent, LineCache, Payload, SessionEvent, crc};
 use serde::Serialize;
