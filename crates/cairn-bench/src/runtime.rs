@@ -278,7 +278,10 @@ fn rss_split(
             .iter()
             .find(|b| b.start == m.start)
             .map_or(0.0, |b| b.rss_kib);
-        let grew = m.rss_kib - was;
+        // Growth only: a mapping that shrank meanwhile (pages another
+        // runtime's pool handed back, under load) freed memory these
+        // sessions did not hold; it is not a negative part of theirs.
+        let grew = (m.rss_kib - was).max(0.0);
         let anonymous = m.name.is_empty();
         let part = if m.name.contains("wasm-memory-image")
             || (anonymous && m.size_kib * 1024.0 >= slots * memory_bytes)
