@@ -4,8 +4,8 @@
 use super::Row;
 use async_trait::async_trait;
 use cairn_runtime::component::{
-    Answer, Components, DecisionRequest, EmitRefusal, HostFailure, JournalClock, RunHost, RunStart,
-    Sandbox, Turn,
+    Answer, Components, DecisionRequest, EmitDone, EmitRefusal, HostFailure, JournalClock, RunHost,
+    RunStart, Sandbox, Turn,
 };
 use cairn_runtime::ids::{Generation, RunId, Seq, SessionId, WorkerId};
 use cairn_runtime::journal::event::{AgentEvent, LifecycleEvent, Payload};
@@ -21,12 +21,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A host whose imports do nothing: the cost of the import call itself.
+/// Its emits take the host's fastest way (no future), as the runtime's do.
 struct NullHost(AtomicU64);
 
 #[async_trait]
 impl RunHost for NullHost {
     async fn emit(&self, _event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure> {
         Ok(Ok(self.0.fetch_add(1, Ordering::Relaxed)))
+    }
+    fn try_emit(&self, _event: AgentEvent) -> Result<EmitDone, AgentEvent> {
+        Ok(Ok(Ok(self.0.fetch_add(1, Ordering::Relaxed))))
     }
     async fn wait(&self, _request: DecisionRequest) -> Result<Answer, HostFailure> {
         Ok(Answer::TimedOut)

@@ -124,11 +124,21 @@ pub fn legacy(turns: Vec<Turn>) -> Vec<Turn> {
 /// Why an emit was refused (a value the guest sees).
 pub type EmitRefusal = journal::EmitError;
 
+/// What an emit came to: its seq, a refusal the guest sees, or a failure
+/// that ends the run.
+pub type EmitDone = Result<Result<u64, EmitRefusal>, HostFailure>;
+
 /// What a run provides to its instance.
 #[async_trait]
 pub trait RunHost: Send + Sync {
     /// Journal an agent event.
     async fn emit(&self, event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure>;
+    /// [`Self::emit`] done now, when it needs no wait (no future, no box:
+    /// the path a streaming guest's every delta takes); `Err` gives the
+    /// event back untouched, for [`Self::emit`].
+    fn try_emit(&self, event: AgentEvent) -> Result<EmitDone, AgentEvent> {
+        Err(event)
+    }
     /// Journal a request and wait for its answer (journaled first).
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure>;
     /// The session's recent turns.
@@ -205,10 +215,16 @@ pub trait RunHost: Send + Sync {
 }
 
 pub(crate) fn host(state: &HostState) -> wasmtime::Result<std::sync::Arc<dyn RunHost>> {
-    state
-        .host
-        .clone()
-        .ok_or_else(|| wasmtime::Error::msg("host imports are not available during describe()"))
+    state.host.clone().ok_or_else(no_host)
+}
+
+/// [`host`], borrowed (no reference count touched: an emit's path).
+fn host_ref(state: &HostState) -> wasmtime::Result<&dyn RunHost> {
+    state.host.as_deref().ok_or_else(no_host)
+}
+
+fn no_host() -> wasmtime::Error {
+    wasmtime::Error::msg("host imports are not available during describe()")
 }
 
 fn json_field(what: &str, text: &str) -> Result<serde_json::Value, EmitRefusal> {
@@ -263,6 +279,10 @@ impl journal::Host for HostState {
                 Ok(data) => AgentEvent::Custom { name: c.name, data },
                 Err(e) => return Ok(Err(e)),
             },
+        };
+        let event = match host_ref(self)?.try_emit(event) {
+            Ok(done) => return Ok(done?),
+            Err(event) => event,
         };
         Ok(host(self)?.emit(event).await?)
     }

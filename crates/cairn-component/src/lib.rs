@@ -40,7 +40,8 @@ pub use cairn_worktree as worktree;
 pub use capability::{CallCtx, CallReply, CallSink, Capability, Grants};
 pub use clock::JournalClock;
 pub use host::{
-    Answer, DecisionRequest, EmitRefusal, HostFailure, Outcome, RunHost, Turn, TurnRole, legacy,
+    Answer, DecisionRequest, EmitDone, EmitRefusal, HostFailure, Outcome, RunHost, Turn, TurnRole,
+    legacy,
 };
 
 use bindings::v2::ControllerPre as ControllerPreV2;

@@ -313,7 +313,8 @@ impl SessionJournal {
         seq
     }
 
-    /// Mint an emit into the pending batch and schedule its commit.
+    /// Mint an emit into the pending batch and schedule its commit; past
+    /// [`MAX_PENDING`] the caller waits for the disk.
     async fn mint(
         &self,
         mut minting: tokio::sync::MutexGuard<'_, Minting>,
@@ -321,6 +322,24 @@ impl SessionJournal {
         payload: Payload,
         json: Option<&str>,
     ) -> Result<Seq, StoreError> {
+        let (seq, full) = self.mint_now(&mut minting, run_id, payload, json);
+        if full {
+            drop(minting);
+            // Boxed: the rare wait keeps its state out of every emit's future.
+            Box::pin(self.core.flush()).await?;
+        }
+        Ok(seq)
+    }
+
+    /// Mint an emit into the pending batch and schedule its commit; `true`
+    /// when the batch is full (its writer should wait for the disk).
+    fn mint_now(
+        &self,
+        minting: &mut Minting,
+        run_id: Option<RunId>,
+        payload: Payload,
+        json: Option<&str>,
+    ) -> (Seq, bool) {
         let core = &self.core;
         let seq = minting.last_seq.next();
         let event = match json {
@@ -338,9 +357,9 @@ impl SessionJournal {
         minting.pending.push(event);
         let pending = minting.pending.len();
         if pending >= MAX_PENDING || minting.pending_bytes >= MAX_PENDING_BYTES {
-            drop(minting);
-            core.flush().await?;
-        } else if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
+            return (seq, true);
+        }
+        if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
             if !minting.kicked {
                 minting.kicked = true;
                 let core = core.clone();
@@ -356,7 +375,23 @@ impl SessionJournal {
                 let _ = core.flush().await;
             });
         }
-        Ok(seq)
+        (seq, false)
+    }
+
+    /// The minting lock for one emit, when it needs no wait: the lock is
+    /// free now, no commit has failed, and the pending batch has room. A
+    /// guest's emit goes this way without a future of its own (see
+    /// [`Emitter`]); `None` sends it the waiting way
+    /// ([`Self::append_emit`]).
+    pub fn try_emitter(&self) -> Option<Emitter<'_>> {
+        let minting = self.core.minting.try_lock().ok()?;
+        let room = minting.failed.is_none()
+            && minting.pending.len() + 1 < MAX_PENDING
+            && (minting.pending.is_empty() || minting.pending_bytes < MAX_PENDING_BYTES);
+        room.then_some(Emitter {
+            journal: self,
+            minting,
+        })
     }
 
     /// Make every pending entry durable now (a tool that emits without a
@@ -611,4 +646,32 @@ fn owned(events: Vec<Arc<SessionEvent>>) -> Vec<SessionEvent> {
         .into_iter()
         .map(|e| Arc::try_unwrap(e).unwrap_or_else(|e| SessionEvent::clone(&e)))
         .collect()
+}
+
+/// One emit's hold on the minting lock, taken without waiting
+/// ([`SessionJournal::try_emitter`]): whatever the emitter checks while
+/// holding it, its entry's seq follows the last one minted.
+pub struct Emitter<'a> {
+    journal: &'a SessionJournal,
+    minting: tokio::sync::MutexGuard<'a, Minting>,
+}
+
+impl Emitter<'_> {
+    /// [`SessionJournal::append_emit`] now: the entry joins the pending
+    /// batch, built around its payload's JSON `json`. A batch it fills is
+    /// committed at once, without this emit waiting for it (the emitter
+    /// took the lock only with room for one more: the next emit waits).
+    pub fn append(mut self, run_id: Option<RunId>, payload: Payload, json: &str) -> Seq {
+        let (seq, full) = self
+            .journal
+            .mint_now(&mut self.minting, run_id, payload, Some(json));
+        if full && !self.minting.kicked {
+            self.minting.kicked = true;
+            let core = self.journal.core.clone();
+            tokio::spawn(async move {
+                let _ = core.flush().await;
+            });
+        }
+        seq
+    }
 }

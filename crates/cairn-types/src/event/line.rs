@@ -89,10 +89,8 @@ impl SessionEvent {
             out.push_str(&serde_json::to_string(facts).unwrap_or_default());
         }
         crc::seal_open(&mut out);
-        // Made whole, not set: a cache made empty and then set pays a
-        // `Once` call an emit does not need.
         Self {
-            line: LineCache(std::sync::OnceLock::from(std::sync::Arc::from(out))),
+            line: LineCache::built(std::sync::Arc::from(out)),
             ..self
         }
     }

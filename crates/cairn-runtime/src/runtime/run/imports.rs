@@ -3,22 +3,79 @@
 
 use super::*;
 
-#[async_trait]
-impl RunHost for RunCtx {
-    async fn emit(&self, event: AgentEvent) -> Result<Result<u64, EmitRefusal>, HostFailure> {
-        let _inflight = Inflight::begin(&self.inflight);
+/// How long a guest emitting in a loop keeps its worker before it lets
+/// the others run (an emit taken without a wait spends none of tokio's
+/// cooperative budget, so nothing else would make it yield before its
+/// epoch tick).
+const EMIT_SLICE: Duration = Duration::from_micros(500);
+/// Emits between looks at the clock for [`EMIT_SLICE`].
+const EMITS_A_LOOK: u64 = 32;
+
+/// The guest's time on its worker since it last let it go, as its emits
+/// see it (see [`EMIT_SLICE`]).
+pub(super) struct Slice {
+    base: Instant,
+    emits: AtomicU64,
+    /// Nanoseconds from `base` to the slice's start.
+    began: AtomicU64,
+}
+
+impl Slice {
+    pub(super) fn new() -> Self {
+        Slice {
+            base: Instant::now(),
+            emits: AtomicU64::new(0),
+            began: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// Whether this emit, one of a guest's many, should let the worker go
+    /// first: one in [`EMITS_A_LOOK`] looks at the clock.
+    fn due(&self) -> bool {
+        self.emits
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(EMITS_A_LOOK)
+            && self.spent()
+    }
+
+    /// The slice is spent.
+    fn spent(&self) -> bool {
+        self.now()
+            .saturating_sub(self.began.load(Ordering::Relaxed))
+            >= EMIT_SLICE.as_nanos() as u64
+    }
+
+    fn restart(&self) {
+        self.began.store(self.now(), Ordering::Relaxed);
+    }
+}
+
+/// An emit checked against the run's state and limits (and its replay).
+enum Checked {
+    /// Answered already: refused, or replayed from the journal.
+    Done(Result<u64, EmitRefusal>),
+    /// To journal: the payload and its JSON.
+    Append(Payload, String),
+}
+
+impl RunCtx {
+    fn emit_checked(&self, event: AgentEvent) -> Result<Checked, HostFailure> {
         if self.cancelled().is_some() {
-            return Ok(Err(EmitRefusal::Cancelled));
+            return Ok(Checked::Done(Err(EmitRefusal::Cancelled)));
         }
         if self.failure().is_some() {
-            return Ok(Err(EmitRefusal::LimitExceeded(
+            return Ok(Checked::Done(Err(EmitRefusal::LimitExceeded(
                 "a limit of this run was exceeded".into(),
-            )));
+            ))));
         }
         let payload = Payload::Agent(event);
         let json = match self.measured(&payload) {
             Ok(json) => json,
-            Err(what) => return Ok(Err(EmitRefusal::LimitExceeded(what))),
+            Err(what) => return Ok(Checked::Done(Err(EmitRefusal::LimitExceeded(what)))),
         };
         self.retrying.store(
             matches!(payload, Payload::Agent(AgentEvent::Retrying { .. })),
@@ -30,9 +87,45 @@ impl RunHost for RunCtx {
         )?;
         if let script::Recorded::Replayed(seq) = replayed {
             self.count(json.len() as u64);
-            return Ok(Ok(seq.0));
+            return Ok(Checked::Done(Ok(seq.0)));
         }
-        Ok(Ok(self.append_agent(payload, &json, "an event").await?.0))
+        Ok(Checked::Append(payload, json))
+    }
+}
+
+#[async_trait]
+impl RunHost for RunCtx {
+    async fn emit(&self, event: AgentEvent) -> EmitDone {
+        let _inflight = Inflight::begin(&self.inflight);
+        if self.slice.spent() {
+            tokio::task::yield_now().await;
+            self.slice.restart();
+        }
+        match self.emit_checked(event)? {
+            Checked::Done(done) => Ok(done),
+            Checked::Append(payload, json) => {
+                Ok(Ok(self.append_agent(payload, &json, "an event").await?.0))
+            }
+        }
+    }
+
+    fn try_emit(&self, event: AgentEvent) -> Result<EmitDone, AgentEvent> {
+        if self.slice.due() {
+            return Err(event);
+        }
+        let Some(emitter) = self.journal.try_emitter() else {
+            return Err(event);
+        };
+        let _inflight = Inflight::begin(&self.inflight);
+        Ok(match self.emit_checked(event) {
+            Err(failure) => Err(failure),
+            Ok(Checked::Done(done)) => Ok(done),
+            Ok(Checked::Append(payload, json)) => {
+                let seq = emitter.append(Some(self.run_id), payload, &json);
+                self.count(json.len() as u64);
+                Ok(Ok(seq.0))
+            }
+        })
     }
 
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure> {

@@ -6,8 +6,8 @@
 use super::decisions::Broker;
 use super::failure::FailureCode;
 use crate::component::{
-    Answer, DecisionRequest, EmitRefusal, HostFailure, JournalClock, Outcome, Prepared, RunHost,
-    RunStart, RunTrap, Sandbox, Turn,
+    Answer, DecisionRequest, EmitDone, EmitRefusal, HostFailure, JournalClock, Outcome, Prepared,
+    RunHost, RunStart, RunTrap, Sandbox, Turn,
 };
 use crate::ids::{DecisionId, Generation, RunId, Seq, SessionId, WorkerId};
 use crate::journal::SessionJournal;
@@ -128,6 +128,8 @@ pub struct RunCtx {
     /// emits, outgoing HTTP from its call id to its answer): a run with
     /// any is never evicted.
     inflight: AtomicU64,
+    /// How long the guest has emitted without letting its worker go.
+    slice: imports::Slice,
     /// A timer wait at least this long (ms) lets the task evict the
     /// instance; 0: never (see `evict.rs`).
     evict_after_ms: AtomicU64,
@@ -256,6 +258,7 @@ impl RunCtx {
             tool_calls: AtomicU64::new(0),
             http_requests: AtomicU64::new(0),
             inflight: AtomicU64::new(0),
+            slice: imports::Slice::new(),
             evict_after_ms: AtomicU64::new(0),
             waiting: Mutex::new(std::collections::BTreeMap::new()),
             timer_blocks: AtomicU64::new(0),
