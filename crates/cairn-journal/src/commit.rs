@@ -2,7 +2,7 @@
 //! durable head, and the one write that moves it (see [`super::session`]
 //! for group commit). Only [`super::session::SessionJournal`] drives it.
 
-use super::event::{Payload, SessionEvent};
+use super::event::{Payload, SessionEvent, emit_line, line_prefix};
 use super::live::Live;
 use cairn_store::now_ms;
 use cairn_store::{Store, StoreError};
@@ -36,21 +36,41 @@ pub(super) struct Minting {
     pub(super) sealed: bool,
     /// The last emit's line start (its segment and run, and the line up to
     /// its seq): every emit of a run in one segment starts the same.
-    pub(super) prefix: Option<(SegmentId, Option<RunId>, String)>,
+    pub(super) prefix: KeptPrefix,
 }
 
 impl Minting {
-    /// `entry`'s line, built around its payload's JSON `payload` (see
-    /// [`SessionEvent::with_prefix_and_payload_json`]), its start kept for
-    /// the next emit of the same run and segment.
-    pub(super) fn with_line(&mut self, entry: SessionEvent, payload: &str) -> SessionEvent {
-        let key = (entry.segment_id, entry.run_id);
-        match &self.prefix {
-            Some((segment, run, _)) if (*segment, *run) == key => {}
-            _ => self.prefix = Some((key.0, key.1, entry.line_prefix())),
-        }
-        let prefix = self.prefix.as_ref().map_or("", |(_, _, p)| p.as_str());
-        entry.with_prefix_and_payload_json(prefix, payload)
+    /// The start of the lines of a run's entries in the active segment
+    /// (see [`line_prefix`]), kept for its next emit.
+    fn prefix(&mut self, session: &SessionId, run_id: Option<RunId>) -> &str {
+        kept_prefix(&mut self.prefix, session, self.segment, run_id)
+    }
+
+    /// The line of an emit's entry in the active segment, built around
+    /// its payload's JSON `payload` ([`cairn_types::event::emit_line`]).
+    pub(super) fn emit_line(
+        &mut self,
+        session: &SessionId,
+        run_id: Option<RunId>,
+        seq: Seq,
+        at_ms: u64,
+        payload: &str,
+    ) -> Box<str> {
+        emit_line(self.prefix(session, run_id), seq, at_ms, payload)
+    }
+
+    /// About the length of the line of an emit's entry whose payload's JSON
+    /// is `payload` bytes (its seq's and time's digits at their longest),
+    /// for the pending batch's bytes.
+    pub(super) fn emit_line_len(
+        &mut self,
+        session: &SessionId,
+        run_id: Option<RunId>,
+        payload: u64,
+    ) -> u64 {
+        const AROUND: u64 =
+            (",\"seq\":,\"at_ms\":,\"payload\":,\"crc\":\"12345678\"}".len() + 2 * 20) as u64;
+        self.prefix(session, run_id).len() as u64 + payload + AROUND
     }
 
     /// The error of a commit that failed since the run's last append.
@@ -60,6 +80,23 @@ impl Minting {
             None => Ok(()),
         }
     }
+}
+
+/// A line start kept for a run's entries in one segment.
+type KeptPrefix = Option<(SegmentId, Option<RunId>, String)>;
+
+/// The start of the lines of `run`'s entries in `segment` ([`line_prefix`]):
+/// the one `kept`, or built and kept in its place.
+fn kept_prefix<'a>(
+    kept: &'a mut KeptPrefix,
+    session: &SessionId,
+    segment: SegmentId,
+    run: Option<RunId>,
+) -> &'a str {
+    if !matches!(kept, Some((s, r, _)) if (*s, *r) == (segment, run)) {
+        *kept = Some((segment, run, line_prefix(session, &segment, run.as_ref())));
+    }
+    kept.as_ref().map_or("", |(_, _, prefix)| prefix.as_str())
 }
 
 /// A failed commit, kept to tell the run (a `StoreError` is not `Clone`).
@@ -178,6 +215,7 @@ impl Core {
         let Some(last) = batch.last() else {
             return Ok(());
         };
+        self.build_lines(batch);
         let began = std::time::Instant::now();
         match self
             .store
@@ -198,6 +236,17 @@ impl Core {
                 self.dropped_pending(durable.last_seq);
                 Err(e)
             }
+        }
+    }
+
+    /// Build the lines of entries minted without one (an emitted delta's:
+    /// see [`cairn_types::event::Measured`]) here, off the emitting
+    /// guest's thread, each line's start built once for a run's entries.
+    pub(super) fn build_lines(&self, batch: &[Arc<SessionEvent>]) {
+        let mut kept = None;
+        for event in batch.iter().filter(|e| !e.has_line()) {
+            let start = kept_prefix(&mut kept, &event.session_id, event.segment_id, event.run_id);
+            event.line_from_prefix(start);
         }
     }
 
@@ -244,7 +293,10 @@ impl Core {
             }
             minting.timer = false;
             minting.kicked = false;
-            std::mem::take(&mut minting.pending)
+            // The next batch likely fills as this one did: room for it
+            // now, not grown an entry at a time by the emitting guest.
+            let room = minting.pending.len().min(super::session::BATCH);
+            std::mem::replace(&mut minting.pending, Vec::with_capacity(room))
         };
         self.write(&mut durable, &batch).await
     }

@@ -22,7 +22,7 @@
 //! going on past entries that were never kept.
 
 use super::commit::{Core, Durable, Minting};
-use super::event::{LifecycleEvent, Payload, RunFacts, SessionEvent};
+use super::event::{LifecycleEvent, LineCache, Measured, Payload, RunFacts, SessionEvent};
 use super::live::Live;
 use super::subscription::Subscription;
 use cairn_store::now_ms;
@@ -170,13 +170,14 @@ impl SessionJournal {
         self.mint(minting, run_id, payload, None).await
     }
 
-    /// [`Self::append_seq`] of a payload whose JSON the caller has (an
-    /// emit measured it): its journal line is built around it.
+    /// [`Self::append_seq`] of a payload whose JSON the caller measured
+    /// (an emit does, for its run's limits): its journal line is built
+    /// around it — a counted delta's by the committer (see [`Measured`]).
     pub async fn append_emit(
         &self,
         run_id: Option<RunId>,
         payload: Payload,
-        json: &str,
+        json: &Measured,
     ) -> Result<Seq, StoreError> {
         let minting = self.core.minting.lock().await;
         minting.check(&self.core.session)?;
@@ -320,7 +321,7 @@ impl SessionJournal {
         mut minting: tokio::sync::MutexGuard<'_, Minting>,
         run_id: Option<RunId>,
         payload: Payload,
-        json: Option<&str>,
+        json: Option<&Measured>,
     ) -> Result<Seq, StoreError> {
         let (seq, full) = self.mint_now(&mut minting, run_id, payload, json);
         if full {
@@ -338,22 +339,49 @@ impl SessionJournal {
         minting: &mut Minting,
         run_id: Option<RunId>,
         payload: Payload,
-        json: Option<&str>,
+        json: Option<&Measured>,
     ) -> (Seq, bool) {
         let core = &self.core;
         let seq = minting.last_seq.next();
-        let event = match json {
-            None => core.event(seq, minting.segment, run_id, now_ms(), payload),
+        let (event, bytes) = match json {
+            None => {
+                let event = core.event(seq, minting.segment, run_id, now_ms(), payload);
+                let bytes = event.line().len() as u64;
+                (event, bytes)
+            }
             Some(json) => {
-                let entry = core.entry(seq, minting.segment, run_id, now_ms(), payload);
-                Arc::new(minting.with_line(entry, json))
+                let at_ms = now_ms();
+                // The line first, the entry made once, in its place; a
+                // counted delta's line is the committer's to build.
+                let (line, bytes) = match json.written() {
+                    Some(json) => {
+                        let line = minting.emit_line(&core.session, run_id, seq, at_ms, json);
+                        let bytes = line.len() as u64;
+                        (LineCache::built(line), bytes)
+                    }
+                    None => (
+                        LineCache::default(),
+                        minting.emit_line_len(&core.session, run_id, json.len()),
+                    ),
+                };
+                let event = Arc::new(SessionEvent {
+                    session_id: core.session.clone(),
+                    segment_id: minting.segment,
+                    run_id,
+                    seq,
+                    at_ms,
+                    payload,
+                    facts: None,
+                    line,
+                });
+                (event, bytes)
             }
         };
         minting.last_seq = seq;
         if minting.pending.is_empty() {
             minting.pending_bytes = 0;
         }
-        minting.pending_bytes += event.line().len() as u64 + 1;
+        minting.pending_bytes += bytes + 1;
         minting.pending.push(event);
         let pending = minting.pending.len();
         if pending >= MAX_PENDING || minting.pending_bytes >= MAX_PENDING_BYTES {
@@ -582,6 +610,7 @@ impl SessionJournal {
             .collect();
         // The pending entries and the end: one store call. On failure they
         // stay pending (and the journal sealed) for the retried end.
+        core.build_lines(&minting.pending);
         let began = std::time::Instant::now();
         core.store
             .finish(&minting.pending, &event, &behind, &facts)
@@ -661,7 +690,7 @@ impl Emitter<'_> {
     /// batch, built around its payload's JSON `json`. A batch it fills is
     /// committed at once, without this emit waiting for it (the emitter
     /// took the lock only with room for one more: the next emit waits).
-    pub fn append(mut self, run_id: Option<RunId>, payload: Payload, json: &str) -> Seq {
+    pub fn append(mut self, run_id: Option<RunId>, payload: Payload, json: &Measured) -> Seq {
         let (seq, full) = self
             .journal
             .mint_now(&mut self.minting, run_id, payload, Some(json));

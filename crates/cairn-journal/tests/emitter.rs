@@ -5,16 +5,26 @@
 
 use cairn_journal::{Delivery, Journals, MAX_PENDING, SessionJournal, Subscription};
 use cairn_store::MemoryStore;
+use cairn_types::event::Measured;
 use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn text(i: usize) -> (Payload, String) {
-    let payload = Payload::Agent(AgentEvent::TextDelta {
-        text: format!("delta \"{i}\""),
-        by: None,
+/// A delta (its JSON counted: its line is the committer's to build), and
+/// every fifth a progress report (its JSON written: its line built at once).
+fn text(i: usize) -> (Payload, Measured) {
+    let payload = Payload::Agent(match i % 5 {
+        4 => AgentEvent::Progress {
+            message: format!("step \"{i}\""),
+            done: i as u64,
+            total: None,
+        },
+        _ => AgentEvent::TextDelta {
+            text: format!("delta \"{i}\"\n"),
+            by: None,
+        },
     });
-    let json = payload.json_within(u64::MAX).unwrap();
+    let json = payload.measure(u64::MAX).unwrap();
     (payload, json)
 }
 
@@ -73,6 +83,9 @@ async fn emits_without_a_wait_share_dense_seqs_and_lines_with_the_waiting_way() 
         let parsed: cairn_types::SessionEvent = serde_json::from_str(line).unwrap();
         assert_eq!(&parsed.payload, want, "line {line}");
         assert_eq!(parsed.seq.0, *seq);
+        // Parsed, the entry's cache is empty: serde writes it again, and
+        // must write the same bytes.
+        assert_eq!(parsed.line(), line.as_str());
     }
 }
 

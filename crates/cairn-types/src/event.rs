@@ -12,6 +12,8 @@ mod call;
 mod crc;
 mod kinds;
 mod line;
+#[doc(hidden)]
+pub use line::{Measured, emit_line, line_prefix};
 pub mod u64_text;
 pub use call::{CallError, CallErrorCode, CallUsage};
 pub use crc::{check_line, unsealed};
@@ -69,7 +71,9 @@ impl SessionEvent {
             let mut line = Vec::with_capacity(256);
             serde_json::to_writer(&mut line, self).expect("events serialize");
             let line = crc::seal(line);
-            String::from_utf8(line).expect("JSON is UTF-8").into()
+            String::from_utf8(line)
+                .expect("JSON is UTF-8")
+                .into_boxed_str()
         })
     }
 }
@@ -77,13 +81,14 @@ impl SessionEvent {
 /// A serialized line kept beside an entry (see [`SessionEvent::line`]).
 /// Equal to every other (it is a cache), shown as `…`.
 #[derive(Clone, Default)]
-pub struct LineCache(once_cell::sync::OnceCell<std::sync::Arc<str>>);
+pub struct LineCache(once_cell::sync::OnceCell<Box<str>>);
 
 impl LineCache {
-    /// A cache holding `line` already. Made whole, not set: an empty cache
-    /// then set pays a `Once` call (std's `OnceLock::from` does too), which
-    /// was 7 % of an emit's host time.
-    pub(crate) fn built(line: std::sync::Arc<str>) -> Self {
+    /// A cache holding `line` already (see [`line::emit_line`]). Made
+    /// whole, not set: an empty cache then set pays a `Once` call (std's
+    /// `OnceLock::from` does too), which was 7 % of an emit's host time.
+    #[doc(hidden)]
+    pub fn built(line: Box<str>) -> Self {
         Self(once_cell::sync::OnceCell::with_value(line))
     }
 

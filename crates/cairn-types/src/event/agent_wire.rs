@@ -289,8 +289,13 @@ mod lines {
                 let built = event.clone().with_payload_json(&json);
                 assert_eq!(built.line(), expected);
                 // The start one writer keeps for a run's emits builds the same line.
-                let kept = event.with_prefix_and_payload_json(&prefix, &json);
+                let kept = event.clone().with_prefix_and_payload_json(&prefix, &json);
                 assert_eq!(kept.line(), expected);
+                // As the committer builds an entry's line, a delta's text
+                // escaped straight into it.
+                assert!(!event.has_line());
+                assert_eq!(event.line_from_prefix(&prefix), expected);
+                assert!(event.has_line());
                 super::super::check_line(expected.as_bytes()).unwrap();
                 let parsed: SessionEvent = serde_json::from_str(&expected).unwrap();
                 assert_eq!(parsed.line(), expected);
@@ -309,6 +314,8 @@ mod lines {
             "unicode: é 漢字 🦀 \u{2028} \u{2029}".to_string(),
             "\u{1}".repeat(40),
             "x".repeat(5000),
+            (0u8..0x20).chain([0x7f]).map(char::from).collect(),
+            "é\"漢\\🦀\n\"\"\\".to_string(),
         ];
         for text in &texts {
             for payload in [
@@ -343,8 +350,23 @@ mod lines {
                         crate::json::json_within(&payload, max),
                         "{serde} within {max}"
                     );
+                    // Measured, a delta's JSON is counted to the byte.
+                    assert_eq!(
+                        payload.measure(max).map(|m| m.len()),
+                        crate::json::json_within(&payload, max).map(|j| j.len() as u64),
+                        "{serde} measured within {max}"
+                    );
                 }
                 assert_eq!(payload.json_within(u64::MAX).unwrap(), serde);
+                let counted = matches!(
+                    payload.measure(u64::MAX),
+                    Ok(super::super::Measured::Counted(_))
+                );
+                let by = matches!(
+                    payload,
+                    Payload::Agent(AgentEvent::TextDelta { by: Some(_), .. })
+                );
+                assert_eq!(counted, !by, "only a delta without `by` is counted");
             }
         }
     }

@@ -1,40 +1,246 @@
-//! An emit's journal line: its payload's JSON (measured for the run's
-//! limits, a delta's written without serde's tagging), then the line built
-//! around it as it is, the line's start kept for the run's next emit.
+//! An emit's journal line: its payload's JSON measured for the run's
+//! limits (a text or reasoning delta's only counted), then the line built
+//! around it — at once for a payload written already, by the journal's
+//! committer for a delta, its text escaped straight into the line — the
+//! line's start kept for the run's next emit. Every byte as serde writes
+//! the entry (tests below and in `agent_wire.rs`).
 
-use super::{AgentEvent, LineCache, Payload, SessionEvent, crc};
+use super::{AgentEvent, LineCache, Payload, RunFacts, SessionEvent, crc};
+use crate::ids::{RunId, SegmentId, Seq, SessionId};
 use serde::Serialize;
+
+/// A payload's JSON as an emit measured it for the run's limits: a text or
+/// reasoning delta's only counted (its line is written later, by the
+/// journal's committer, the text escaped straight into it), any other
+/// payload's written.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Measured {
+    /// A delta's JSON, this many bytes: not written yet.
+    Counted(u64),
+    /// The payload's JSON.
+    Written(String),
+}
+
+impl Measured {
+    /// The JSON's length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Measured::Counted(len) => *len,
+            Measured::Written(json) => json.len() as u64,
+        }
+    }
+
+    /// Whether the JSON is empty (it never is: a payload is an object).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The JSON when it was written.
+    pub fn written(&self) -> Option<&str> {
+        match self {
+            Measured::Counted(_) => None,
+            Measured::Written(json) => Some(json),
+        }
+    }
+}
+
+/// A text or reasoning delta without `by` — most of what a streaming
+/// controller emits — whose JSON is a fixed start, its text escaped, and
+/// `}}`: its kind and text.
+fn delta(payload: &Payload) -> Option<(&'static str, &str)> {
+    match payload {
+        Payload::Agent(AgentEvent::TextDelta { text, by: None }) => Some(("text_delta", text)),
+        Payload::Agent(AgentEvent::ReasoningDelta { text, by: None }) => {
+            Some(("reasoning_delta", text))
+        }
+        _ => None,
+    }
+}
+
+const DELTA_START: &str = "{\"kind\":\"agent\",\"event\":{\"type\":\"";
+const DELTA_TEXT: &str = "\",\"text\":";
+const DELTA_END: &str = "}}";
+
+/// A delta's JSON length: its fixed parts and its text as serde_json
+/// escapes it.
+fn delta_len(kind: &str, text: &str) -> u64 {
+    (DELTA_START.len() + kind.len() + DELTA_TEXT.len() + DELTA_END.len()) as u64 + escaped_len(text)
+}
+
+/// How serde_json escapes a byte of a string: `None` as it is, else its
+/// escape (a `\u00XX` for a control character without a short form).
+fn escape(b: u8) -> Option<&'static str> {
+    const U: [&str; 32] = [
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
+        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    ];
+    match b {
+        b'"' => Some("\\\""),
+        b'\\' => Some("\\\\"),
+        0..=0x1f => Some(U[b as usize]),
+        _ => None,
+    }
+}
+
+/// `text` as a JSON string, quotes included, in serde_json's bytes.
+fn escaped_len(text: &str) -> u64 {
+    2 + text
+        .bytes()
+        .map(|b| escape(b).map_or(1, str::len) as u64)
+        .sum::<u64>()
+}
+
+/// Push `text` as a JSON string, quotes included, in serde_json's bytes:
+/// runs that need no escape copied whole (an escape is ASCII, so a run
+/// always ends on a character boundary).
+fn push_escaped(out: &mut String, text: &str) {
+    out.push('"');
+    let mut from = 0;
+    for (i, b) in text.bytes().enumerate() {
+        if let Some(escaped) = escape(b) {
+            out.push_str(&text[from..i]);
+            out.push_str(escaped);
+            from = i + 1;
+        }
+    }
+    out.push_str(&text[from..]);
+    out.push('"');
+}
+
+fn push_delta(out: &mut String, kind: &str, text: &str) {
+    out.push_str(DELTA_START);
+    out.push_str(kind);
+    out.push_str(DELTA_TEXT);
+    push_escaped(out, text);
+    out.push_str(DELTA_END);
+}
 
 impl Payload {
     /// This payload's JSON when it is at most `max` bytes, else `Err` with
     /// its whole length: [`crate::json::json_within`], the same bytes. A
-    /// text or reasoning delta — most of what a streaming controller
-    /// emits — is written without serde's tagging machinery: its fixed
-    /// start, then its text escaped.
+    /// text or reasoning delta is written without serde's tagging
+    /// machinery: its fixed start, then its text escaped.
     #[doc(hidden)]
     pub fn json_within(&self, max: u64) -> Result<String, u64> {
-        let (kind, text) = match self {
-            Payload::Agent(AgentEvent::TextDelta { text, by: None }) => ("text_delta", text),
-            Payload::Agent(AgentEvent::ReasoningDelta { text, by: None }) => {
-                ("reasoning_delta", text)
+        match self.measure(max)? {
+            Measured::Written(json) => Ok(json),
+            Measured::Counted(len) => {
+                let (kind, text) = delta(self).unwrap_or_default();
+                let mut out = String::with_capacity(len as usize);
+                push_delta(&mut out, kind, text);
+                Ok(out)
             }
-            _ => return crate::json::json_within(self, max),
-        };
-        // Escaped, a byte takes at most six (`\u001f`); a delta that could
-        // pass `max` so is measured the general way.
-        const AROUND: u64 = 64;
-        if (text.len() as u64).saturating_mul(6).saturating_add(AROUND) > max {
-            return crate::json::json_within(self, max);
         }
-        let mut out = Vec::with_capacity(text.len() + AROUND as usize);
-        out.extend_from_slice(b"{\"kind\":\"agent\",\"event\":{\"type\":\"");
-        out.extend_from_slice(kind.as_bytes());
-        out.extend_from_slice(b"\",\"text\":");
-        // A string always serializes.
-        let _ = serde_json::to_writer(&mut out, text);
-        out.extend_from_slice(b"}}");
-        String::from_utf8(out).map_err(|_| u64::MAX)
     }
+
+    /// This payload's JSON measured, when it is at most `max` bytes, else
+    /// `Err` with its whole length: a delta's counted, not written (see
+    /// [`Measured`]); any other payload's as [`Self::json_within`].
+    #[doc(hidden)]
+    pub fn measure(&self, max: u64) -> Result<Measured, u64> {
+        match delta(self) {
+            Some((kind, text)) => match delta_len(kind, text) {
+                len if len > max => Err(len),
+                len => Ok(Measured::Counted(len)),
+            },
+            None => crate::json::json_within(self, max).map(Measured::Written),
+        }
+    }
+}
+
+/// The start of a line, up to its seq: its session, segment and run —
+/// the same for every entry a run journals in one segment, so a writer
+/// builds it once ([`emit_line`]).
+#[doc(hidden)]
+pub fn line_prefix(session: &SessionId, segment: &SegmentId, run: Option<&RunId>) -> String {
+    // A field of an entry always serializes (as in `line`).
+    fn json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
+        let _ = serde_json::to_writer(out, value);
+    }
+    let mut out = Vec::with_capacity(160);
+    out.extend_from_slice(b"{\"session_id\":");
+    json(&mut out, session);
+    out.extend_from_slice(b",\"segment_id\":");
+    json(&mut out, segment);
+    if let Some(run) = run {
+        out.extend_from_slice(b",\"run_id\":");
+        json(&mut out, run);
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The line of an entry without facts whose start is `prefix`
+/// ([`line_prefix`]) and whose payload's JSON is `payload`: the bytes
+/// [`SessionEvent::line`] writes, in one buffer of exactly their length
+/// (kept as it is: [`super::LineCache::built`]), the checksum summed in
+/// place. What an emit's entry is built around, before the entry exists.
+#[doc(hidden)]
+pub fn emit_line(prefix: &str, seq: Seq, at_ms: u64, payload: &str) -> Box<str> {
+    line_around(prefix, seq, at_ms, Json::Written(payload), None)
+}
+
+/// A payload's JSON as a line takes it: written already, or a delta's, to
+/// write straight into the line.
+enum Json<'a> {
+    Written(&'a str),
+    Delta(&'static str, &'a str),
+}
+
+impl Json<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Json::Written(json) => json.len(),
+            Json::Delta(kind, text) => delta_len(kind, text) as usize,
+        }
+    }
+}
+
+fn line_around(
+    prefix: &str,
+    seq: Seq,
+    at_ms: u64,
+    payload: Json<'_>,
+    facts: Option<&RunFacts>,
+) -> Box<str> {
+    const SEQ: &str = ",\"seq\":";
+    const AT: &str = ",\"at_ms\":";
+    const PAYLOAD: &str = ",\"payload\":";
+    let mut seq_digits = itoa::Buffer::new();
+    let seq_digits = seq_digits.format(seq.0);
+    let mut at_digits = itoa::Buffer::new();
+    let at_digits = at_digits.format(at_ms);
+    let facts = facts.map(|f| serde_json::to_string(f).unwrap_or_default());
+    let len = prefix.len()
+        + SEQ.len()
+        + seq_digits.len()
+        + AT.len()
+        + at_digits.len()
+        + PAYLOAD.len()
+        + payload.len()
+        + facts.as_ref().map_or(0, |f| ",\"facts\":".len() + f.len())
+        + crc::SUFFIX_LEN;
+    let mut out = String::with_capacity(len);
+    out.push_str(prefix);
+    out.push_str(SEQ);
+    out.push_str(seq_digits);
+    out.push_str(AT);
+    out.push_str(at_digits);
+    out.push_str(PAYLOAD);
+    match payload {
+        Json::Written(json) => out.push_str(json),
+        Json::Delta(kind, text) => push_delta(&mut out, kind, text),
+    }
+    if let Some(facts) = facts {
+        out.push_str(",\"facts\":");
+        // A field of an entry always serializes (as in `line`).
+        out.push_str(&facts);
+    }
+    crc::seal_open(&mut out);
+    debug_assert_eq!(out.len(), len);
+    out.into_boxed_str()
 }
 
 impl SessionEvent {
@@ -48,50 +254,55 @@ impl SessionEvent {
         self.with_prefix_and_payload_json(&prefix, payload)
     }
 
-    /// The start of this entry's line, up to its seq: its session, segment
-    /// and run — the same for every entry a run journals in one segment,
-    /// so a writer builds it once ([`Self::with_prefix_and_payload_json`]).
+    /// The start of this entry's line, up to its seq ([`line_prefix`]).
     #[doc(hidden)]
     pub fn line_prefix(&self) -> String {
-        // A field of an entry always serializes (as in `line`).
-        fn json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
-            let _ = serde_json::to_writer(out, value);
-        }
-        let mut out = Vec::with_capacity(160);
-        out.extend_from_slice(b"{\"session_id\":");
-        json(&mut out, &self.session_id);
-        out.extend_from_slice(b",\"segment_id\":");
-        json(&mut out, &self.segment_id);
-        if let Some(run) = &self.run_id {
-            out.extend_from_slice(b",\"run_id\":");
-            json(&mut out, run);
-        }
-        String::from_utf8(out).unwrap_or_default()
+        line_prefix(&self.session_id, &self.segment_id, self.run_id.as_ref())
     }
 
     /// [`Self::with_payload_json`] with the line's start built already:
     /// `prefix` must be this entry's [`Self::line_prefix`] (checked in
-    /// debug builds). One buffer, sized once, the checksum summed in place.
+    /// debug builds).
     #[doc(hidden)]
     pub fn with_prefix_and_payload_json(self, prefix: &str, payload: &str) -> Self {
         debug_assert_eq!(prefix, self.line_prefix());
-        let mut out = String::with_capacity(prefix.len() + payload.len() + 80 + crc::SUFFIX_LEN);
-        out.push_str(prefix);
-        out.push_str(",\"seq\":");
-        out.push_str(itoa::Buffer::new().format(self.seq.0));
-        out.push_str(",\"at_ms\":");
-        out.push_str(itoa::Buffer::new().format(self.at_ms));
-        out.push_str(",\"payload\":");
-        out.push_str(payload);
-        if let Some(facts) = &self.facts {
-            out.push_str(",\"facts\":");
-            // A field of an entry always serializes (as in `line`).
-            out.push_str(&serde_json::to_string(facts).unwrap_or_default());
-        }
-        crc::seal_open(&mut out);
+        let json = Json::Written(payload);
+        let line = line_around(prefix, self.seq, self.at_ms, json, self.facts.as_deref());
         Self {
-            line: LineCache::built(std::sync::Arc::from(out)),
+            line: LineCache::built(line),
             ..self
         }
+    }
+
+    /// Whether this entry's line is built.
+    #[doc(hidden)]
+    pub fn has_line(&self) -> bool {
+        self.line.0.get().is_some()
+    }
+
+    /// [`Self::line`], built (when it is not yet) around `prefix`, this
+    /// entry's [`Self::line_prefix`] (checked in debug builds): the same
+    /// bytes, a delta's text escaped straight into the line. What the
+    /// journal's committer builds an emitted delta's line with, off the
+    /// emitting guest's thread (see [`Measured`]).
+    #[doc(hidden)]
+    pub fn line_from_prefix(&self, prefix: &str) -> &str {
+        if self.facts.is_some() {
+            // A run's end: written once a run, the general way.
+            return self.line();
+        }
+        self.line.0.get_or_init(|| {
+            debug_assert_eq!(prefix, self.line_prefix());
+            let written;
+            let json = match delta(&self.payload) {
+                Some((kind, text)) => Json::Delta(kind, text),
+                None => {
+                    // A payload always serializes (as in `line`).
+                    written = crate::json::json_within(&self.payload, u64::MAX).unwrap_or_default();
+                    Json::Written(&written)
+                }
+            };
+            line_around(prefix, self.seq, self.at_ms, json, None)
+        })
     }
 }

@@ -58,8 +58,8 @@ impl Slice {
 enum Checked {
     /// Answered already: refused, or replayed from the journal.
     Done(Result<u64, EmitRefusal>),
-    /// To journal: the payload and its JSON.
-    Append(Payload, String),
+    /// To journal: the payload and its JSON, measured.
+    Append(Payload, Measured),
 }
 
 impl RunCtx {
@@ -86,7 +86,7 @@ impl RunCtx {
             |entry| (entry.payload == payload).then_some(entry.seq),
         )?;
         if let script::Recorded::Replayed(seq) = replayed {
-            self.count(json.len() as u64);
+            self.count(json.len());
             return Ok(Checked::Done(Ok(seq.0)));
         }
         Ok(Checked::Append(payload, json))
@@ -122,7 +122,7 @@ impl RunHost for RunCtx {
             Ok(Checked::Done(done)) => Ok(done),
             Ok(Checked::Append(payload, json)) => {
                 let seq = emitter.append(Some(self.run_id), payload, &json);
-                self.count(json.len() as u64);
+                self.count(json.len());
                 Ok(Ok(seq.0))
             }
         })

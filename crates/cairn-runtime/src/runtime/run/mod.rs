@@ -13,7 +13,7 @@ use crate::ids::{DecisionId, Generation, RunId, Seq, SessionId, WorkerId};
 use crate::journal::SessionJournal;
 use crate::journal::event::{
     AgentEvent, ApprovalRoute, CancelReason, DecidedBy, ErrorInfo, FinishOutcome, LifecycleEvent,
-    Liveness, LivenessPolicy, Payload, RunFacts, RunStatus, SessionEvent, Usage,
+    Liveness, LivenessPolicy, Measured, Payload, RunFacts, RunStatus, SessionEvent, Usage,
 };
 use crate::limits::Limits;
 use crate::worker::WorkerDir;
@@ -458,18 +458,19 @@ impl RunCtx {
         Ok(())
     }
 
-    /// An agent entry's journal line (serialized once: measured here,
-    /// written as it is), within the run's `event_bytes`, `events_per_run`
-    /// and `journal_bytes`; else the limit it breaks (the run then ends).
-    pub(crate) fn measured(&self, payload: &Payload) -> Result<String, String> {
+    /// An agent entry's payload JSON measured (written, or for a delta
+    /// only counted: see [`Measured`]), within the run's `event_bytes`,
+    /// `events_per_run` and `journal_bytes`; else the limit it breaks (the
+    /// run then ends).
+    pub(crate) fn measured(&self, payload: &Payload) -> Result<Measured, String> {
         let json = payload
-            .json_within(self.limits.event_bytes)
+            .measure(self.limits.event_bytes)
             .map_err(|size| self.break_limit("event_bytes", size, self.limits.event_bytes))?;
         let count = self.events.load(Ordering::Relaxed) + 1;
         if count > self.limits.events_per_run {
             return Err(self.break_limit("events_per_run", count, self.limits.events_per_run));
         }
-        let journal = self.journal_bytes.load(Ordering::Relaxed) + json.len() as u64;
+        let journal = self.journal_bytes.load(Ordering::Relaxed) + json.len();
         if journal > self.limits.journal_bytes {
             return Err(self.break_limit("journal_bytes", journal, self.limits.journal_bytes));
         }
@@ -481,7 +482,7 @@ impl RunCtx {
     pub(crate) async fn append_agent(
         &self,
         payload: Payload,
-        json: &str,
+        json: &Measured,
         what: &str,
     ) -> Result<Seq, HostFailure> {
         // Inside tokio's cooperative budget, on purpose: the minting lock's
@@ -496,7 +497,7 @@ impl RunCtx {
             .append_emit(Some(self.run_id), payload, json)
             .await
             .map_err(|e| self.refused(what, e))?;
-        self.count(json.len() as u64);
+        self.count(json.len());
         Ok(seq)
     }
 
