@@ -40,6 +40,7 @@
 
 #![deny(missing_docs)]
 
+mod away;
 mod commit;
 pub use cairn_types::event;
 mod live;

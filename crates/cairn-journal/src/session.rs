@@ -323,7 +323,7 @@ impl SessionJournal {
         payload: Payload,
         json: Option<&Measured>,
     ) -> Result<Seq, StoreError> {
-        let (seq, full) = self.mint_now(&mut minting, run_id, payload, json);
+        let (seq, full) = self.mint_now(&mut minting, run_id, payload, json, false);
         if full {
             drop(minting);
             // Boxed: the rare wait keeps its state out of every emit's future.
@@ -333,13 +333,16 @@ impl SessionJournal {
     }
 
     /// Mint an emit into the pending batch and schedule its commit; `true`
-    /// when the batch is full (its writer should wait for the disk).
+    /// when the batch is full (its writer should wait for the disk). `away`:
+    /// the writer goes on without giving its worker back, so the commit is
+    /// spawned from elsewhere (see `away.rs`).
     fn mint_now(
         &self,
         minting: &mut Minting,
         run_id: Option<RunId>,
         payload: Payload,
         json: Option<&Measured>,
+        away: bool,
     ) -> (Seq, bool) {
         let core = &self.core;
         let seq = minting.last_seq.next();
@@ -387,21 +390,25 @@ impl SessionJournal {
         if pending >= MAX_PENDING || minting.pending_bytes >= MAX_PENDING_BYTES {
             return (seq, true);
         }
+        let spawn = |task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>| match away {
+            true => super::away::spawn(task),
+            false => drop(tokio::spawn(task)),
+        };
         if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
             if !minting.kicked {
                 minting.kicked = true;
                 let core = core.clone();
-                tokio::spawn(async move {
+                spawn(Box::pin(async move {
                     let _ = core.flush().await;
-                });
+                }));
             }
         } else if !minting.timer {
             minting.timer = true;
             let core = core.clone();
-            tokio::spawn(async move {
+            spawn(Box::pin(async move {
                 tokio::time::sleep(COMMIT_DELAY).await;
                 let _ = core.flush().await;
-            });
+            }));
         }
         (seq, false)
     }
@@ -691,13 +698,13 @@ impl Emitter<'_> {
     /// committed at once, without this emit waiting for it (the emitter
     /// took the lock only with room for one more: the next emit waits).
     pub fn append(mut self, run_id: Option<RunId>, payload: Payload, json: &Measured) -> Seq {
-        let (seq, full) = self
-            .journal
-            .mint_now(&mut self.minting, run_id, payload, Some(json));
+        let (seq, full) =
+            self.journal
+                .mint_now(&mut self.minting, run_id, payload, Some(json), true);
         if full && !self.minting.kicked {
             self.minting.kicked = true;
             let core = self.journal.core.clone();
-            tokio::spawn(async move {
+            super::away::spawn(async move {
                 let _ = core.flush().await;
             });
         }
