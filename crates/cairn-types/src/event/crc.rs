@@ -41,8 +41,8 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
 /// [`seal`] makes of the whole object.
 pub(crate) fn seal_open(line: &mut String) {
     let field = checksum_field(crc32c::crc32c(line.as_bytes()));
-    // ASCII by construction.
-    line.push_str(std::str::from_utf8(&field).unwrap_or_default());
+    // ASCII by construction: each byte is its char (no UTF-8 check).
+    line.extend(field.iter().map(|&b| char::from(b)));
 }
 
 /// `line` as it reads without its checksum field (the line a cairn before
