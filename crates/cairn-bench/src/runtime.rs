@@ -305,6 +305,24 @@ fn rss_split(
     parts.to_vec()
 }
 
+/// This process's RSS (KiB) once it stopped moving: memory an earlier
+/// figure freed goes back to the system a little later (the allocator
+/// purges freed pages after a delay), and counted into a baseline it made
+/// the sessions after it look smaller — negative, once, under the test
+/// suite's load. Two readings 50 ms apart within 64 KiB, or 3 s.
+async fn settled_rss() -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut last = rss_kib();
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = rss_kib();
+        if (now - last).abs() < 64.0 || Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// RSS per session waiting on a decision, the descriptors open then, and
 /// what the RSS is made of.
 async fn density(
@@ -329,7 +347,7 @@ async fn density(
     while rt.pending_decisions(None).is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let before = rss_kib();
+    let before = settled_rss().await;
     let before_maps = mappings();
     let mut runs = vec![first.run_id];
     for i in 1..n {

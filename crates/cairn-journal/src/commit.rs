@@ -9,6 +9,9 @@ use cairn_store::{Store, StoreError};
 use cairn_types::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use std::sync::Arc;
 
+/// Pending emits that start a commit at once.
+pub const BATCH: usize = 256;
+
 /// What only the committer touches: the durable head.
 pub(super) struct Durable {
     pub(super) last_seq: Seq,
@@ -295,7 +298,7 @@ impl Core {
             minting.kicked = false;
             // The next batch likely fills as this one did: room for it
             // now, not grown an entry at a time by the emitting guest.
-            let room = minting.pending.len().min(super::session::BATCH);
+            let room = minting.pending.len().min(BATCH);
             std::mem::replace(&mut minting.pending, Vec::with_capacity(room))
         };
         self.write(&mut durable, &batch).await

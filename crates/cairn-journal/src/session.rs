@@ -31,8 +31,7 @@ use cairn_types::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Pending emits that start a commit at once.
-pub const BATCH: usize = 256;
+pub use super::commit::BATCH;
 /// The longest an emit waits before its commit starts (with the tokio
 /// timer's millisecond grain, it starts within 2 ms).
 pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
