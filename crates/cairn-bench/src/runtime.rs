@@ -305,19 +305,17 @@ fn rss_split(
     parts.to_vec()
 }
 
-/// This process's RSS (KiB) once it stopped moving: memory an earlier
-/// figure freed goes back to the system a little later (the allocator
-/// purges freed pages after a delay), and counted into a baseline it made
-/// the sessions after it look smaller — negative, once, under the test
-/// suite's load. Two readings 50 ms apart within 64 KiB, or 3 s.
-async fn settled_rss() -> f64 {
+/// Wait until this process's RSS stopped moving (two readings 50 ms apart
+/// within 64 KiB, or 3 s): memory an earlier figure freed goes back to the
+/// system a little later (the allocator purges freed pages after a delay).
+async fn settle_rss() {
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut last = rss_kib();
     loop {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let now = rss_kib();
         if (now - last).abs() < 64.0 || Instant::now() >= deadline {
-            return now;
+            return;
         }
         last = now;
     }
@@ -347,7 +345,7 @@ async fn density(
     while rt.pending_decisions(None).is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let before = settled_rss().await;
+    settle_rss().await;
     let before_maps = mappings();
     let mut runs = vec![first.run_id];
     for i in 1..n {
@@ -368,8 +366,12 @@ async fn density(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let after = rss_kib();
-    let per = (after - before) / (n - 1).max(1) as f64;
     let split = rss_split(&before_maps, &mappings(), n, (n + 16) as f64, memory_bytes);
+    // The sum of the split, growth only: the process's RSS less the
+    // baseline's, the same figure when nothing else moved, also counts
+    // whatever memory an earlier figure's teardown handed back meanwhile
+    // (it came out negative so, once, under the test suite's load).
+    let per = split.iter().map(|(_, kib)| kib).sum::<f64>();
     progress(format!(
         "runtime: density, {n} waiting: per session {}",
         split

@@ -164,6 +164,9 @@ pub(super) struct Core {
     pub(super) drops: std::sync::Mutex<Vec<Seq>>,
     /// Told when the durable head moves or minted entries are dropped.
     pub(super) moved: tokio::sync::Notify,
+    /// Told when a writer took the pending batch (or let it be): a guest
+    /// waiting for room in a full batch goes on.
+    pub(super) taken: tokio::sync::Notify,
     pub(super) live: Arc<Live>,
 }
 
@@ -237,6 +240,7 @@ impl Core {
                 minting.failed = Some(Failure::of(&e));
                 drop(minting);
                 self.dropped_pending(durable.last_seq);
+                self.taken.notify_waiters();
                 Err(e)
             }
         }
@@ -292,6 +296,8 @@ impl Core {
             let mut minting = self.minting.lock().await;
             if minting.sealed {
                 // Kept for the run's terminal write.
+                drop(minting);
+                self.taken.notify_waiters();
                 return Ok(());
             }
             minting.timer = false;
@@ -301,6 +307,8 @@ impl Core {
             let room = minting.pending.len().min(BATCH);
             std::mem::replace(&mut minting.pending, Vec::with_capacity(room))
         };
+        // The guest that filled the batch goes on while it is written.
+        self.taken.notify_waiters();
         self.write(&mut durable, &batch).await
     }
 

@@ -41,13 +41,15 @@ pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
 pub const DEFER_DELAY: Duration = Duration::from_millis(20);
 /// Pending emits past which the emitting guest waits for the disk
 /// (backpressure: memory stays bounded when the disk is slower than the
-/// guest). A quarter of the default live window, so one commit never
+/// guest): until a commit takes them — the guest then goes on while they
+/// are written, so at most twice this many are held, pending and in
+/// flight. A quarter of the default live window, so one commit never
 /// pushes a keeping-up subscriber out of it.
 pub const MAX_PENDING: usize = 16 * BATCH;
 /// Bytes (as journaled) of pending emits that start a commit at once.
 pub const BATCH_BYTES: u64 = 1 << 20;
 /// Bytes of pending emits past which the emitting guest waits for the
-/// disk, beside [`MAX_PENDING`]: a few thousand large emits cannot pile up
+/// disk as past [`MAX_PENDING`]: a few thousand large emits cannot pile up
 /// gigabytes in memory ahead of a slow store.
 pub const MAX_PENDING_BYTES: u64 = 16 << 20;
 
@@ -112,6 +114,7 @@ impl SessionJournal {
                 durable_seq: std::sync::atomic::AtomicU64::new(head.last_seq.0),
                 drops: Default::default(),
                 moved: tokio::sync::Notify::new(),
+                taken: tokio::sync::Notify::new(),
                 live,
             }),
         }
@@ -314,7 +317,7 @@ impl SessionJournal {
     }
 
     /// Mint an emit into the pending batch and schedule its commit; past
-    /// [`MAX_PENDING`] the caller waits for the disk.
+    /// [`MAX_PENDING`] the caller waits for a commit to take the batch.
     async fn mint(
         &self,
         mut minting: tokio::sync::MutexGuard<'_, Minting>,
@@ -326,9 +329,40 @@ impl SessionJournal {
         if full {
             drop(minting);
             // Boxed: the rare wait keeps its state out of every emit's future.
-            Box::pin(self.core.flush()).await?;
+            Box::pin(self.room()).await?;
         }
         Ok(seq)
+    }
+
+    /// Wait until the pending batch has room again: until a commit took it
+    /// (the guest goes on minting while that commit is written — the
+    /// commit ahead of it ends first), a failed commit dropped it, or the
+    /// journal is sealed (its run's end takes it). A commit is started if
+    /// none is.
+    async fn room(&self) -> Result<(), StoreError> {
+        let core = &self.core;
+        loop {
+            let taken = core.taken.notified();
+            tokio::pin!(taken);
+            taken.as_mut().enable();
+            {
+                let mut minting = core.minting.lock().await;
+                minting.check(&core.session)?;
+                let room = minting.pending.len() < MAX_PENDING
+                    && minting.pending_bytes < MAX_PENDING_BYTES;
+                if minting.sealed || room || minting.pending.is_empty() {
+                    return Ok(());
+                }
+                if !minting.kicked {
+                    minting.kicked = true;
+                    let core = core.clone();
+                    tokio::spawn(async move {
+                        let _ = core.flush().await;
+                    });
+                }
+            }
+            taken.await;
+        }
     }
 
     /// Mint an emit into the pending batch and schedule its commit; `true`
@@ -418,7 +452,17 @@ impl SessionJournal {
     /// [`Emitter`]); `None` sends it the waiting way
     /// ([`Self::append_emit`]).
     pub fn try_emitter(&self) -> Option<Emitter<'_>> {
-        let minting = self.core.minting.try_lock().ok()?;
+        // A commit holds the lock only to take the batch: a moment's spin
+        // is cheaper than the waiting way, whose wake-up comes from the
+        // committer's worker after its whole commit (25 µs an emit so).
+        const SPINS: usize = 64;
+        let minting = (0..SPINS).find_map(|_| match self.core.minting.try_lock() {
+            Ok(minting) => Some(minting),
+            Err(_) => {
+                std::hint::spin_loop();
+                None
+            }
+        })?;
         let room = minting.failed.is_none()
             && minting.pending.len() + 1 < MAX_PENDING
             && (minting.pending.is_empty() || minting.pending_bytes < MAX_PENDING_BYTES);

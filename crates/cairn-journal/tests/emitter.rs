@@ -1,7 +1,7 @@
 //! An emit taken without a wait ([`SessionJournal::try_emitter`]) mints
 //! like one that waits: dense seqs shared with the waiting way, the same
 //! committed lines; and it is refused — sending the emit the waiting way —
-//! once the pending batch is full, until the disk has caught up.
+//! once the pending batch is full, until a commit took it.
 
 use cairn_journal::{Delivery, Journals, MAX_PENDING, SessionJournal, Subscription};
 use cairn_store::MemoryStore;
@@ -90,7 +90,7 @@ async fn emits_without_a_wait_share_dense_seqs_and_lines_with_the_waiting_way() 
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_full_batch_sends_emits_the_waiting_way_until_the_disk_caught_up() {
+async fn a_full_batch_sends_emits_the_waiting_way_until_a_commit_took_it() {
     let journal = journal("emitter-full").await;
     // On one thread the commits these emits start cannot run before the
     // test yields: the batch only grows.
@@ -106,10 +106,11 @@ async fn a_full_batch_sends_emits_the_waiting_way_until_the_disk_caught_up() {
         "with {} pending an emit must wait for the disk",
         MAX_PENDING - 1
     );
-    // The waiting way commits the batch before it returns.
+    // The waiting way returns once a commit took the batch (the guest
+    // goes on while it is written).
     let (payload, json) = text(MAX_PENDING);
     let seq = journal.append_emit(None, payload, &json).await.unwrap();
     assert_eq!(seq.0, 1 + MAX_PENDING as u64);
-    assert!(journal.try_emitter().is_some(), "the batch was committed");
+    assert!(journal.try_emitter().is_some(), "a commit took the batch");
     assert_eq!(journal.last_seq().await, seq);
 }
