@@ -685,6 +685,14 @@ impl SessionJournal {
         Ok(SessionEvent::clone(&event))
     }
 
+    /// The durable head now, without waiting for a commit in flight.
+    pub fn durable_seq(&self) -> Seq {
+        Seq(self
+            .core
+            .durable_seq
+            .load(std::sync::atomic::Ordering::Acquire))
+    }
+
     /// The last seq minted, durable or not (a subscriber from there sees
     /// what comes after, once committed).
     pub async fn minted_seq(&self) -> Seq {

@@ -144,11 +144,18 @@ impl Runtime {
         let record = worker.record()?;
         let meta = worker.metadata()?;
         let last_seq = self.last_seq(session).await?;
-        let last_run = self.last_facts(session, last_seq).await?;
         let live = {
             let sessions = self.inner.registry.sessions();
             sessions.get(session).and_then(|l| l.live_run().cloned())
         };
+        // The last ended run's end is before a live run's entries: looked
+        // for from there, not through everything the live run emitted (a
+        // poll of an emitting session read its whole journal, seconds of
+        // it on a loaded database).
+        let search_from = live
+            .as_ref()
+            .map_or(last_seq, |run| run.began_after.min(last_seq));
+        let last_run = self.last_facts(session, search_from).await?;
         let state = match &live {
             Some(run) => {
                 if !run.running.load(Ordering::Relaxed) {

@@ -61,6 +61,9 @@ pub(crate) struct Place {
 pub struct RunCtx {
     pub(crate) run_id: RunId,
     pub(crate) session: SessionId,
+    /// The session's durable head when the run was made: the last ended
+    /// run's end is at or before it, and the run's own entries after it.
+    pub(crate) began_after: Seq,
     pub(crate) journal: Arc<SessionJournal>,
     pub(crate) store: Arc<dyn crate::store::Store>,
     pub(crate) broker: Arc<Broker>,
@@ -218,6 +221,7 @@ impl RunCtx {
         RunCtx {
             run_id,
             session,
+            began_after: journal.durable_seq(),
             journal,
             store,
             broker,
