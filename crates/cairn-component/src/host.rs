@@ -289,9 +289,9 @@ impl journal::Host for HostState {
             },
         };
         if host_ref(self)?.cooperative() {
-            // Every 128 units, a yield: under a loaded machine's test
-            // suite, guests that gave their workers back only every 500 µs
-            // kept a server's HTTP and database work waiting for seconds.
+            // Every 128 units, a yield, as the waiting way's lock spent it
+            // (500 µs clock slices instead were tried, and taken back while
+            // the database-outage test failed under the suite's load).
             std::future::poll_fn(|cx| {
                 tokio::task::coop::poll_proceed(cx).map(|r| r.made_progress())
             })
