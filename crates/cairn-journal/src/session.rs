@@ -353,13 +353,7 @@ impl SessionJournal {
                 if minting.sealed || room || minting.pending.is_empty() {
                     return Ok(());
                 }
-                if !minting.kicked {
-                    minting.kicked = true;
-                    let core = core.clone();
-                    tokio::spawn(async move {
-                        let _ = core.flush().await;
-                    });
-                }
+                kick(core, &mut minting, false);
             }
             taken.await;
         }
@@ -423,25 +417,15 @@ impl SessionJournal {
         if pending >= MAX_PENDING || minting.pending_bytes >= MAX_PENDING_BYTES {
             return (seq, true);
         }
-        let spawn = |task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>| match away {
-            true => super::away::spawn(task),
-            false => drop(tokio::spawn(task)),
-        };
         if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
-            if !minting.kicked {
-                minting.kicked = true;
-                let core = core.clone();
-                spawn(Box::pin(async move {
-                    let _ = core.flush().await;
-                }));
-            }
+            kick(core, minting, away);
         } else if !minting.timer {
             minting.timer = true;
             let core = core.clone();
-            spawn(Box::pin(async move {
+            spawn(away, async move {
                 tokio::time::sleep(COMMIT_DELAY).await;
                 let _ = core.flush().await;
-            }));
+            });
         }
         (seq, false)
     }
@@ -752,13 +736,29 @@ impl Emitter<'_> {
         let (seq, full) =
             self.journal
                 .mint_now(&mut self.minting, run_id, payload, Some(json), true);
-        if full && !self.minting.kicked {
-            self.minting.kicked = true;
-            let core = self.journal.core.clone();
-            super::away::spawn(async move {
-                let _ = core.flush().await;
-            });
+        if full {
+            kick(&self.journal.core, &mut self.minting, true);
         }
         seq
+    }
+}
+
+/// Start a commit of the pending batch now, unless one is started.
+fn kick(core: &Arc<Core>, minting: &mut Minting, away: bool) {
+    if !minting.kicked {
+        minting.kicked = true;
+        let core = core.clone();
+        spawn(away, async move {
+            let _ = core.flush().await;
+        });
+    }
+}
+
+/// Spawn a commit's task: from the away thread when its writer keeps its
+/// worker (see `away.rs`), else from here.
+fn spawn(away: bool, task: impl Future<Output = ()> + Send + 'static) {
+    match away {
+        true => super::away::spawn(task),
+        false => drop(tokio::spawn(task)),
     }
 }
