@@ -218,7 +218,7 @@ pub async fn open_runtime(
 
 /// Tasks a worker polls between its looks at the sockets and timers, and
 /// at the runtime's shared queue (tokio's defaults are 61 and about 31). A
-/// worker may spend a whole slice in one guest — 128 emits, up to a 10 ms
+/// worker may spend a whole slice in one guest — 500 µs of emits, up to a 10 ms
 /// epoch tick of compute — and with every worker so busy, that many such
 /// polls keep an HTTP request, a database reply, or a commit spawned into
 /// the shared queue (see `cairn-journal`'s `away.rs`) waiting for tens to

@@ -139,14 +139,6 @@ pub trait RunHost: Send + Sync {
     fn try_emit(&self, event: AgentEvent) -> Result<EmitDone, AgentEvent> {
         Err(event)
     }
-    /// Whether each emit spends a unit of tokio's cooperative budget, so a
-    /// guest emitting in a loop gives its worker back every so often (the
-    /// waiting way's lock spent it; [`Self::try_emit`] takes none). The
-    /// runtime's host does; a host whose emits cost nothing (the bench's
-    /// null host, the raw import call) need not.
-    fn cooperative(&self) -> bool {
-        false
-    }
     /// Journal a request and wait for its answer (journaled first).
     async fn wait(&self, request: DecisionRequest) -> Result<Answer, HostFailure>;
     /// The session's recent turns.
@@ -288,15 +280,6 @@ impl journal::Host for HostState {
                 Err(e) => return Ok(Err(e)),
             },
         };
-        if host_ref(self)?.cooperative() {
-            // Every 128 units, a yield, as the waiting way's lock spent it
-            // (500 µs clock slices instead were tried, and taken back while
-            // the database-outage test failed under the suite's load).
-            std::future::poll_fn(|cx| {
-                tokio::task::coop::poll_proceed(cx).map(|r| r.made_progress())
-            })
-            .await;
-        }
         let event = match host_ref(self)?.try_emit(event) {
             Ok(done) => return Ok(done?),
             Err(event) => event,

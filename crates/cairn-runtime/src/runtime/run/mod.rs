@@ -131,6 +131,8 @@ pub struct RunCtx {
     /// emits, outgoing HTTP from its call id to its answer): a run with
     /// any is never evicted.
     inflight: AtomicU64,
+    /// How long the guest has emitted without letting its worker go.
+    slice: imports::Slice,
     /// A timer wait at least this long (ms) lets the task evict the
     /// instance; 0: never (see `evict.rs`).
     evict_after_ms: AtomicU64,
@@ -260,6 +262,7 @@ impl RunCtx {
             tool_calls: AtomicU64::new(0),
             http_requests: AtomicU64::new(0),
             inflight: AtomicU64::new(0),
+            slice: imports::Slice::new(),
             evict_after_ms: AtomicU64::new(0),
             waiting: Mutex::new(std::collections::BTreeMap::new()),
             timer_blocks: AtomicU64::new(0),
