@@ -40,6 +40,9 @@ pub(super) struct Minting {
     /// The last emit's line start (its segment and run, and the line up to
     /// its seq): every emit of a run in one segment starts the same.
     pub(super) prefix: KeptPrefix,
+    /// A writer keeps minting still across its store call
+    /// ([`MintLock::hold`]).
+    pub(super) held: bool,
 }
 
 impl Minting {
@@ -82,6 +85,95 @@ impl Minting {
             Some(failed) => Err(failed.error(session)),
             None => Ok(()),
         }
+    }
+}
+
+/// The minting lock: a std mutex, held only for moments and never across
+/// an await — an emit takes and lets it go without tokio's lock, whose
+/// release alone was a fifth of an emit's host time — with a gate for the
+/// two writers that must keep minting still across their store call (a
+/// segment switch, a run's end: [`MintLock::hold`]). While one holds it,
+/// every other minter waits ([`MintLock::lock`]) or is turned away
+/// ([`MintLock::try_lock`]).
+pub(super) struct MintLock {
+    state: std::sync::Mutex<Minting>,
+    /// Told when a hold ends.
+    opened: tokio::sync::Notify,
+}
+
+/// The minting state, locked for a moment.
+pub(super) type MintGuard<'a> = std::sync::MutexGuard<'a, Minting>;
+
+impl MintLock {
+    pub(super) fn new(minting: Minting) -> Self {
+        MintLock {
+            state: std::sync::Mutex::new(minting),
+            opened: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The state now, whoever holds it: for the holder, and for a look.
+    fn state(&self) -> MintGuard<'_> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The state, once nobody holds it.
+    pub(super) async fn lock(&self) -> MintGuard<'_> {
+        {
+            let minting = self.state();
+            if !minting.held {
+                return minting;
+            }
+        }
+        loop {
+            let opened = self.opened.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            {
+                let minting = self.state();
+                if !minting.held {
+                    return minting;
+                }
+            }
+            opened.await;
+        }
+    }
+
+    /// The state now, unless another minter has it this moment or a
+    /// writer holds it.
+    pub(super) fn try_lock(&self) -> Option<MintGuard<'_>> {
+        let minting = match self.state.try_lock() {
+            Ok(minting) => minting,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        (!minting.held).then_some(minting)
+    }
+
+    /// Keep minting still until the hold is dropped: the holder alone
+    /// reads and changes the state ([`Held::get`]) meanwhile.
+    pub(super) async fn hold(&self) -> Held<'_> {
+        self.lock().await.held = true;
+        Held { lock: self }
+    }
+}
+
+/// Minting kept still by one writer ([`MintLock::hold`]).
+pub(super) struct Held<'a> {
+    lock: &'a MintLock,
+}
+
+impl Held<'_> {
+    /// The state, for the holder (never across an await).
+    pub(super) fn get(&self) -> MintGuard<'_> {
+        self.lock.state()
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.lock.state().held = false;
+        self.lock.opened.notify_waiters();
     }
 }
 
@@ -153,7 +245,7 @@ pub(super) struct Core {
     /// Held across a store write: writes go out one at a time, in order.
     /// Lock order: `commit`, then `minting`.
     pub(super) commit: tokio::sync::Mutex<Durable>,
-    pub(super) minting: tokio::sync::Mutex<Minting>,
+    pub(super) minting: MintLock,
     /// Told when a sealed journal opens again.
     pub(super) unsealed: tokio::sync::Notify,
     /// The durable head, readable without waiting for a write in flight.

@@ -21,7 +21,7 @@
 //! request or its seal gets the error, so the run ends with it instead of
 //! going on past entries that were never kept.
 
-use super::commit::{Core, Durable, Minting};
+use super::commit::{Core, Durable, MintGuard, MintLock, Minting};
 use super::event::{LifecycleEvent, LineCache, Measured, Payload, RunFacts, SessionEvent};
 use super::live::Live;
 use super::subscription::Subscription;
@@ -99,7 +99,7 @@ impl SessionJournal {
                     last_seq: head.last_seq,
                     last_generation: head.last_generation,
                 }),
-                minting: tokio::sync::Mutex::new(Minting {
+                minting: MintLock::new(Minting {
                     last_seq: head.last_seq,
                     segment: head.active_segment,
                     pending: Vec::new(),
@@ -109,6 +109,7 @@ impl SessionJournal {
                     failed: None,
                     sealed: false,
                     prefix: None,
+                    held: false,
                 }),
                 unsealed: tokio::sync::Notify::new(),
                 durable_seq: std::sync::atomic::AtomicU64::new(head.last_seq.0),
@@ -167,9 +168,12 @@ impl SessionJournal {
         run_id: Option<RunId>,
         payload: Payload,
     ) -> Result<Seq, StoreError> {
-        let minting = self.core.minting.lock().await;
-        minting.check(&self.core.session)?;
-        self.mint(minting, run_id, payload, None).await
+        let full = {
+            let mut minting = self.core.minting.lock().await;
+            minting.check(&self.core.session)?;
+            self.mint_now(&mut minting, run_id, payload, None, false)
+        };
+        self.minted(full).await
     }
 
     /// [`Self::append_seq`] of a payload whose JSON the caller measured
@@ -181,9 +185,12 @@ impl SessionJournal {
         payload: Payload,
         json: &Measured,
     ) -> Result<Seq, StoreError> {
-        let minting = self.core.minting.lock().await;
-        minting.check(&self.core.session)?;
-        self.mint(minting, run_id, payload, Some(json)).await
+        let full = {
+            let mut minting = self.core.minting.lock().await;
+            minting.check(&self.core.session)?;
+            self.mint_now(&mut minting, run_id, payload, Some(json), false)
+        };
+        self.minted(full).await
     }
 
     /// Entries that need not be durable before the caller goes on, only
@@ -286,14 +293,14 @@ impl SessionJournal {
     /// writer is minting right now (try again). What a host call that
     /// cannot wait (a guest's look at a timer) journals with.
     pub fn try_defer(&self, run_id: Option<RunId>, payloads: Vec<Payload>) -> Option<Seq> {
-        let minting = self.core.minting.try_lock().ok()?;
+        let minting = self.core.minting.try_lock()?;
         Some(self.mint_deferred(minting, run_id, payloads))
     }
 
     /// Mint deferred entries and schedule their commit.
     fn mint_deferred(
         &self,
-        mut minting: tokio::sync::MutexGuard<'_, Minting>,
+        mut minting: MintGuard<'_>,
         run_id: Option<RunId>,
         payloads: Vec<Payload>,
     ) -> Seq {
@@ -316,18 +323,10 @@ impl SessionJournal {
         seq
     }
 
-    /// Mint an emit into the pending batch and schedule its commit; past
-    /// [`MAX_PENDING`] the caller waits for a commit to take the batch.
-    async fn mint(
-        &self,
-        mut minting: tokio::sync::MutexGuard<'_, Minting>,
-        run_id: Option<RunId>,
-        payload: Payload,
-        json: Option<&Measured>,
-    ) -> Result<Seq, StoreError> {
-        let (seq, full) = self.mint_now(&mut minting, run_id, payload, json, false);
+    /// An emit minted ([`Self::mint_now`]): past [`MAX_PENDING`] the
+    /// caller waits for a commit to take the batch.
+    async fn minted(&self, (seq, full): (Seq, bool)) -> Result<Seq, StoreError> {
         if full {
-            drop(minting);
             // Boxed: the rare wait keeps its state out of every emit's future.
             Box::pin(self.room()).await?;
         }
@@ -440,12 +439,12 @@ impl SessionJournal {
         // is cheaper than the waiting way, whose wake-up comes from the
         // committer's worker after its whole commit (25 µs an emit so).
         const SPINS: usize = 64;
-        let minting = (0..SPINS).find_map(|_| match self.core.minting.try_lock() {
-            Ok(minting) => Some(minting),
-            Err(_) => {
+        let minting = (0..SPINS).find_map(|_| {
+            let minting = self.core.minting.try_lock();
+            if minting.is_none() {
                 std::hint::spin_loop();
-                None
             }
+            minting
         })?;
         let room = minting.failed.is_none()
             && minting.pending.len() + 1 < MAX_PENDING
@@ -499,7 +498,7 @@ impl SessionJournal {
         self.core
             .minting
             .try_lock()
-            .map_or(true, |m| !m.pending.is_empty())
+            .is_none_or(|m| !m.pending.is_empty())
     }
 
     /// Start a new segment after the active one (compaction or branch):
@@ -514,12 +513,13 @@ impl SessionJournal {
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let core = &self.core;
         let mut durable = core.writable().await;
-        let mut minting = core.minting.lock().await;
-        let pending = std::mem::take(&mut minting.pending);
-        drop(minting);
+        let pending = std::mem::take(&mut core.minting.lock().await.pending);
         core.write(&mut durable, &pending).await?;
-        let mut minting = core.minting.lock().await;
-        let parent = minting.segment;
+        let held = core.minting.hold().await;
+        let (parent, mut seq) = {
+            let minting = held.get();
+            (minting.segment, minting.last_seq)
+        };
         let segment = SegmentId::new();
         let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
             segment_id: segment,
@@ -541,7 +541,6 @@ impl SessionJournal {
             }));
         }
         let at_ms = now_ms();
-        let mut seq = minting.last_seq;
         let events: Vec<Arc<SessionEvent>> = entries
             .into_iter()
             .map(|payload| {
@@ -554,8 +553,12 @@ impl SessionJournal {
             .start_segment(&core.session, segment, parent, &events)
             .await?;
         core.observed(began, events.len());
-        minting.segment = segment;
-        minting.last_seq = seq;
+        {
+            let mut minting = held.get();
+            minting.segment = segment;
+            minting.last_seq = seq;
+        }
+        drop(held);
         core.published(&mut durable, &events, seq);
         Ok(owned(events))
     }
@@ -574,13 +577,15 @@ impl SessionJournal {
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let core = &self.core;
         let mut durable = core.writable().await;
-        let mut minting = core.minting.lock().await;
-        let mut batch = std::mem::take(&mut minting.pending);
-        let events = build(minting.last_seq.next(), minting.segment);
-        if let Some(last) = events.last() {
-            minting.last_seq = last.seq;
-        }
-        drop(minting);
+        let (mut batch, events) = {
+            let mut minting = core.minting.lock().await;
+            let batch = std::mem::take(&mut minting.pending);
+            let events = build(minting.last_seq.next(), minting.segment);
+            if let Some(last) = events.last() {
+                minting.last_seq = last.seq;
+            }
+            (batch, events)
+        };
         batch.extend(events.iter().cloned().map(Arc::new));
         core.write(&mut durable, &batch).await?;
         Ok(events)
@@ -619,14 +624,18 @@ impl SessionJournal {
         debug_assert!(payload.is_terminal());
         let core = &self.core;
         let mut durable = core.commit.lock().await;
-        let mut minting = core.minting.lock().await;
-        let seq = minting.last_seq.next();
+        let held = core.minting.hold().await;
+        let (seq, segment, mut all) = {
+            let mut minting = held.get();
+            let pending = std::mem::take(&mut minting.pending);
+            (minting.last_seq.next(), minting.segment, pending)
+        };
         let at_ms = now_ms();
         let facts = facts(seq, at_ms);
         cairn_store::faults::crash_point("before-terminal");
         let event = Arc::new(SessionEvent {
             session_id: core.session.clone(),
-            segment_id: minting.segment,
+            segment_id: segment,
             run_id: Some(run_id),
             seq,
             at_ms,
@@ -644,22 +653,26 @@ impl SessionJournal {
             .collect();
         // The pending entries and the end: one store call. On failure they
         // stay pending (and the journal sealed) for the retried end.
-        core.build_lines(&minting.pending);
+        core.build_lines(&all);
         let began = std::time::Instant::now();
-        core.store
-            .finish(&minting.pending, &event, &behind, &facts)
-            .await?;
-        let mut all = std::mem::take(&mut minting.pending);
+        if let Err(e) = core.store.finish(&all, &event, &behind, &facts).await {
+            held.get().pending = all;
+            return Err(e);
+        }
         all.push(event.clone());
         all.extend(behind);
         core.observed(began, all.len());
-        minting.last_seq = last;
-        minting.timer = false;
-        minting.kicked = false;
-        // The run that saw a failed commit has ended: later runs start clean.
-        minting.failed = None;
-        let was_sealed = std::mem::replace(&mut minting.sealed, false);
-        drop(minting);
+        let was_sealed = {
+            let mut minting = held.get();
+            minting.last_seq = last;
+            minting.timer = false;
+            minting.kicked = false;
+            // The run that saw a failed commit has ended: later runs start
+            // clean.
+            minting.failed = None;
+            std::mem::replace(&mut minting.sealed, false)
+        };
+        drop(held);
         stored();
         core.published(&mut durable, &all, last);
         drop(durable);
@@ -724,7 +737,7 @@ fn owned(events: Vec<Arc<SessionEvent>>) -> Vec<SessionEvent> {
 /// holding it, its entry's seq follows the last one minted.
 pub struct Emitter<'a> {
     journal: &'a SessionJournal,
-    minting: tokio::sync::MutexGuard<'a, Minting>,
+    minting: MintGuard<'a>,
 }
 
 impl Emitter<'_> {

@@ -1,6 +1,7 @@
 //! A store that passes every call through to another and lets a test see
 //! or refuse some on the way: count the reads a subscriber makes, refuse
-//! an append as a full disk would.
+//! an append or a run's end as a full disk would, hold a run's end in
+//! flight.
 
 use crate::{Head, JournalItem, JournalStore, RunStore, Store, StoreError};
 use cairn_types::event::{RunFacts, SessionEvent};
@@ -8,11 +9,29 @@ use cairn_types::ids::{RunId, SegmentId, Seq, SessionId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// `inner`, with its reads counted and its next append refused on demand.
+/// `inner`, with its reads counted and its next append or run's end
+/// refused or held on demand.
 pub struct Intercepted {
     inner: Arc<dyn Store>,
     reads: AtomicUsize,
     refuse_next_append: AtomicBool,
+    refuse_next_finish: AtomicBool,
+    hold_next_finish: std::sync::Mutex<Option<HeldFinish>>,
+}
+
+/// A run's end held in flight ([`Intercepted::hold_next_finish`]): told
+/// when it reaches the store, and let go on.
+struct HeldFinish {
+    reached: tokio::sync::oneshot::Sender<()>,
+    go: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// The test's side of a held run's end.
+pub struct FinishGate {
+    /// Resolves once the end reached the store (and waits there).
+    pub reached: tokio::sync::oneshot::Receiver<()>,
+    /// Send (or drop) to let it go on.
+    pub go: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Intercepted {
@@ -22,6 +41,8 @@ impl Intercepted {
             inner,
             reads: AtomicUsize::new(0),
             refuse_next_append: AtomicBool::new(false),
+            refuse_next_finish: AtomicBool::new(false),
+            hold_next_finish: std::sync::Mutex::new(None),
         })
     }
 
@@ -34,6 +55,34 @@ impl Intercepted {
     /// a disk that refuses one write does; later ones pass.
     pub fn refuse_next_append(&self) {
         self.refuse_next_append.store(true, Ordering::SeqCst);
+    }
+
+    /// Refuse the next run's end as [`Self::refuse_next_append`] does.
+    pub fn refuse_next_finish(&self) {
+        self.refuse_next_finish.store(true, Ordering::SeqCst);
+    }
+
+    /// Hold the next run's end once it reaches the store, until the test
+    /// lets it go (then it is written, or refused if so asked).
+    pub fn hold_next_finish(&self) -> FinishGate {
+        let (reached_tx, reached) = tokio::sync::oneshot::channel();
+        let (go, go_rx) = tokio::sync::oneshot::channel();
+        *self
+            .hold_next_finish
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(HeldFinish {
+            reached: reached_tx,
+            go: go_rx,
+        });
+        FinishGate { reached, go }
+    }
+}
+
+/// The error of a write a test refused.
+fn refused(session: &SessionId) -> StoreError {
+    StoreError::Io {
+        context: format!("session {session}: the disk refused the write (a test's fault)"),
+        source: std::io::Error::other("refused"),
     }
 }
 
@@ -54,10 +103,7 @@ impl JournalStore for Intercepted {
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
         if self.refuse_next_append.swap(false, Ordering::SeqCst) {
-            return Err(StoreError::Io {
-                context: format!("session {session}: the disk refused the write (a test's fault)"),
-                source: std::io::Error::other("refused"),
-            });
+            return Err(refused(session));
         }
         self.inner.append(session, expected, events).await
     }
@@ -119,6 +165,18 @@ impl RunStore for Intercepted {
         after: &[Arc<SessionEvent>],
         facts: &RunFacts,
     ) -> Result<(), StoreError> {
+        let held = self
+            .hold_next_finish
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(held) = held {
+            let _ = held.reached.send(());
+            let _ = held.go.await;
+        }
+        if self.refuse_next_finish.swap(false, Ordering::SeqCst) {
+            return Err(refused(&terminal.session_id));
+        }
         self.inner.finish(before, terminal, after, facts).await
     }
 

@@ -489,13 +489,9 @@ impl RunCtx {
         json: &Measured,
         what: &str,
     ) -> Result<Seq, HostFailure> {
-        // Inside tokio's cooperative budget, on purpose: the minting lock's
-        // acquire spends it, so a guest emitting in a loop goes back to the
-        // scheduler every hundred-odd emits. Taken out of the budget, emits
-        // were 13–22 % faster, but such a guest kept its worker until its
-        // epoch tick (10 ms): in tests/integration/pg_outage.rs, under the
-        // whole suite's load, three such runs of about 4 s each all ended
-        // before an HTTP poll every 100 ms saw the first of them writing.
+        // A guest emitting in a loop lets its worker go by the clock (the
+        // emit's slice in `imports.rs`), not by tokio's cooperative budget:
+        // the minting lock spends none unless it waits.
         let seq = self
             .journal
             .append_emit(Some(self.run_id), payload, json)
