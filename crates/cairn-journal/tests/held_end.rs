@@ -85,7 +85,10 @@ async fn an_emit_during_a_runs_end_waits_for_it_and_follows_the_terminal_entry()
     let session = journal.session().clone();
     let run = RunId::new();
     let mut follower = journal.subscribe(Seq(0));
-    assert_eq!(journal.append_seq(Some(run), text("last")).await.unwrap(), Seq(2));
+    assert_eq!(
+        journal.append_seq(Some(run), text("last")).await.unwrap(),
+        Seq(2)
+    );
     let gate = store.hold_next_finish();
     let ending = {
         let journal = journal.clone();
@@ -94,8 +97,14 @@ async fn an_emit_during_a_runs_end_waits_for_it_and_follows_the_terminal_entry()
     gate.reached.await.expect("the end reached the store");
     // Minting is still while the end is in flight: no emit without a
     // wait, and the waiting way waits.
-    assert!(journal.try_emitter().is_none(), "an emit was let in during the end");
-    assert!(journal.has_pending(), "the end's entries are not durable yet");
+    assert!(
+        journal.try_emitter().is_none(),
+        "an emit was let in during the end"
+    );
+    assert!(
+        journal.has_pending(),
+        "the end's entries are not durable yet"
+    );
     let later = {
         let journal = journal.clone();
         tokio::spawn(async move { journal.append_seq(None, text("later")).await })
@@ -149,5 +158,8 @@ async fn a_refused_end_leaves_the_runs_entries_for_the_retried_end() {
         ]
     );
     // The journal is open again after the end.
-    assert_eq!(journal.append_seq(None, text("next")).await.unwrap(), Seq(5));
+    assert_eq!(
+        journal.append_seq(None, text("next")).await.unwrap(),
+        Seq(5)
+    );
 }

@@ -1,12 +1,16 @@
 //! The clock stores stamp with, and the points where tests make a store
 //! (or anything beside it) fail on purpose.
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch (0 for a clock set before it). Read
+/// on every emit: straight from the vDSO's clock, without `SystemTime`'s
+/// checked subtraction and 128-bit millisecond count, which cost as much
+/// again as the read.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    match u64::try_from(now.tv_sec) {
+        Ok(secs) => secs * 1000 + now.tv_nsec as u64 / 1_000_000,
+        Err(_) => 0,
+    }
 }
 
 /// A crash point for tests: with `CAIRN_CRASH_AT=<name>` in the
@@ -23,4 +27,21 @@ pub fn crash_point(name: &str) {
 /// holds without waiting for the fault to happen by chance.
 pub fn fault_point(name: &str) -> bool {
     std::env::var_os("CAIRN_FAULT").is_some_and(|v| v == name)
+}
+
+#[cfg(test)]
+mod clock_tests {
+    #[test]
+    fn now_ms_is_the_system_clock_in_milliseconds() {
+        let ms = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+        };
+        let before = ms();
+        let now = super::now_ms();
+        let after = ms();
+        assert!(before <= now && now <= after, "{before} ≤ {now} ≤ {after}");
+    }
 }

@@ -66,10 +66,10 @@ enum Checked {
 
 impl RunCtx {
     fn emit_checked(&self, event: AgentEvent) -> Result<Checked, HostFailure> {
-        if self.cancelled().is_some() {
+        if self.is_cancelled() {
             return Ok(Checked::Done(Err(EmitRefusal::Cancelled)));
         }
-        if self.failure().is_some() {
+        if self.has_failed() {
             return Ok(Checked::Done(Err(EmitRefusal::LimitExceeded(
                 "a limit of this run was exceeded".into(),
             ))));

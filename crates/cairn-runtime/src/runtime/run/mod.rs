@@ -86,7 +86,12 @@ pub struct RunCtx {
     events: AtomicU64,
     event_bytes: AtomicU64,
     broken: Mutex<Option<ErrorInfo>>,
+    /// `broken` holds a failure (read on every emit without its lock).
+    has_broken: AtomicBool,
     script: Mutex<Option<Script>>,
+    /// `script` holds one (read on every emit without its lock: a live
+    /// run's is gone for good until a restore sets one again).
+    scripted: AtomicBool,
     /// The journaled calls a replay finds by id (outgoing HTTP).
     keyed: Mutex<keyed::Keyed>,
     timers: Mutex<timers::Timers>,
@@ -242,7 +247,9 @@ impl RunCtx {
             events: AtomicU64::new(0),
             event_bytes: AtomicU64::new(0),
             broken: Mutex::new(None),
+            has_broken: AtomicBool::new(false),
             script: Mutex::new(None),
+            scripted: AtomicBool::new(false),
             keyed: Mutex::new(keyed::Keyed::default()),
             timers: Mutex::new(timers::Timers::default()),
             history: tokio::sync::OnceCell::new(),
@@ -313,6 +320,7 @@ impl RunCtx {
         };
         *self.timers.lock().unwrap_or_else(|p| p.into_inner()) = std::mem::take(&mut script.timers);
         *self.script.lock().unwrap_or_else(|p| p.into_inner()) = Some(script);
+        self.scripted.store(true, Ordering::Release);
     }
 
     /// Ask the run to stop. The first reason wins.
@@ -345,10 +353,17 @@ impl RunCtx {
         self.cancel.borrow().clone()
     }
 
+    /// Whether the run was asked to stop ([`Self::cancelled`], nothing
+    /// cloned).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel.borrow().is_some()
+    }
+
     fn fail(&self, error: ErrorInfo) {
         let mut broken = self.broken.lock().unwrap_or_else(|p| p.into_inner());
         if broken.is_none() {
             *broken = Some(error);
+            self.has_broken.store(true, Ordering::Release);
         }
     }
 
@@ -405,6 +420,11 @@ impl RunCtx {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Whether [`Self::failure`] has one, without its lock.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.has_broken.load(Ordering::Acquire)
     }
 
     fn usage(&self, started: Instant) -> Usage {

@@ -8,6 +8,7 @@ use crate::component::{Answer, DecisionRequest, HostFailure};
 use crate::ids::{RunId, Seq};
 use crate::journal::event::{ApprovalRoute, CallError, LifecycleEvent, Payload};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
 
 /// The journaled entries a replay feeds back and checks, in order.
 pub(crate) struct Script {
@@ -91,6 +92,9 @@ impl Script {
 impl RunCtx {
     /// The next scripted entry, if replaying and the script is not done.
     fn script_next(&self) -> ScriptStep {
+        if !self.scripted.load(Ordering::Acquire) {
+            return ScriptStep::Live;
+        }
         let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
         match script.as_mut() {
             None => ScriptStep::Live,
@@ -99,10 +103,17 @@ impl RunCtx {
                 None if s.offline => ScriptStep::PastEnd,
                 None => {
                     *script = None;
+                    self.scripted.store(false, Ordering::Release);
                     ScriptStep::Live
                 }
             },
         }
+    }
+
+    /// The run goes live: no script is left to feed back.
+    fn clear_script(&self) {
+        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.scripted.store(false, Ordering::Release);
     }
 
     fn script_peek(&self) -> Option<SessionEvent> {
@@ -220,7 +231,7 @@ impl RunCtx {
         }
         // The journal ends while it waits: re-register the same request and
         // wait live (nothing new is journaled for the request itself).
-        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.clear_script();
         let rx = self.broker.register(
             id.clone(),
             self.session.clone(),
@@ -367,7 +378,7 @@ impl RunCtx {
         }
         // The journal ends inside the call: the host died while it was
         // under way. Sent again when that is safe, else answered so.
-        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.clear_script();
         let idempotent = self
             .capabilities
             .get()
