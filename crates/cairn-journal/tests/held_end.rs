@@ -3,23 +3,15 @@
 //! end the store refuses leaves the run's pending entries for the retried
 //! end, ahead of it.
 
-use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
-use cairn_store::MemoryStore;
-use cairn_store::conformance::Intercepted;
+mod support;
+
+use cairn_journal::{Delivery, Subscription};
 use cairn_types::event::{FinishOutcome, Usage};
 use cairn_types::{
-    AgentEvent, Generation, LifecycleEvent, Payload, RunFacts, RunId, RunStatus, SegmentId, Seq,
-    SessionId,
+    AgentEvent, Generation, LifecycleEvent, Payload, RunFacts, RunId, RunStatus, Seq, SessionId,
 };
-use std::sync::Arc;
 use std::time::Duration;
-
-fn text(t: &str) -> Payload {
-    Payload::Agent(AgentEvent::TextDelta {
-        text: t.into(),
-        by: None,
-    })
-}
+use support::{journal, text};
 
 fn finished() -> LifecycleEvent {
     LifecycleEvent::Finished {
@@ -48,14 +40,6 @@ fn facts(run: RunId, session: &SessionId) -> impl FnOnce(Seq, u64) -> RunFacts {
         continues: None,
         resumes: None,
     }
-}
-
-async fn journal(name: &str) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
-    let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
-    let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
-    let session = SessionId::parse(name).unwrap();
-    let journal = journals.create(&session, SegmentId::new()).await.unwrap();
-    (store, journals, journal)
 }
 
 /// The next `n` entries the follower is given: seq and a short name.

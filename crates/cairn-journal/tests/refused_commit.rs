@@ -4,35 +4,19 @@
 //! those seqs (a chat call following its run waited forever for the run's
 //! end so).
 
-use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
-use cairn_store::MemoryStore;
-use cairn_store::conformance::Intercepted;
-use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionEvent, SessionId};
+mod support;
+
+use cairn_journal::{Delivery, Subscription};
+use cairn_types::{AgentEvent, Payload, Seq, SessionEvent};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn text(t: &str) -> Payload {
-    Payload::Agent(AgentEvent::TextDelta {
-        text: t.into(),
-        by: None,
-    })
-}
+use support::{journal, text};
 
 fn text_of(e: &SessionEvent) -> Option<&str> {
     match &e.payload {
         Payload::Agent(AgentEvent::TextDelta { text, .. }) => Some(text),
         _ => None,
     }
-}
-
-/// A new session's journal over a memory store that refuses an append on
-/// demand (the journal's registry kept alive beside it).
-async fn journal(name: &str) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
-    let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
-    let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
-    let session = SessionId::parse(name).unwrap();
-    let journal = journals.create(&session, SegmentId::new()).await.unwrap();
-    (store, journals, journal)
 }
 
 /// The follower's next delivery, which must be an event and come within
