@@ -625,9 +625,11 @@ impl SessionJournal {
         let core = &self.core;
         let mut durable = core.commit.lock().await;
         let held = core.minting.hold().await;
+        // The pending entries stay in place until the end is durable: a
+        // failed or abandoned end leaves them for the retried one.
         let (seq, segment, mut all) = {
-            let mut minting = held.get();
-            let pending = std::mem::take(&mut minting.pending);
+            let minting = held.get();
+            let pending = minting.pending.clone();
             (minting.last_seq.next(), minting.segment, pending)
         };
         let at_ms = now_ms();
@@ -655,15 +657,13 @@ impl SessionJournal {
         // stay pending (and the journal sealed) for the retried end.
         core.build_lines(&all);
         let began = std::time::Instant::now();
-        if let Err(e) = core.store.finish(&all, &event, &behind, &facts).await {
-            held.get().pending = all;
-            return Err(e);
-        }
+        core.store.finish(&all, &event, &behind, &facts).await?;
         all.push(event.clone());
         all.extend(behind);
         core.observed(began, all.len());
         let was_sealed = {
             let mut minting = held.get();
+            minting.pending.clear();
             minting.last_seq = last;
             minting.timer = false;
             minting.kicked = false;

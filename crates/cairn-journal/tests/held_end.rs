@@ -1,7 +1,7 @@
 //! A run's end keeps minting still across its store write: whatever is
 //! minted meanwhile waits for it and follows the terminal entry, and an
-//! end the store refuses leaves the run's pending entries for the retried
-//! end, ahead of it.
+//! end the store refuses, or one abandoned in flight, leaves the run's
+//! pending entries for the retried end, ahead of it.
 
 mod support;
 
@@ -145,5 +145,42 @@ async fn a_refused_end_leaves_the_runs_entries_for_the_retried_end() {
     assert_eq!(
         journal.append_seq(None, text("next")).await.unwrap(),
         Seq(5)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_abandoned_in_flight_leaves_the_runs_entries_and_lets_minting_go() {
+    let (store, _journals, journal) = journal("abandoned-end").await;
+    let session = journal.session().clone();
+    let run = RunId::new();
+    let mut follower = journal.subscribe(Seq(0));
+    journal.append_seq(Some(run), text("last")).await.unwrap();
+    let gate = store.hold_next_finish();
+    let ending = {
+        let (journal, session) = (journal.clone(), session.clone());
+        tokio::spawn(async move { journal.finish(run, finished(), facts(run, &session)).await })
+    };
+    gate.reached.await.expect("the end reached the store");
+    // The end's task is dropped while its store call is in flight (a
+    // runtime shutting down aborts it so).
+    ending.abort();
+    assert!(ending.await.unwrap_err().is_cancelled());
+    drop(gate.go);
+    assert!(
+        journal.has_pending(),
+        "the run's entry was dropped with its end"
+    );
+    let end = journal
+        .finish(run, finished(), facts(run, &session))
+        .await
+        .expect("the retried end");
+    assert_eq!(end.seq, Seq(3));
+    assert_eq!(
+        entries(&mut follower, 3).await,
+        [
+            (1, "segment".into()),
+            (2, "last".into()),
+            (3, "finished".into())
+        ]
     );
 }
