@@ -2,7 +2,7 @@
 //! durable head, and the one write that moves it (see [`super::session`]
 //! for group commit). Only [`super::session::SessionJournal`] drives it.
 
-use super::event::{Payload, SessionEvent, emit_line, line_prefix};
+use super::event::{LifecycleEvent, Payload, SegmentLineage, SessionEvent, emit_line, line_prefix};
 use super::live::Live;
 use cairn_store::now_ms;
 use cairn_store::{Store, StoreError};
@@ -244,7 +244,7 @@ pub(super) struct Core {
     pub(super) observer: Option<super::CommitObserver>,
     /// Held across a store write: writes go out one at a time, in order.
     /// Lock order: `commit`, then `minting`.
-    pub(super) commit: tokio::sync::Mutex<Durable>,
+    pub(super) commit: Arc<tokio::sync::Mutex<Durable>>,
     pub(super) minting: MintLock,
     /// Told when a sealed journal opens again.
     pub(super) unsealed: tokio::sync::Notify,
@@ -405,13 +405,14 @@ impl Core {
     }
 
     /// The commit lock, once the journal is not sealed (a run writing its
-    /// end): every writer but the ending run waits for it.
-    pub(super) async fn writable(&self) -> tokio::sync::MutexGuard<'_, Durable> {
+    /// end): every writer but the ending run waits for it. Owned, so the
+    /// write it guards can go on in a task of its own ([`detached`]).
+    pub(super) async fn writable(&self) -> DurableGuard {
         loop {
             let opened = self.unsealed.notified();
             tokio::pin!(opened);
             opened.as_mut().enable();
-            let durable = self.commit.lock().await;
+            let durable = self.commit.clone().lock_owned().await;
             if !self.minting.lock().await.sealed {
                 return durable;
             }
@@ -420,13 +421,70 @@ impl Core {
         }
     }
 
+    /// A segment switch ([`super::session::SessionJournal::start_segment`])
+    /// with the commit lock held, in a task of its own ([`detached`]).
+    pub(super) async fn switch_segment(
+        &self,
+        mut durable: DurableGuard,
+        compacted: Option<(String, Seq)>,
+        branched_at: Option<Seq>,
+    ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
+        let core = self;
+        let pending = std::mem::take(&mut core.minting.lock().await.pending);
+        core.write(&mut durable, &pending).await?;
+        let held = core.minting.hold().await;
+        let (parent, mut seq) = {
+            let minting = held.get();
+            (minting.segment, minting.last_seq)
+        };
+        let segment = SegmentId::new();
+        let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
+            segment_id: segment,
+            compacted_from: compacted.as_ref().map(|(_, through)| SegmentLineage {
+                segment: parent,
+                through_seq: *through,
+            }),
+            forked_from: branched_at.map(|at| SegmentLineage {
+                segment: parent,
+                through_seq: at,
+            }),
+        })];
+        if let Some((text, through_seq)) = compacted {
+            entries.push(Payload::Lifecycle(LifecycleEvent::CompactionSummary {
+                text,
+                through_seq,
+            }));
+        }
+        let at_ms = now_ms();
+        let events: Vec<Arc<SessionEvent>> = entries
+            .into_iter()
+            .map(|payload| {
+                seq = seq.next();
+                core.event(seq, segment, None, at_ms, payload)
+            })
+            .collect();
+        let began = std::time::Instant::now();
+        core.store
+            .start_segment(&core.session, segment, parent, &events)
+            .await?;
+        core.observed(began, events.len());
+        {
+            let mut minting = held.get();
+            minting.segment = segment;
+            minting.last_seq = seq;
+        }
+        drop(held);
+        core.published(&mut durable, &events, seq);
+        Ok(events)
+    }
+
     /// Mint `payloads` after whatever is pending and commit them all as one
     /// batch (the commit lock held by the caller). `build` runs under the
     /// minting lock with the first new seq; a run's append is refused while
     /// the journal is failed.
     pub(super) async fn append_now(
-        &self,
-        durable: &mut Durable,
+        self: &Arc<Self>,
+        mut durable: DurableGuard,
         run_id: Option<RunId>,
         build: impl FnOnce(Seq) -> Vec<Payload>,
     ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
@@ -450,7 +508,33 @@ impl Core {
             minting.last_seq = seq;
             (batch, new)
         };
-        self.write(durable, &batch).await?;
+        let core = self.clone();
+        let batch = detached(&self.session, async move {
+            core.write(&mut durable, &batch).await.map(|()| batch)
+        })
+        .await?;
         Ok(batch[batch.len() - new..].to_vec())
     }
+}
+
+/// The commit lock held, owned ([`Core::writable`]).
+pub(super) type DurableGuard = tokio::sync::OwnedMutexGuard<Durable>;
+
+/// Run `write` — a store call on entries taken from the pending batch or
+/// just minted, and what follows it — in a task of its own: it runs to its
+/// end, written and published or dropped and runs told, even when its
+/// caller goes away (an HTTP request whose client left drops its handler).
+/// Abandoned halfway, the entries it took were lost while the store might
+/// already hold them (the file store's write goes on, on its own thread),
+/// and every later commit was refused for the store's head.
+pub(super) async fn detached<T: Send + 'static>(
+    session: &SessionId,
+    write: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::spawn(write).await.unwrap_or_else(|e| {
+        Err(StoreError::Io {
+            context: format!("session {session}: a journal write ended before it was done"),
+            source: std::io::Error::other(e.to_string()),
+        })
+    })
 }

@@ -21,7 +21,7 @@
 //! request or its seal gets the error, so the run ends with it instead of
 //! going on past entries that were never kept.
 
-use super::commit::{Core, Durable, MintGuard, MintLock, Minting};
+use super::commit::{Core, Durable, MintGuard, MintLock, Minting, detached};
 use super::event::{LifecycleEvent, LineCache, Measured, Payload, RunFacts, SessionEvent};
 use super::live::Live;
 use super::subscription::Subscription;
@@ -95,10 +95,10 @@ impl SessionJournal {
                 session,
                 store,
                 observer,
-                commit: tokio::sync::Mutex::new(Durable {
+                commit: Arc::new(tokio::sync::Mutex::new(Durable {
                     last_seq: head.last_seq,
                     last_generation: head.last_generation,
-                }),
+                })),
                 minting: MintLock::new(Minting {
                     last_seq: head.last_seq,
                     segment: head.active_segment,
@@ -145,8 +145,8 @@ impl SessionJournal {
         run_id: Option<RunId>,
         build: impl FnOnce(Seq) -> Vec<Payload>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
-        let mut durable = self.core.writable().await;
-        let events = self.core.append_now(&mut durable, run_id, build).await?;
+        let durable = self.core.writable().await;
+        let events = self.core.append_now(durable, run_id, build).await?;
         Ok(owned(events))
     }
 
@@ -511,55 +511,12 @@ impl SessionJournal {
         compacted: Option<(String, Seq)>,
         branched_at: Option<Seq>,
     ) -> Result<Vec<SessionEvent>, StoreError> {
-        let core = &self.core;
-        let mut durable = core.writable().await;
-        let pending = std::mem::take(&mut core.minting.lock().await.pending);
-        core.write(&mut durable, &pending).await?;
-        let held = core.minting.hold().await;
-        let (parent, mut seq) = {
-            let minting = held.get();
-            (minting.segment, minting.last_seq)
-        };
-        let segment = SegmentId::new();
-        let mut entries = vec![Payload::Lifecycle(LifecycleEvent::SegmentCreated {
-            segment_id: segment,
-            compacted_from: compacted
-                .as_ref()
-                .map(|(_, through)| super::event::SegmentLineage {
-                    segment: parent,
-                    through_seq: *through,
-                }),
-            forked_from: branched_at.map(|at| super::event::SegmentLineage {
-                segment: parent,
-                through_seq: at,
-            }),
-        })];
-        if let Some((text, through_seq)) = compacted {
-            entries.push(Payload::Lifecycle(LifecycleEvent::CompactionSummary {
-                text,
-                through_seq,
-            }));
-        }
-        let at_ms = now_ms();
-        let events: Vec<Arc<SessionEvent>> = entries
-            .into_iter()
-            .map(|payload| {
-                seq = seq.next();
-                core.event(seq, segment, None, at_ms, payload)
-            })
-            .collect();
-        let began = std::time::Instant::now();
-        core.store
-            .start_segment(&core.session, segment, parent, &events)
-            .await?;
-        core.observed(began, events.len());
-        {
-            let mut minting = held.get();
-            minting.segment = segment;
-            minting.last_seq = seq;
-        }
-        drop(held);
-        core.published(&mut durable, &events, seq);
+        let durable = self.core.writable().await;
+        let core = self.core.clone();
+        let events = detached(&self.core.session, async move {
+            core.switch_segment(durable, compacted, branched_at).await
+        })
+        .await?;
         Ok(owned(events))
     }
 
@@ -587,7 +544,11 @@ impl SessionJournal {
             (batch, events)
         };
         batch.extend(events.iter().cloned().map(Arc::new));
-        core.write(&mut durable, &batch).await?;
+        let core = core.clone();
+        detached(&self.core.session, async move {
+            core.write(&mut durable, &batch).await
+        })
+        .await?;
         Ok(events)
     }
 

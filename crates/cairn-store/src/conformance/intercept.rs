@@ -1,7 +1,7 @@
 //! A store that passes every call through to another and lets a test see
 //! or refuse some on the way: count the reads a subscriber makes, refuse
-//! an append or a run's end as a full disk would, hold a run's end in
-//! flight.
+//! an append or a run's end as a full disk would, hold a run's end or an
+//! append in flight.
 
 use crate::{Head, JournalItem, JournalStore, RunStore, Store, StoreError};
 use cairn_types::event::{RunFacts, SessionEvent};
@@ -16,19 +16,46 @@ pub struct Intercepted {
     reads: AtomicUsize,
     refuse_next_append: AtomicBool,
     refuse_next_finish: AtomicBool,
-    hold_next_finish: std::sync::Mutex<Option<HeldFinish>>,
+    hold_next_finish: Hold,
+    hold_next_append: Hold,
 }
 
-/// A run's end held in flight ([`Intercepted::hold_next_finish`]): told
-/// when it reaches the store, and let go on.
-struct HeldFinish {
+/// A call to hold in flight, once asked for.
+type Hold = std::sync::Mutex<Option<Held>>;
+
+/// A store call held in flight ([`Intercepted::hold_next_finish`],
+/// [`Intercepted::hold_next_append`]): it tells the test it got there,
+/// and waits to be let go on.
+struct Held {
     reached: tokio::sync::oneshot::Sender<()>,
     go: tokio::sync::oneshot::Receiver<()>,
 }
 
-/// The test's side of a held run's end.
-pub struct FinishGate {
-    /// Resolves once the end reached the store (and waits there).
+impl Held {
+    /// Hold here when `hold` asks to.
+    async fn here(hold: &Hold) {
+        let held = hold.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(held) = held {
+            let _ = held.reached.send(());
+            let _ = held.go.await;
+        }
+    }
+
+    /// Ask `hold` to hold the next call; the test's side of it.
+    fn ask(hold: &Hold) -> Gate {
+        let (reached_tx, reached) = tokio::sync::oneshot::channel();
+        let (go, go_rx) = tokio::sync::oneshot::channel();
+        *hold.lock().unwrap_or_else(|p| p.into_inner()) = Some(Held {
+            reached: reached_tx,
+            go: go_rx,
+        });
+        Gate { reached, go }
+    }
+}
+
+/// The test's side of a held store call.
+pub struct Gate {
+    /// Resolves once the call reached the store (and waits there).
     pub reached: tokio::sync::oneshot::Receiver<()>,
     /// Send (or drop) to let it go on.
     pub go: tokio::sync::oneshot::Sender<()>,
@@ -42,7 +69,8 @@ impl Intercepted {
             reads: AtomicUsize::new(0),
             refuse_next_append: AtomicBool::new(false),
             refuse_next_finish: AtomicBool::new(false),
-            hold_next_finish: std::sync::Mutex::new(None),
+            hold_next_finish: Hold::default(),
+            hold_next_append: Hold::default(),
         })
     }
 
@@ -64,17 +92,15 @@ impl Intercepted {
 
     /// Hold the next run's end once it reaches the store, until the test
     /// lets it go (then it is written, or refused if so asked).
-    pub fn hold_next_finish(&self) -> FinishGate {
-        let (reached_tx, reached) = tokio::sync::oneshot::channel();
-        let (go, go_rx) = tokio::sync::oneshot::channel();
-        *self
-            .hold_next_finish
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(HeldFinish {
-            reached: reached_tx,
-            go: go_rx,
-        });
-        FinishGate { reached, go }
+    pub fn hold_next_finish(&self) -> Gate {
+        Held::ask(&self.hold_next_finish)
+    }
+
+    /// Hold the next append once the store has written it, before it
+    /// answers, until the test lets it go: a store whose write goes on
+    /// without its caller (the file store's, on a thread of its own).
+    pub fn hold_next_append(&self) -> Gate {
+        Held::ask(&self.hold_next_append)
     }
 }
 
@@ -105,7 +131,9 @@ impl JournalStore for Intercepted {
         if self.refuse_next_append.swap(false, Ordering::SeqCst) {
             return Err(refused(session));
         }
-        self.inner.append(session, expected, events).await
+        let written = self.inner.append(session, expected, events).await;
+        Held::here(&self.hold_next_append).await;
+        written
     }
 
     async fn read(
@@ -165,15 +193,7 @@ impl RunStore for Intercepted {
         after: &[Arc<SessionEvent>],
         facts: &RunFacts,
     ) -> Result<(), StoreError> {
-        let held = self
-            .hold_next_finish
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(held) = held {
-            let _ = held.reached.send(());
-            let _ = held.go.await;
-        }
+        Held::here(&self.hold_next_finish).await;
         if self.refuse_next_finish.swap(false, Ordering::SeqCst) {
             return Err(refused(&terminal.session_id));
         }

@@ -19,7 +19,7 @@ use std::time::Duration;
 mod catalog;
 pub use catalog::{catalog, run_index};
 mod intercept;
-pub use intercept::{FinishGate, Intercepted};
+pub use intercept::{Gate, Intercepted};
 
 /// Makes a session's journal ready to create: returns the segment to
 /// create it with (the file store lays out the worker first).

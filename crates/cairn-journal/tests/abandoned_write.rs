@@ -1,0 +1,100 @@
+//! A journal write whose caller goes away while the store call is in
+//! flight (an HTTP request's client that left, dropping its handler) still
+//! runs to its end: the pending entries it took are written and
+//! published, and the journal goes on. Abandoned halfway, those entries
+//! were lost while the store already held them, and every later commit
+//! was refused for the store's head.
+
+mod support;
+
+use cairn_journal::{Delivery, Subscription};
+use cairn_types::{AgentEvent, LifecycleEvent, Payload, Seq};
+use std::time::Duration;
+use support::{journal, text};
+
+/// The next `n` entries the follower is given: seq and text (or kind).
+async fn entries(follower: &mut Subscription, n: usize) -> Vec<(u64, String)> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
+            .await
+            .expect("the follower was left waiting");
+        let Some(Ok(Delivery::Event(e))) = next else {
+            panic!("expected an entry, got {next:?}");
+        };
+        let name = match &e.payload {
+            Payload::Agent(AgentEvent::TextDelta { text, .. }) => text.clone(),
+            Payload::Lifecycle(LifecycleEvent::SegmentCreated { .. }) => "segment".into(),
+            other => format!("{other:?}"),
+        };
+        got.push((e.seq.0, name));
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_abandoned_in_flight_is_written_and_the_journal_goes_on() {
+    let (store, _journals, journal) = journal("abandoned-append").await;
+    let mut follower = journal.subscribe(Seq(0));
+    // A guest's emit, pending: the append below carries it.
+    assert_eq!(
+        journal.append_seq(None, text("emitted")).await.unwrap(),
+        Seq(2)
+    );
+    let gate = store.hold_next_append();
+    let answering = {
+        let journal = journal.clone();
+        tokio::spawn(async move { journal.append(None, text("answer")).await })
+    };
+    gate.reached.await.expect("the append reached the store");
+    answering.abort();
+    assert!(answering.await.unwrap_err().is_cancelled());
+    drop(gate.go);
+    let after = journal
+        .append(None, text("after"))
+        .await
+        .expect("the journal goes on after an abandoned append");
+    assert_eq!(after.seq, Seq(4));
+    assert_eq!(
+        entries(&mut follower, 4).await,
+        [
+            (1, "segment".into()),
+            (2, "emitted".into()),
+            (3, "answer".into()),
+            (4, "after".into())
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_switch_abandoned_in_flight_is_made_and_the_journal_goes_on() {
+    let (store, _journals, journal) = journal("abandoned-switch").await;
+    let mut follower = journal.subscribe(Seq(0));
+    journal.append_seq(None, text("emitted")).await.unwrap();
+    // The switch commits the pending entry first: that append is held.
+    let gate = store.hold_next_append();
+    let switching = {
+        let journal = journal.clone();
+        tokio::spawn(async move { journal.start_segment(None, Some(Seq(2))).await })
+    };
+    gate.reached
+        .await
+        .expect("the switch's commit reached the store");
+    switching.abort();
+    assert!(switching.await.unwrap_err().is_cancelled());
+    drop(gate.go);
+    let after = journal
+        .append(None, text("after"))
+        .await
+        .expect("the journal goes on after an abandoned switch");
+    assert_eq!(after.seq, Seq(4));
+    assert_eq!(
+        entries(&mut follower, 4).await,
+        [
+            (1, "segment".into()),
+            (2, "emitted".into()),
+            (3, "segment".into()),
+            (4, "after".into())
+        ]
+    );
+}
