@@ -2,6 +2,7 @@
 //! durable head, and the one write that moves it (see [`super::session`]
 //! for group commit). Only [`super::session::SessionJournal`] drives it.
 
+use super::detach::detached;
 use super::event::{LifecycleEvent, Payload, SegmentLineage, SessionEvent, emit_line, line_prefix};
 use super::live::Live;
 use cairn_store::now_ms;
@@ -406,7 +407,7 @@ impl Core {
 
     /// The commit lock, once the journal is not sealed (a run writing its
     /// end): every writer but the ending run waits for it. Owned, so the
-    /// write it guards can go on in a task of its own ([`detached`]).
+    /// write it guards can go on without its caller ([`detached`]).
     pub(super) async fn writable(&self) -> DurableGuard {
         loop {
             let opened = self.unsealed.notified();
@@ -422,7 +423,7 @@ impl Core {
     }
 
     /// A segment switch ([`super::session::SessionJournal::start_segment`])
-    /// with the commit lock held, in a task of its own ([`detached`]).
+    /// with the commit lock held, run to its end ([`detached`]).
     pub(super) async fn switch_segment(
         &self,
         mut durable: DurableGuard,
@@ -509,32 +510,11 @@ impl Core {
             (batch, new)
         };
         let core = self.clone();
-        let batch = detached(&self.session, async move {
-            core.write(&mut durable, &batch).await.map(|()| batch)
-        })
-        .await?;
+        let batch =
+            detached(async move { core.write(&mut durable, &batch).await.map(|()| batch) }).await?;
         Ok(batch[batch.len() - new..].to_vec())
     }
 }
 
 /// The commit lock held, owned ([`Core::writable`]).
 pub(super) type DurableGuard = tokio::sync::OwnedMutexGuard<Durable>;
-
-/// Run `write` — a store call on entries taken from the pending batch or
-/// just minted, and what follows it — in a task of its own: it runs to its
-/// end, written and published or dropped and runs told, even when its
-/// caller goes away (an HTTP request whose client left drops its handler).
-/// Abandoned halfway, the entries it took were lost while the store might
-/// already hold them (the file store's write goes on, on its own thread),
-/// and every later commit was refused for the store's head.
-pub(super) async fn detached<T: Send + 'static>(
-    session: &SessionId,
-    write: impl Future<Output = Result<T, StoreError>> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::spawn(write).await.unwrap_or_else(|e| {
-        Err(StoreError::Io {
-            context: format!("session {session}: a journal write ended before it was done"),
-            source: std::io::Error::other(e.to_string()),
-        })
-    })
-}

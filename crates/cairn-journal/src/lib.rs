@@ -42,6 +42,7 @@
 
 mod away;
 mod commit;
+mod detach;
 pub use cairn_types::event;
 mod live;
 pub use cairn_types::schema;

@@ -21,7 +21,8 @@
 //! request or its seal gets the error, so the run ends with it instead of
 //! going on past entries that were never kept.
 
-use super::commit::{Core, Durable, MintGuard, MintLock, Minting, detached};
+use super::commit::{Core, Durable, MintGuard, MintLock, Minting};
+use super::detach::detached;
 use super::event::{LifecycleEvent, LineCache, Measured, Payload, RunFacts, SessionEvent};
 use super::live::Live;
 use super::subscription::Subscription;
@@ -513,10 +514,9 @@ impl SessionJournal {
     ) -> Result<Vec<SessionEvent>, StoreError> {
         let durable = self.core.writable().await;
         let core = self.core.clone();
-        let events = detached(&self.core.session, async move {
-            core.switch_segment(durable, compacted, branched_at).await
-        })
-        .await?;
+        let events =
+            detached(async move { core.switch_segment(durable, compacted, branched_at).await })
+                .await?;
         Ok(owned(events))
     }
 
@@ -545,10 +545,7 @@ impl SessionJournal {
         };
         batch.extend(events.iter().cloned().map(Arc::new));
         let core = core.clone();
-        detached(&self.core.session, async move {
-            core.write(&mut durable, &batch).await
-        })
-        .await?;
+        detached(async move { core.write(&mut durable, &batch).await }).await?;
         Ok(events)
     }
 
