@@ -7,30 +7,8 @@
 
 mod support;
 
-use cairn_journal::{Delivery, Subscription};
-use cairn_types::{AgentEvent, LifecycleEvent, Payload, Seq};
-use std::time::Duration;
-use support::{journal, text};
-
-/// The next `n` entries the follower is given: seq and text (or kind).
-async fn entries(follower: &mut Subscription, n: usize) -> Vec<(u64, String)> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
-            .await
-            .expect("the follower was left waiting");
-        let Some(Ok(Delivery::Event(e))) = next else {
-            panic!("expected an entry, got {next:?}");
-        };
-        let name = match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text, .. }) => text.clone(),
-            Payload::Lifecycle(LifecycleEvent::SegmentCreated { .. }) => "segment".into(),
-            other => format!("{other:?}"),
-        };
-        got.push((e.seq.0, name));
-    }
-    got
-}
+use cairn_types::Seq;
+use support::{entries, journal, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_append_abandoned_in_flight_is_written_and_the_journal_goes_on() {

@@ -5,13 +5,10 @@
 
 mod support;
 
-use cairn_journal::{Delivery, Subscription};
 use cairn_types::event::{FinishOutcome, Usage};
-use cairn_types::{
-    AgentEvent, Generation, LifecycleEvent, Payload, RunFacts, RunId, RunStatus, Seq, SessionId,
-};
+use cairn_types::{Generation, LifecycleEvent, RunFacts, RunId, RunStatus, Seq, SessionId};
 use std::time::Duration;
-use support::{journal, text};
+use support::{entries, journal, text};
 
 fn finished() -> LifecycleEvent {
     LifecycleEvent::Finished {
@@ -40,27 +37,6 @@ fn facts(run: RunId, session: &SessionId) -> impl FnOnce(Seq, u64) -> RunFacts {
         continues: None,
         resumes: None,
     }
-}
-
-/// The next `n` entries the follower is given: seq and a short name.
-async fn entries(follower: &mut Subscription, n: usize) -> Vec<(u64, String)> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
-            .await
-            .expect("the follower was left waiting");
-        let Some(Ok(Delivery::Event(e))) = next else {
-            panic!("expected an entry, got {next:?}");
-        };
-        let name = match &e.payload {
-            Payload::Agent(AgentEvent::TextDelta { text, .. }) => text.clone(),
-            Payload::Lifecycle(LifecycleEvent::Finished { .. }) => "finished".into(),
-            Payload::Lifecycle(LifecycleEvent::SegmentCreated { .. }) => "segment".into(),
-            other => format!("{other:?}"),
-        };
-        got.push((e.seq.0, name));
-    }
-    got
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

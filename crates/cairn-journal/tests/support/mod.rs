@@ -1,10 +1,11 @@
 //! What the journal's tests over an intercepting store share.
 
-use cairn_journal::{DEFAULT_LIVE_WINDOW, Journals, SessionJournal};
+use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
 use cairn_store::MemoryStore;
 use cairn_store::conformance::Intercepted;
-use cairn_types::{AgentEvent, Payload, SegmentId, SessionId};
+use cairn_types::{AgentEvent, LifecycleEvent, Payload, SegmentId, SessionId};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A text delta.
 pub fn text(t: &str) -> Payload {
@@ -22,4 +23,27 @@ pub async fn journal(name: &str) -> (Arc<Intercepted>, Journals, Arc<SessionJour
     let session = SessionId::parse(name).unwrap();
     let journal = journals.create(&session, SegmentId::new()).await.unwrap();
     (store, journals, journal)
+}
+
+/// The next `n` entries the follower is given: seq and a short name (a
+/// delta's text, `segment`, `finished`).
+#[allow(dead_code)]
+pub async fn entries(follower: &mut Subscription, n: usize) -> Vec<(u64, String)> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
+            .await
+            .expect("the follower was left waiting");
+        let Some(Ok(Delivery::Event(e))) = next else {
+            panic!("expected an entry, got {next:?}");
+        };
+        let name = match &e.payload {
+            Payload::Agent(AgentEvent::TextDelta { text, .. }) => text.clone(),
+            Payload::Lifecycle(LifecycleEvent::Finished { .. }) => "finished".into(),
+            Payload::Lifecycle(LifecycleEvent::SegmentCreated { .. }) => "segment".into(),
+            other => format!("{other:?}"),
+        };
+        got.push((e.seq.0, name));
+    }
+    got
 }
