@@ -218,11 +218,11 @@ pub async fn open_runtime(
 
 /// Tasks a worker polls between its looks at the sockets and timers, and
 /// at the runtime's shared queue (tokio's defaults are 61 and about 31). A
-/// worker may spend a whole slice in one guest — 500 µs of emits, up to a 10 ms
-/// epoch tick of compute — and with every worker so busy, that many such
-/// polls keep an HTTP request, a database reply, or a commit spawned into
-/// the shared queue (see `cairn-journal`'s `away.rs`) waiting for tens to
-/// hundreds of milliseconds.
+/// worker may spend a whole slice in one guest — 500 µs of emits, up to a
+/// 10 ms epoch tick of compute — and with every worker so busy, that many
+/// such polls keep an HTTP request, a database reply, or a commit spawned
+/// into the shared queue (see `cairn-journal`'s `away.rs`) waiting for
+/// tens to hundreds of milliseconds.
 const EVENT_INTERVAL: u32 = 8;
 
 /// Run the CLI; the process's exit code.

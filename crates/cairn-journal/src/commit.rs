@@ -120,6 +120,7 @@ impl MintLock {
 
     /// The state, once nobody holds it.
     pub(super) async fn lock(&self) -> MintGuard<'_> {
+        // The usual case first, without registering for a hold's end.
         {
             let minting = self.state();
             if !minting.held {
@@ -430,10 +431,9 @@ impl Core {
         compacted: Option<(String, Seq)>,
         branched_at: Option<Seq>,
     ) -> Result<Vec<Arc<SessionEvent>>, StoreError> {
-        let core = self;
-        let pending = std::mem::take(&mut core.minting.lock().await.pending);
-        core.write(&mut durable, &pending).await?;
-        let held = core.minting.hold().await;
+        let pending = std::mem::take(&mut self.minting.lock().await.pending);
+        self.write(&mut durable, &pending).await?;
+        let held = self.minting.hold().await;
         let (parent, mut seq) = {
             let minting = held.get();
             (minting.segment, minting.last_seq)
@@ -461,21 +461,21 @@ impl Core {
             .into_iter()
             .map(|payload| {
                 seq = seq.next();
-                core.event(seq, segment, None, at_ms, payload)
+                self.event(seq, segment, None, at_ms, payload)
             })
             .collect();
         let began = std::time::Instant::now();
-        core.store
-            .start_segment(&core.session, segment, parent, &events)
+        self.store
+            .start_segment(&self.session, segment, parent, &events)
             .await?;
-        core.observed(began, events.len());
+        self.observed(began, events.len());
         {
             let mut minting = held.get();
             minting.segment = segment;
             minting.last_seq = seq;
         }
         drop(held);
-        core.published(&mut durable, &events, seq);
+        self.published(&mut durable, &events, seq);
         Ok(events)
     }
 

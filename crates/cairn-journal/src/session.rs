@@ -583,8 +583,9 @@ impl SessionJournal {
         let core = &self.core;
         let mut durable = core.commit.lock().await;
         let held = core.minting.hold().await;
-        // The pending entries stay in place until the end is durable: a
-        // failed or abandoned end leaves them for the retried one.
+        // The pending entries stay in place (and the journal sealed) until
+        // the end is durable: a failed or abandoned end leaves them for the
+        // retried one.
         let (seq, segment, mut all) = {
             let minting = held.get();
             let pending = minting.pending.clone();
@@ -611,8 +612,7 @@ impl SessionJournal {
                 core.event(last, event.segment_id, None, at_ms, payload)
             })
             .collect();
-        // The pending entries and the end: one store call. On failure they
-        // stay pending (and the journal sealed) for the retried end.
+        // The pending entries and the end: one store call.
         core.build_lines(&all);
         let began = std::time::Instant::now();
         core.store.finish(&all, &event, &behind, &facts).await?;

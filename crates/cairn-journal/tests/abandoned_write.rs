@@ -8,7 +8,7 @@
 mod support;
 
 use cairn_types::Seq;
-use support::{entries, journal, text};
+use support::{abandon, entries, journal, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_append_abandoned_in_flight_is_written_and_the_journal_goes_on() {
@@ -24,10 +24,7 @@ async fn an_append_abandoned_in_flight_is_written_and_the_journal_goes_on() {
         let journal = journal.clone();
         tokio::spawn(async move { journal.append(None, text("answer")).await })
     };
-    gate.reached.await.expect("the append reached the store");
-    answering.abort();
-    assert!(answering.await.unwrap_err().is_cancelled());
-    drop(gate.go);
+    abandon(gate, answering).await;
     let after = journal
         .append(None, text("after"))
         .await
@@ -55,12 +52,7 @@ async fn a_segment_switch_abandoned_in_flight_is_made_and_the_journal_goes_on() 
         let journal = journal.clone();
         tokio::spawn(async move { journal.start_segment(None, Some(Seq(2))).await })
     };
-    gate.reached
-        .await
-        .expect("the switch's commit reached the store");
-    switching.abort();
-    assert!(switching.await.unwrap_err().is_cancelled());
-    drop(gate.go);
+    abandon(gate, switching).await;
     let after = journal
         .append(None, text("after"))
         .await

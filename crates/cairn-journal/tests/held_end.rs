@@ -8,7 +8,7 @@ mod support;
 use cairn_types::event::{FinishOutcome, Usage};
 use cairn_types::{Generation, LifecycleEvent, RunFacts, RunId, RunStatus, Seq, SessionId};
 use std::time::Duration;
-use support::{entries, journal, text};
+use support::{abandon, entries, journal, text};
 
 fn finished() -> LifecycleEvent {
     LifecycleEvent::Finished {
@@ -136,12 +136,9 @@ async fn an_end_abandoned_in_flight_leaves_the_runs_entries_and_lets_minting_go(
         let (journal, session) = (journal.clone(), session.clone());
         tokio::spawn(async move { journal.finish(run, finished(), facts(run, &session)).await })
     };
-    gate.reached.await.expect("the end reached the store");
     // The end's task is dropped while its store call is in flight (a
     // runtime shutting down aborts it so).
-    ending.abort();
-    assert!(ending.await.unwrap_err().is_cancelled());
-    drop(gate.go);
+    abandon(gate, ending).await;
     assert!(
         journal.has_pending(),
         "the run's entry was dropped with its end"

@@ -2,7 +2,7 @@
 
 use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
 use cairn_store::MemoryStore;
-use cairn_store::conformance::Intercepted;
+use cairn_store::conformance::{Gate, Intercepted};
 use cairn_types::{AgentEvent, LifecycleEvent, Payload, SegmentId, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,4 +46,15 @@ pub async fn entries(follower: &mut Subscription, n: usize) -> Vec<(u64, String)
         got.push((e.seq.0, name));
     }
     got
+}
+
+/// Drop `task` (a journal call) while its store call waits at `gate`, as
+/// a server drops the handler of a client that left, then let the store
+/// call go on.
+#[allow(dead_code)]
+pub async fn abandon<T: std::fmt::Debug>(gate: Gate, task: tokio::task::JoinHandle<T>) {
+    gate.reached.await.expect("the call reached the store");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    drop(gate.go);
 }
