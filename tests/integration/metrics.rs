@@ -38,7 +38,10 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
         .await
         .unwrap();
     let run = started["run_id"].as_str().unwrap();
-    for _ in 0..200 {
+    // A loaded machine compiles the component slowly: wait long, and say so
+    // if the run never ends.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
         let r: serde_json::Value = http
             .get(format!("{a}/v1/runs/{run}"))
             .send()
@@ -50,6 +53,10 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
         if r["state"] == "finished" {
             break;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not finish in 60 s: {r}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let _ = http
@@ -123,4 +130,45 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
         "{other}"
     );
     assert!(!other.contains("route=\"/v1/runs\""), "{other}");
+}
+
+/// A run's end is readable (`GET /v1/runs/{id}` says `finished`) a moment
+/// before its task hands back the facts (`CAIRN_FAULT=facts-late` holds
+/// that moment 500 ms): the metrics scraped then count the run ended and
+/// not running (the test above failed so under a loaded suite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_read_as_ended_is_counted_ended_in_the_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let served = crate::common::serve_with(&home, &[("CAIRN_FAULT", "facts-late")]).unwrap();
+    let base = &served.url;
+    let http = reqwest::Client::new();
+    let started = crate::common::post_json(
+        &http,
+        &format!("{base}/v1/runs"),
+        &json!({"component": "echo", "prompt": "counted at once"}),
+    )
+    .await;
+    let run = started["run_id"].as_str().unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        let r = crate::common::get_json(&http, &format!("{base}/v1/runs/{run}")).await;
+        if r["state"] == "finished" {
+            break;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{r}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let text = scrape(&http, base).await;
+    assert_eq!(
+        sample(&text, "cairn_runs_ended_total{status=\"finished\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "cairn_runs_live{state=\"running\"}"),
+        Some(0.0),
+        "{text}"
+    );
 }

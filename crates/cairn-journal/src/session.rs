@@ -562,13 +562,14 @@ impl SessionJournal {
         payload: LifecycleEvent,
         facts: impl FnOnce(Seq, u64) -> RunFacts,
     ) -> Result<SessionEvent, StoreError> {
-        self.finish_then(run_id, payload, facts, Vec::new(), || {})
+        self.finish_then(run_id, payload, facts, Vec::new(), |_| {})
             .await
     }
 
-    /// [`SessionJournal::finish`], calling `stored` once the terminal entry
-    /// is durable and before anyone can see it (so whoever sees the end of
-    /// a run finds the run already let go of). Pending entries go to the
+    /// [`SessionJournal::finish`], calling `stored` with the run's facts
+    /// once the terminal entry is durable and before its followers hear of
+    /// it (so whoever sees the end of a run finds the run already let go of
+    /// and counted). Pending entries go to the
     /// store in the same write, ahead of it, and `behind` (a claimant that
     /// leaves with the run) right after it.
     pub async fn finish_then(
@@ -577,7 +578,7 @@ impl SessionJournal {
         payload: LifecycleEvent,
         facts: impl FnOnce(Seq, u64) -> RunFacts,
         behind: Vec<Payload>,
-        stored: impl FnOnce(),
+        stored: impl FnOnce(&RunFacts),
     ) -> Result<SessionEvent, StoreError> {
         debug_assert!(payload.is_terminal());
         let core = &self.core;
@@ -631,7 +632,7 @@ impl SessionJournal {
             std::mem::replace(&mut minting.sealed, false)
         };
         drop(held);
-        stored();
+        stored(&facts);
         core.published(&mut durable, &all, last);
         drop(durable);
         if was_sealed {

@@ -570,24 +570,9 @@ impl Runtime {
                     ),
                     Err(e) => tracing::warn!(error = %e, "run ended without its facts"),
                 }
+                // Counted as its end was written (`Supervisor::run_counted`).
                 if let Ok(f) = &facts {
-                    let status = super::telemetry::StatusLabel {
-                        status: status_name(f.status),
-                    };
-                    rt.inner.telemetry.runs_ended.get_or_create(&status).inc();
-                    rt.inner
-                        .telemetry
-                        .run_seconds
-                        .get_or_create(&status)
-                        .observe(f.usage.wall_ms as f64 / 1000.0);
                     rt.index_ended(f).await;
-                    let i = match f.status {
-                        RunStatus::Finished => 0,
-                        RunStatus::Failed => 1,
-                        RunStatus::Cancelled => 2,
-                        RunStatus::Parked => 3,
-                    };
-                    rt.inner.ended[i].fetch_add(1, Ordering::Relaxed);
                 }
                 {
                     let mut sessions = rt.inner.registry.sessions();

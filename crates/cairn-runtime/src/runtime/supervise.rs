@@ -4,7 +4,7 @@
 use super::Runtime;
 use super::run::{RunCtx, RunEnv, Supervisor};
 use crate::ids::{Generation, RunId, SessionId, WorkerId};
-use crate::journal::event::{Payload, RunStatus};
+use crate::journal::event::{Payload, RunFacts, RunStatus};
 use crate::worker::GenerationDir;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -100,5 +100,23 @@ impl Supervisor for Runtime {
 
     fn root_ended(&self, worker: WorkerId) {
         Runtime::root_ended(self, worker);
+    }
+
+    fn run_counted(&self, facts: &RunFacts) {
+        let t = &self.inner.telemetry;
+        let status = super::telemetry::StatusLabel {
+            status: super::status_name(facts.status),
+        };
+        t.runs_ended.get_or_create(&status).inc();
+        t.run_seconds
+            .get_or_create(&status)
+            .observe(facts.usage.wall_ms as f64 / 1000.0);
+        let i = match facts.status {
+            RunStatus::Finished => 0,
+            RunStatus::Failed => 1,
+            RunStatus::Cancelled => 2,
+            RunStatus::Parked => 3,
+        };
+        self.inner.ended[i].fetch_add(1, Ordering::Relaxed);
     }
 }

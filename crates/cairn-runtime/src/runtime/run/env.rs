@@ -6,7 +6,7 @@
 use super::RunCtx;
 use crate::component::Components;
 use crate::ids::{Generation, RunId, SessionId, WorkerId};
-use crate::journal::event::{Payload, RunStatus};
+use crate::journal::event::{Payload, RunFacts, RunStatus};
 use crate::runtime::SeamGuard;
 use crate::runtime::decisions::Broker;
 use crate::store::{Store, Workers};
@@ -89,11 +89,16 @@ pub(crate) trait Supervisor: Send + Sync + 'static {
     /// retried).
     fn draining(&self) -> bool;
 
-    /// The run's end is durable: a child's parent hears of it.
+    /// The run's end is durable and its followers have not heard of it:
+    /// count it in the runtime's metrics (so a client that reads the end
+    /// reads it counted, not a moment later).
+    fn run_counted(&self, facts: &RunFacts);
+
     /// A run of a root (a worker with no parent) that spawned ended: stop
     /// its tree's unclaimed descendants that were not spawned `continue`.
     fn root_ended(&self, worker: WorkerId);
 
+    /// The run's end is durable: a child's parent hears of it.
     async fn run_ended(
         &self,
         worker: WorkerId,

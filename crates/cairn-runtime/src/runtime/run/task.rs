@@ -502,11 +502,12 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
     let resumes_at_start =
         plan.resume_on_start && matches!(&terminal, LifecycleEvent::Parked { .. });
     loop {
-        let stored = || {
+        let stored = |facts: &RunFacts| {
             if !resumes_at_start && let Err(e) = live_entry.clear() {
                 tracing::warn!(run_id = %run_id, "cannot take the worker out of the live index: {e}");
             }
-            ctx.ended.store(true, Ordering::SeqCst)
+            ctx.ended.store(true, Ordering::SeqCst);
+            env.supervisor.run_counted(facts);
         };
         match ctx
             .journal
