@@ -44,6 +44,10 @@ pub(super) struct Minting {
     /// A writer keeps minting still across its store call
     /// ([`MintLock::hold`]).
     pub(super) held: bool,
+    /// How many of `pending` a commit waiting for the one in flight has
+    /// taken to build their lines ahead ([`Core::flush`]); a hint only (a
+    /// line it did not build is built at the write).
+    pub(super) ahead: usize,
 }
 
 impl Minting {
@@ -261,6 +265,10 @@ pub(super) struct Core {
     /// Told when a writer took the pending batch (or let it be): a guest
     /// waiting for room in a full batch goes on.
     pub(super) taken: tokio::sync::Notify,
+    /// Told when another [`BATCH`] of emits joined a batch whose commit is
+    /// started already: that commit, waiting for the one in flight, builds
+    /// their lines ([`Core::flush`]).
+    pub(super) more: tokio::sync::Notify,
     pub(super) live: Arc<Live>,
 }
 
@@ -385,7 +393,7 @@ impl Core {
 
     /// Commit whatever is pending.
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
-        let mut durable = self.commit.lock().await;
+        let mut durable = self.commit_lock_building_ahead().await;
         let batch = {
             let mut minting = self.minting.lock().await;
             if minting.sealed {
@@ -399,11 +407,44 @@ impl Core {
             // The next batch likely fills as this one did: room for it
             // now, not grown an entry at a time by the emitting guest.
             let room = minting.pending.len().min(BATCH);
+            minting.ahead = 0;
             std::mem::replace(&mut minting.pending, Vec::with_capacity(room))
         };
         // The guest that filled the batch goes on while it is written.
         self.taken.notify_waiters();
         self.write(&mut durable, &batch).await
+    }
+
+    /// The commit lock for a commit of the pending batch. While a commit
+    /// ahead of it is written (a file store's write and sync run on a
+    /// blocking thread), this one builds the lines of the entries minted
+    /// meanwhile, a [`BATCH`] at a time as they come: the next write
+    /// starts with its lines built, and the emitting guest, waiting for
+    /// room in a full batch, waits for the disk alone.
+    async fn commit_lock_building_ahead(&self) -> tokio::sync::MutexGuard<'_, Durable> {
+        loop {
+            if let Ok(durable) = self.commit.try_lock() {
+                return durable;
+            }
+            let more = self.more.notified();
+            tokio::pin!(more);
+            more.as_mut().enable();
+            let ahead: Vec<Arc<SessionEvent>> = {
+                let mut minting = self.minting.state();
+                let from = minting.ahead.min(minting.pending.len());
+                minting.ahead = minting.pending.len();
+                minting.pending[from..]
+                    .iter()
+                    .filter(|e| !e.has_line())
+                    .cloned()
+                    .collect()
+            };
+            self.build_lines(&ahead);
+            tokio::select! {
+                durable = self.commit.lock() => return durable,
+                () = more => {}
+            }
+        }
     }
 
     /// The commit lock, once the journal is not sealed (a run writing its
@@ -500,6 +541,7 @@ impl Core {
             let payloads = build(seq.next());
             let new = payloads.len();
             let mut batch = std::mem::take(&mut minting.pending);
+            minting.ahead = 0;
             minting.timer = false;
             minting.kicked = false;
             batch.extend(payloads.into_iter().map(|payload| {

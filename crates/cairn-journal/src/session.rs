@@ -111,12 +111,14 @@ impl SessionJournal {
                     sealed: false,
                     prefix: None,
                     held: false,
+                    ahead: 0,
                 }),
                 unsealed: tokio::sync::Notify::new(),
                 durable_seq: std::sync::atomic::AtomicU64::new(head.last_seq.0),
                 drops: Default::default(),
                 moved: tokio::sync::Notify::new(),
                 taken: tokio::sync::Notify::new(),
+                more: tokio::sync::Notify::new(),
                 live,
             }),
         }
@@ -418,6 +420,11 @@ impl SessionJournal {
             return (seq, true);
         }
         if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
+            if minting.kicked && pending.is_multiple_of(BATCH) {
+                // A commit waits for the one in flight: it builds these
+                // lines meanwhile ([`Core::flush`]).
+                core.more.notify_one();
+            }
             kick(core, minting, away);
         } else if !minting.timer {
             minting.timer = true;
@@ -647,6 +654,16 @@ impl SessionJournal {
             .core
             .durable_seq
             .load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Of the entries pending now, how many have their line built, and
+    /// how many there are (tests: a commit waiting for the one in flight
+    /// builds them ahead).
+    #[doc(hidden)]
+    pub async fn pending_lines(&self) -> (usize, usize) {
+        let minting = self.core.minting.lock().await;
+        let built = minting.pending.iter().filter(|e| e.has_line()).count();
+        (built, minting.pending.len())
     }
 
     /// The last seq minted, durable or not (a subscriber from there sees

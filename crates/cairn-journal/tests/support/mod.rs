@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A text delta.
+#[allow(dead_code)]
 pub fn text(t: &str) -> Payload {
     Payload::Agent(AgentEvent::TextDelta {
         text: t.into(),

@@ -1,0 +1,86 @@
+//! While one commit is written (a file store's write and sync, on a thread
+//! of its own), the next one — started by a full batch, waiting for the
+//! commit lock — builds the lines of the entries the guest goes on
+//! emitting, so its own write starts with them built and a guest waiting
+//! for room waits for the disk alone. The lines it builds are the lines a
+//! follower reads.
+
+mod support;
+
+use cairn_journal::{BATCH, SessionJournal};
+use cairn_types::event::Measured;
+use cairn_types::{AgentEvent, Payload, Seq};
+use std::time::Duration;
+use support::journal;
+
+/// A delta whose JSON is counted, not written: its line is the
+/// committer's to build.
+fn delta(i: usize) -> (Payload, Measured) {
+    let payload = Payload::Agent(AgentEvent::TextDelta {
+        text: format!("delta \"{i}\"\n"),
+        by: None,
+    });
+    let json = payload.measure(u64::MAX).unwrap();
+    assert!(json.written().is_none(), "a delta's JSON is counted");
+    (payload, json)
+}
+
+/// A guest's emit: without a wait when the minting lock is free now, the
+/// waiting way when a commit holds it for a moment.
+async fn emit(journal: &SessionJournal, i: usize) -> Seq {
+    let (payload, json) = delta(i);
+    match journal.try_emitter() {
+        Some(emitter) => emitter.append(None, payload, &json),
+        None => journal.append_emit(None, payload, &json).await.unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_is_built_while_a_commit_is_written() {
+    let (store, _journals, journal) = journal("build-ahead").await;
+    let mut follower = journal.subscribe(Seq(1));
+    let gate = store.hold_next_append();
+    // A full batch starts a commit, which the store holds once written.
+    for i in 0..BATCH {
+        emit(&journal, i).await;
+    }
+    tokio::time::timeout(Duration::from_secs(5), gate.reached)
+        .await
+        .expect("the first batch's commit reached the store")
+        .unwrap();
+    // Two more batches while it is held: the commit that the first of
+    // them starts waits for the lock, building their lines meanwhile.
+    for i in BATCH..3 * BATCH {
+        emit(&journal, i).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (built, pending) = journal.pending_lines().await;
+        assert_eq!(pending, 2 * BATCH, "the held commit took the first batch");
+        if built == pending {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{built} of {pending} pending lines built while the commit ahead was held"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(gate.go);
+    // Every entry reaches the follower with the line its payload makes.
+    for i in 0..3 * BATCH {
+        let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
+            .await
+            .expect("the follower was left waiting");
+        let Some(Ok(cairn_journal::Delivery::Event(e))) = next else {
+            panic!("expected entry {}, got {next:?}", i + 2);
+        };
+        assert_eq!(e.seq, Seq(i as u64 + 2));
+        let line: serde_json::Value = serde_json::from_str(e.line()).unwrap();
+        assert_eq!(line["seq"], i + 2);
+        // The payload as serde writes it (the general way).
+        assert_eq!(line["payload"], serde_json::to_value(delta(i).0).unwrap());
+        cairn_types::event::check_line(e.line().as_bytes())
+            .unwrap_or_else(|m| panic!("entry {}: {m}", i + 2));
+    }
+}
