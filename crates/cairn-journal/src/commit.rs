@@ -45,7 +45,8 @@ pub(super) struct Minting {
     /// ([`MintLock::hold`]).
     pub(super) held: bool,
     /// How many of `pending` a commit waiting for the one in flight has
-    /// taken to build their lines ahead ([`Core::flush`]); a hint only (a
+    /// taken to build their lines ahead
+    /// ([`Core::commit_lock_building_ahead`]); a hint only (a
     /// line it did not build is built at the write).
     pub(super) ahead: usize,
 }
@@ -267,7 +268,7 @@ pub(super) struct Core {
     pub(super) taken: tokio::sync::Notify,
     /// Told when another [`BATCH`] of emits joined a batch whose commit is
     /// started already: that commit, waiting for the one in flight, builds
-    /// their lines ([`Core::flush`]).
+    /// their lines ([`Core::commit_lock_building_ahead`]).
     pub(super) more: tokio::sync::Notify,
     pub(super) live: Arc<Live>,
 }

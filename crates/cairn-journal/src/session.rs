@@ -422,7 +422,7 @@ impl SessionJournal {
         if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
             if minting.kicked && pending.is_multiple_of(BATCH) {
                 // A commit waits for the one in flight: it builds these
-                // lines meanwhile ([`Core::flush`]).
+                // lines meanwhile (`Core::commit_lock_building_ahead`).
                 core.more.notify_one();
             }
             kick(core, minting, away);
