@@ -432,13 +432,20 @@ impl Core {
             more.as_mut().enable();
             let ahead: Vec<Arc<SessionEvent>> = {
                 let mut minting = self.minting.state();
-                let from = minting.ahead.min(minting.pending.len());
-                minting.ahead = minting.pending.len();
-                minting.pending[from..]
-                    .iter()
-                    .filter(|e| !e.has_line())
-                    .cloned()
-                    .collect()
+                if minting.held {
+                    // A writer holding minting (a run's end, a segment
+                    // switch) reads and changes it alone, and builds the
+                    // lines of what it writes itself.
+                    Vec::new()
+                } else {
+                    let from = minting.ahead.min(minting.pending.len());
+                    minting.ahead = minting.pending.len();
+                    minting.pending[from..]
+                        .iter()
+                        .filter(|e| !e.has_line())
+                        .cloned()
+                        .collect()
+                }
             };
             self.build_lines(&ahead);
             tokio::select! {
