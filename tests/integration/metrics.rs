@@ -15,6 +15,23 @@ async fn scrape(http: &reqwest::Client, base: &str) -> String {
         .unwrap()
 }
 
+/// Wait until `GET /v1/runs/{run}` says `finished`: long, as a loaded
+/// machine compiles the component slowly, and saying so if it never does.
+async fn finished(http: &reqwest::Client, base: &str, run: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        let r = crate::common::get_json(http, &format!("{base}/v1/runs/{run}")).await;
+        if r["state"] == "finished" {
+            return;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "the run did not finish in 60 s: {r}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// The value of the sample `name` (with its labels as written), if any.
 fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
@@ -38,27 +55,7 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
         .await
         .unwrap();
     let run = started["run_id"].as_str().unwrap();
-    // A loaded machine compiles the component slowly: wait long, and say so
-    // if the run never ends.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let r: serde_json::Value = http
-            .get(format!("{a}/v1/runs/{run}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if r["state"] == "finished" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run did not finish in 60 s: {r}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    finished(&http, &a, run).await;
     let _ = http
         .get(format!("{a}/v1/runs/not-a-run"))
         .send()
@@ -132,43 +129,39 @@ async fn metrics_are_per_runtime_and_count_requests_runs_and_commits() {
     assert!(!other.contains("route=\"/v1/runs\""), "{other}");
 }
 
-/// A run's end is readable (`GET /v1/runs/{id}` says `finished`) a moment
-/// before its task hands back the facts (`CAIRN_FAULT=facts-late` holds
-/// that moment 500 ms): the metrics scraped then count the run ended and
-/// not running (the test above failed so under a loaded suite).
+/// A run's end is in the store a moment before it is published
+/// (`CAIRN_FAULT=end-published-late` holds that moment 500 ms), and
+/// readable a moment before its task hands back the facts
+/// (`facts-late`, 500 ms): either way, once `GET /v1/runs/{id}` says
+/// `finished`, the metrics scraped count the run ended and not running
+/// (the test above failed so under a loaded suite, both ways).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_read_as_ended_is_counted_ended_in_the_metrics() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let served = crate::common::serve_with(&home, &[("CAIRN_FAULT", "facts-late")]).unwrap();
-    let base = &served.url;
-    let http = reqwest::Client::new();
-    let started = crate::common::post_json(
-        &http,
-        &format!("{base}/v1/runs"),
-        &json!({"component": "echo", "prompt": "counted at once"}),
-    )
-    .await;
-    let run = started["run_id"].as_str().unwrap();
-    let t = std::time::Instant::now();
-    loop {
-        let r = crate::common::get_json(&http, &format!("{base}/v1/runs/{run}")).await;
-        if r["state"] == "finished" {
-            break;
-        }
-        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{r}");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    for fault in ["end-published-late", "facts-late"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let served = crate::common::serve_with(&home, &[("CAIRN_FAULT", fault)]).unwrap();
+        let base = &served.url;
+        let http = reqwest::Client::new();
+        let started = crate::common::post_json(
+            &http,
+            &format!("{base}/v1/runs"),
+            &json!({"component": "echo", "prompt": "counted at once"}),
+        )
+        .await;
+        let run = started["run_id"].as_str().unwrap();
+        finished(&http, base, run).await;
+        let text = scrape(&http, base).await;
+        assert_eq!(
+            sample(&text, "cairn_runs_ended_total{status=\"finished\"}"),
+            Some(1.0),
+            "{fault}: {text}"
+        );
+        assert_eq!(
+            sample(&text, "cairn_runs_live{state=\"running\"}"),
+            Some(0.0),
+            "{fault}: {text}"
+        );
     }
-    let text = scrape(&http, base).await;
-    assert_eq!(
-        sample(&text, "cairn_runs_ended_total{status=\"finished\"}"),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        sample(&text, "cairn_runs_live{state=\"running\"}"),
-        Some(0.0),
-        "{text}"
-    );
 }

@@ -184,6 +184,16 @@ impl Journals {
         Ok(journal.clone())
     }
 
+    /// The session's journal, when it is open in this process (never
+    /// opened for the asking).
+    pub fn opened(&self, session: &SessionId) -> Option<Arc<SessionJournal>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .cloned()
+    }
+
     /// Subscribers of every open session.
     pub fn subscriber_total(&self) -> usize {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());

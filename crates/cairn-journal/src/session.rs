@@ -624,6 +624,10 @@ impl SessionJournal {
         core.build_lines(&all);
         let began = std::time::Instant::now();
         core.store.finish(&all, &event, &behind, &facts).await?;
+        // Tests: the end in the store a while before it is published.
+        if cairn_store::faults::fault_point("end-published-late") {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
         all.push(event.clone());
         all.extend(behind);
         core.observed(began, all.len());
@@ -664,6 +668,20 @@ impl SessionJournal {
         let minting = self.core.minting.lock().await;
         let built = minting.pending.iter().filter(|e| e.has_line()).count();
         (built, minting.pending.len())
+    }
+
+    /// How far a reader of the store should take this session's entries
+    /// as there, asked after it read them: while a write is in flight its
+    /// entries may be in the store already, but they are not published
+    /// (a run's end not yet counted, its followers not yet told) until
+    /// the durable head moves past them. `None` when no write is in
+    /// flight: the store holds what was published here (or what another
+    /// instance wrote, on a shared store).
+    pub fn published_head(&self) -> Option<Seq> {
+        match self.core.commit.try_lock() {
+            Ok(_) => None,
+            Err(_) => Some(self.durable_seq()),
+        }
     }
 
     /// The last seq minted, durable or not (a subscriber from there sees

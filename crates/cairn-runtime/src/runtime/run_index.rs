@@ -34,7 +34,9 @@ impl Runtime {
     /// Page through a session's entries after `after`, a page of at most
     /// 4 MiB at a time, handing each entry to `each` until it
     /// answers `false`: what answers one run or task holds one page, never
-    /// the whole journal.
+    /// the whole journal. Only what this process has published is read
+    /// ([`crate::journal::SessionJournal::published_head`]): a run's end a
+    /// write here has in the store but not yet published is not there yet.
     pub async fn scan(
         &self,
         session: &SessionId,
@@ -59,8 +61,15 @@ impl Runtime {
                 return Ok(());
             };
             after = last.seq();
+            // Entries a write here has not published yet are not there
+            // yet: asked after the read, so none slips past.
+            let published = self
+                .inner
+                .journals
+                .opened(session)
+                .and_then(|j| j.published_head());
             for item in page {
-                if !each(item) {
+                if published.is_some_and(|head| item.seq() > head) || !each(item) {
                     return Ok(());
                 }
             }
