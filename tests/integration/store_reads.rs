@@ -50,8 +50,9 @@ async fn a_subscriber_from_zero_sees_every_event_once_across_the_switch_to_live(
 
 /// A subscriber from the head (a chat call or a CLI run following the run
 /// it starts) gets every later entry once, in order, from the live tail
-/// alone: the store is never read for it. One from before the head still
-/// catches up from the store.
+/// alone: the store is never read for it; nor for one from before the
+/// head while the live window holds what it is behind by. One from before
+/// what the window holds catches up from the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_from_the_head_follows_live_without_reading_the_store() {
     for kind in KINDS {
@@ -79,9 +80,18 @@ async fn a_subscriber_from_the_head_follows_live_without_reading_the_store() {
         let h = head.0;
         assert_eq!(seen, (h + 1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
         assert_eq!(counting.reads(), before, "{kind:?}: the store was read");
-        // From before the head: what came before it comes from the store.
+        // From before the head, all of it in the live window: from the
+        // window, still without a store read.
         let mut old = journal.subscribe(Seq(0));
         let seen = seqs(&mut old, (h + 100) as usize, kind).await;
+        assert_eq!(seen, (1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
+        assert_eq!(counting.reads(), before, "{kind:?}: the window held it all");
+        // From before what the window holds (the session opened by a new
+        // registry, whose window holds nothing yet): from the store.
+        let reopened = Journals::new(counting.clone(), 4096);
+        let session = cairn_runtime::SessionId::parse("from-head").unwrap();
+        let mut cold = reopened.open(&session).await.unwrap().subscribe(Seq(0));
+        let seen = seqs(&mut cold, (h + 100) as usize, kind).await;
         assert_eq!(seen, (1..=h + 100).collect::<Vec<_>>(), "{kind:?}");
         assert!(counting.reads() > before, "{kind:?}");
     }

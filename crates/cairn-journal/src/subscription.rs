@@ -120,6 +120,20 @@ impl Subscription {
                 }));
             }
             if self.catching_up {
+                // The live window holds the next entry: the rest comes
+                // from it, in order (it holds published entries without a
+                // hole). A follower that began behind a fast writer (an
+                // SSE client from seq 0 while a run emits) would
+                // otherwise read and parse every entry from the store, a
+                // page at a time, never reaching the head it chases.
+                let mut window = VecDeque::new();
+                if let Read::Entries(last) = self.live.read_after(self.cursor, &mut window) {
+                    self.live_buf = window;
+                    self.live_seen = last;
+                    self.stash = None;
+                    self.catching_up = false;
+                    continue;
+                }
                 match self
                     .store
                     .read(&self.session, self.cursor, READ_BATCH)

@@ -1,0 +1,98 @@
+//! A follower that begins behind the head (an SSE client from seq 0 while
+//! a run emits, the bench's follower of a run it started) takes what the
+//! live window holds from the window, and reads the store only for what
+//! the window no longer holds. Before, it read the store a page at a time
+//! until a page came back empty: behind a writer faster than a page's
+//! read and parse, every entry of the run came from the store.
+
+use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
+use cairn_store::MemoryStore;
+use cairn_store::conformance::Intercepted;
+use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionId};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn text(t: &str) -> Payload {
+    Payload::Agent(AgentEvent::TextDelta {
+        text: t.into(),
+        by: None,
+    })
+}
+
+/// The next `n` deliveries' seqs (each must be an event, within 5 s).
+async fn seqs(follower: &mut Subscription, n: usize) -> Vec<u64> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        match tokio::time::timeout(Duration::from_secs(5), follower.next()).await {
+            Ok(Some(Ok(Delivery::Event(e)))) => out.push(e.seq.0),
+            other => panic!(
+                "after seq {:?}: expected an event, got {other:?}",
+                out.last()
+            ),
+        }
+    }
+    out
+}
+
+/// A new session's journal over a memory store that keeps everything
+/// written here and counts its reads, with a window of `window` entries.
+async fn journal(name: &str, window: usize) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
+    let store = Intercepted::new(Arc::new(MemoryStore::new(1 << 16)));
+    let journals = Journals::new(store.clone(), window);
+    let session = SessionId::parse(name).unwrap();
+    let journal = journals.create(&session, SegmentId::new()).await.unwrap();
+    (store, journals, journal)
+}
+
+/// Entries `from..from + n`, appended in batches of 100.
+async fn append(journal: &SessionJournal, from: usize, n: usize) {
+    for chunk in (from..from + n).collect::<Vec<_>>().chunks(100) {
+        let batch = chunk.iter().map(|i| text(&format!("entry {i}"))).collect();
+        journal.append_batch(None, batch).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_the_head_reads_what_the_window_holds_from_it() {
+    let (store, _journals, journal) = journal("catch-up-window", DEFAULT_LIVE_WINDOW).await;
+    append(&journal, 0, 3000).await;
+    // From the segment's creation (seq 1): 3,000 entries behind, all of
+    // them in the window (16,384 entries, the default).
+    let mut follower = journal.subscribe(Seq(1));
+    let writer = {
+        let journal = journal.clone();
+        tokio::spawn(async move { append(&journal, 3000, 2000).await })
+    };
+    let got = seqs(&mut follower, 5000).await;
+    writer.await.unwrap();
+    assert_eq!(got, (2..5002).collect::<Vec<_>>());
+    assert_eq!(
+        store.reads(),
+        0,
+        "the window held every entry the follower was behind by, yet it read the store"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_reads_the_store_only_up_to_where_the_window_begins() {
+    let (store, _journals, journal) = journal("catch-up-store", 1000).await;
+    append(&journal, 0, 5000).await;
+    // Seqs 2..=5001 are written; the window holds the last 1,000
+    // (4002..=5001). The follower reads the store a page (1,024) at a
+    // time: four pages take it to 4097, past where the window begins.
+    let mut follower = journal.subscribe(Seq(1));
+    let got = seqs(&mut follower, 5000).await;
+    assert_eq!(got, (2..5002).collect::<Vec<_>>());
+    assert_eq!(
+        store.reads(),
+        4,
+        "four pages of the store reach the window; the rest is the window's"
+    );
+    // And it follows on from the window.
+    append(&journal, 5000, 10).await;
+    assert_eq!(
+        seqs(&mut follower, 10).await,
+        (5002..5012).collect::<Vec<_>>()
+    );
+    assert_eq!(store.reads(), 4);
+}
