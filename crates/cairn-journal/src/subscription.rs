@@ -41,6 +41,8 @@ pub struct Subscription {
     cursor: Seq,
     backlog: VecDeque<JournalItem>,
     catching_up: bool,
+    /// A page of the store was read since `catching_up` was set.
+    store_read: bool,
     lagged: bool,
     stash: Option<Arc<SessionEvent>>,
     /// The journal's drops seen (see [`Live::dropped`]).
@@ -86,6 +88,7 @@ impl Subscription {
             cursor: after,
             backlog: VecDeque::new(),
             catching_up,
+            store_read: false,
             lagged: false,
             stash: None,
             drops_seen,
@@ -120,19 +123,24 @@ impl Subscription {
                 }));
             }
             if self.catching_up {
-                // The live window holds the next entry: the rest comes
-                // from it, in order (it holds published entries without a
-                // hole). A follower that began behind a fast writer (an
-                // SSE client from seq 0 while a run emits) would
-                // otherwise read and parse every entry from the store, a
-                // page at a time, never reaching the head it chases.
-                let mut window = VecDeque::new();
-                if let Read::Entries(last) = self.live.read_after(self.cursor, &mut window) {
-                    self.live_buf = window;
-                    self.live_seen = last;
-                    self.stash = None;
-                    self.catching_up = false;
-                    continue;
+                // Once a page of the store has been read (the store has
+                // had its say on where it begins, and on a line that
+                // changed on disk), the rest comes from the live window
+                // as soon as it holds the next entry, in order (it holds
+                // published entries without a hole). A follower that
+                // began behind a fast writer (an SSE client from seq 0
+                // while a run emits) would otherwise read and parse every
+                // entry from the store a page at a time, never reaching
+                // the head it chases.
+                if self.store_read {
+                    let mut window = VecDeque::new();
+                    if let Read::Entries(last) = self.live.read_after(self.cursor, &mut window) {
+                        self.live_buf = window;
+                        self.live_seen = last;
+                        self.stash = None;
+                        self.catching_up = false;
+                        continue;
+                    }
                 }
                 match self
                     .store
@@ -140,6 +148,7 @@ impl Subscription {
                     .await
                 {
                     Ok(items) => {
+                        self.store_read = true;
                         // Only what the writer has published: an entry is
                         // in the store a moment before the writer has
                         // finished with it (a run's terminal entry before
@@ -156,6 +165,7 @@ impl Subscription {
                         }
                     }
                     Err(StoreError::Truncated { oldest }) => {
+                        self.store_read = true;
                         self.cursor = Seq(oldest.0 - 1);
                         return Some(Ok(Delivery::Gap { resumed_at: oldest }));
                     }
@@ -194,6 +204,7 @@ impl Subscription {
             if event.seq != self.cursor.next() {
                 // Something between the store read and the live stream: read it.
                 self.catching_up = true;
+                self.store_read = false;
                 self.stash = Some(event);
                 continue;
             }
