@@ -7,34 +7,14 @@
 //! faster than a page's read and parse, every entry of the run came from
 //! the store.
 
-use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
+mod support;
+
+use cairn_journal::{DEFAULT_LIVE_WINDOW, Journals, SessionJournal};
 use cairn_store::MemoryStore;
 use cairn_store::conformance::Intercepted;
-use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionId};
+use cairn_types::{SegmentId, Seq, SessionId};
 use std::sync::Arc;
-use std::time::Duration;
-
-fn text(t: &str) -> Payload {
-    Payload::Agent(AgentEvent::TextDelta {
-        text: t.into(),
-        by: None,
-    })
-}
-
-/// The next `n` deliveries' seqs (each must be an event, within 5 s).
-async fn seqs(follower: &mut Subscription, n: usize) -> Vec<u64> {
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        match tokio::time::timeout(Duration::from_secs(5), follower.next()).await {
-            Ok(Some(Ok(Delivery::Event(e)))) => out.push(e.seq.0),
-            other => panic!(
-                "after seq {:?}: expected an event, got {other:?}",
-                out.last()
-            ),
-        }
-    }
-    out
-}
+use support::{seqs, text};
 
 /// A new session's journal over a memory store that keeps everything
 /// written here and counts its reads, with a window of `window` entries.

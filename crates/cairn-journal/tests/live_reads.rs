@@ -3,32 +3,19 @@
 //! the ring holds still reaches it whole, in order, without a gap — a
 //! batch published at once, read while the writer goes on appending.
 
-use cairn_journal::{Delivery, Journals, READ_MAX, Subscription};
+mod support;
+
+use cairn_journal::{Journals, READ_MAX};
 use cairn_store::MemoryStore;
 use cairn_types::{AgentEvent, Payload, SegmentId, Seq, SessionId};
 use std::sync::Arc;
-use std::time::Duration;
+use support::seqs;
 
 fn text(i: usize) -> Payload {
     Payload::Agent(AgentEvent::TextDelta {
         text: format!("entry {i}"),
         by: None,
     })
-}
-
-/// The next `n` deliveries' seqs (each must be an event, within 5 s).
-async fn seqs(follower: &mut Subscription, n: usize) -> Vec<u64> {
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        match tokio::time::timeout(Duration::from_secs(5), follower.next()).await {
-            Ok(Some(Ok(Delivery::Event(e)))) => out.push(e.seq.0),
-            other => panic!(
-                "after seq {:?}: expected an event, got {other:?}",
-                out.last()
-            ),
-        }
-    }
-    out
 }
 
 #[tokio::test]

@@ -18,12 +18,29 @@ pub fn text(t: &str) -> Payload {
 
 /// A new session's journal over a memory store that refuses or holds a
 /// write on demand (the journal's registry kept alive beside it).
+#[allow(dead_code)]
 pub async fn journal(name: &str) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
     let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
     let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
     let session = SessionId::parse(name).unwrap();
     let journal = journals.create(&session, SegmentId::new()).await.unwrap();
     (store, journals, journal)
+}
+
+/// The next `n` deliveries' seqs (each must be an event, within 5 s).
+#[allow(dead_code)]
+pub async fn seqs(follower: &mut Subscription, n: usize) -> Vec<u64> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        match tokio::time::timeout(Duration::from_secs(5), follower.next()).await {
+            Ok(Some(Ok(Delivery::Event(e)))) => out.push(e.seq.0),
+            other => panic!(
+                "after seq {:?}: expected an event, got {other:?}",
+                out.last()
+            ),
+        }
+    }
+    out
 }
 
 /// The next `n` entries the follower is given: seq and a short name (a
