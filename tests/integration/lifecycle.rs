@@ -559,3 +559,60 @@ fn an_ended_run_retires_after_the_retention_window() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("1 of 1"), "{text}");
 }
+
+/// Each run of a session reserves the next generation, its directory made
+/// create-new; one that is there already (left by a start whose first
+/// entries a crash lost, here made by hand) is gone past, never named in
+/// the journal, and the run goes on in the next one.
+#[tokio::test]
+async fn a_generation_directory_already_there_is_gone_past() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path()).await;
+    let worker_dir = |w: cairn_runtime::WorkerId| {
+        tmp.path()
+            .join("home/workers")
+            .join(w.to_string())
+            .join("runs")
+    };
+    let reserved = |events: &[SessionEvent]| -> Vec<u64> {
+        events
+            .iter()
+            .filter_map(|e| match &e.payload {
+                Payload::Lifecycle(LifecycleEvent::GenerationReserved { generation, .. }) => {
+                    Some(generation.0)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // A session's runs, each in the next generation, made as it starts.
+    let (first, facts, _) = run_to_end(&rt, start_req("echo", "one"), None).await;
+    assert_eq!(facts.status, RunStatus::Finished);
+    let mut req = start_req("echo", "two");
+    req.session = Some(first.session_id.clone());
+    let (_, facts, _) = run_to_end(&rt, req, None).await;
+    assert_eq!(facts.generation, cairn_runtime::Generation(2));
+    let runs = worker_dir(first.worker_id);
+    assert!(runs.join("1").is_dir() && runs.join("2").is_dir());
+    assert_eq!(reserved(&events(&rt, &first.session_id).await), vec![1, 2]);
+    // `runs/3` there before the third start: the run reserves 4.
+    std::fs::create_dir(runs.join("3")).unwrap();
+    let mut req = start_req("echo", "three");
+    req.session = Some(first.session_id.clone());
+    let (_, facts, _) = run_to_end(&rt, req, None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{facts:?}");
+    assert_eq!(facts.generation, cairn_runtime::Generation(4));
+    assert_eq!(
+        reserved(&events(&rt, &first.session_id).await),
+        vec![1, 2, 4],
+        "the number of a directory already there is never named"
+    );
+    // A new session whose `runs/1` is there before its first start.
+    let (session, worker) = rt.create_session(None).await.unwrap();
+    std::fs::create_dir(worker_dir(worker).join("1")).unwrap();
+    let mut req = start_req("echo", "four");
+    req.session = Some(session.clone());
+    let (_, facts, _) = run_to_end(&rt, req, None).await;
+    assert_eq!(facts.status, RunStatus::Finished, "{facts:?}");
+    assert_eq!(reserved(&events(&rt, &session).await), vec![2]);
+}
