@@ -7,7 +7,8 @@
 //! module) → broadcast — so `seq` is dense, the store sees one writer, and
 //! nobody sees an entry before it is durable.
 //! A [`Subscription`] joins the live broadcast first, reads the store up to
-//! what it has seen live, and dedupes by seq; one that falls behind gets one
+//! what the live window holds (a page of it at least, then the window from
+//! its next entry on), and dedupes by seq; one that falls behind gets one
 //! [`Delivery::Gap`] and goes on. The writer never waits for an observer.
 //!
 //! ```

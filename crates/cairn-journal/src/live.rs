@@ -61,8 +61,8 @@ struct State {
 /// The bytes every session's live window holds together, against a
 /// host-wide cap. Past it, the windows nobody follows are emptied, least
 /// recently written first (an ended session's is written no more):
-/// that costs a later reader only a store read, since a subscriber reads
-/// the store up to the live head before it reads the window.
+/// that costs a later reader only store reads, since a subscriber reads
+/// the store for whatever the window does not hold.
 pub(crate) struct Windows {
     total: AtomicU64,
     cap: u64,

@@ -1,5 +1,7 @@
 //! Following one session: join the live tail, read the store up to what
-//! was seen live, dedupe by seq; one [`Delivery::Gap`] when it fell behind.
+//! the live window holds (one page at least: where the store begins and a
+//! line changed on disk are the store's to say), then the window, deduped
+//! by seq; one [`Delivery::Gap`] when it fell behind.
 
 use super::live::{Live, Read};
 use crate::event::SessionEvent;
