@@ -9,11 +9,12 @@
 
 mod support;
 
-use cairn_journal::{DEFAULT_LIVE_WINDOW, Journals, SessionJournal};
+use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
 use cairn_store::MemoryStore;
 use cairn_store::conformance::Intercepted;
 use cairn_types::{SegmentId, Seq, SessionId};
 use std::sync::Arc;
+use std::time::Duration;
 use support::{seqs, text};
 
 /// A new session's journal over a memory store that keeps everything
@@ -77,4 +78,76 @@ async fn a_follower_reads_the_store_only_up_to_where_the_window_begins() {
         (5002..5012).collect::<Vec<_>>()
     );
     assert_eq!(store.reads(), 4);
+}
+
+/// Every delivery of a follower from `after`, until it has delivered
+/// `last`: each an event, in seq order, dense from `after + 1` but across
+/// a `Gap`, which must name the next seq delivered.
+async fn follow_to(follower: &mut Subscription, after: u64, last: u64) -> (Vec<u64>, usize) {
+    let (mut seen, mut gaps) = (Vec::new(), 0);
+    let mut cursor = after;
+    while cursor < last {
+        let next = tokio::time::timeout(Duration::from_secs(5), follower.next())
+            .await
+            .unwrap_or_else(|_| panic!("from {after}: stuck after {cursor} of {last}"));
+        match next {
+            Some(Ok(Delivery::Event(e))) => {
+                assert_eq!(e.seq.0, cursor + 1, "from {after}: after {cursor}");
+                cursor = e.seq.0;
+                seen.push(cursor);
+            }
+            Some(Ok(Delivery::Gap { resumed_at })) => {
+                assert!(
+                    resumed_at.0 > cursor + 1,
+                    "from {after}: a gap at {resumed_at} after {cursor}"
+                );
+                gaps += 1;
+                cursor = resumed_at.0 - 1;
+            }
+            other => panic!("from {after}: after {cursor}: {other:?}"),
+        }
+    }
+    (seen, gaps)
+}
+
+/// Over a grid of windows, backlogs and starting points, with everything
+/// in the store: the follower gets every entry after its start once, in
+/// order, with no gap, then follows on live; it reads the store only for
+/// what the window does not hold (a page at least when it starts behind
+/// the head).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_anywhere_every_entry_comes_once_in_order() {
+    for window in [1usize, 3, 16, 100, 2000] {
+        for backlog in [0usize, 1, 5, 99, 1500] {
+            // Seq 1 is the segment's creation.
+            let head = 1 + backlog as u64;
+            for after in [0, 1, head / 2, head.saturating_sub(1), head] {
+                let case = format!("window {window}, backlog {backlog}, from {after}");
+                let (store, _journals, journal) = journal("grid", window).await;
+                append(&journal, 0, backlog).await;
+                let mut follower = journal.subscribe(Seq(after));
+                let (seen, gaps) = follow_to(&mut follower, after, head).await;
+                assert_eq!((gaps, seen.len() as u64), (0, head - after), "{case}");
+                // The window holds the last `window` entries; the store is
+                // read a page (1,024) at a time up to where it begins.
+                let front = head.saturating_sub(window as u64) + 1;
+                let pages = match after < head {
+                    true => front.saturating_sub(after + 1).div_ceil(1024).max(1),
+                    false => 0,
+                };
+                let read = store.reads() as u64;
+                assert!(
+                    read <= pages,
+                    "{case}: {read} store reads for {pages} pages"
+                );
+                // Then it follows on live.
+                let more = journal.append(None, text("more")).await.unwrap().seq.0;
+                assert_eq!(
+                    follow_to(&mut follower, head, more).await.0,
+                    vec![more],
+                    "{case}"
+                );
+            }
+        }
+    }
 }
