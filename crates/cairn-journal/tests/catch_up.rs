@@ -10,21 +10,16 @@
 mod support;
 
 use cairn_journal::{DEFAULT_LIVE_WINDOW, Delivery, Journals, SessionJournal, Subscription};
-use cairn_store::MemoryStore;
 use cairn_store::conformance::Intercepted;
-use cairn_types::{SegmentId, Seq, SessionId};
+use cairn_types::Seq;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{seqs, text};
 
-/// A new session's journal over a memory store that keeps everything
-/// written here and counts its reads, with a window of `window` entries.
+/// A new session's journal over a store that keeps everything written
+/// here and counts its reads, with a window of `window` entries.
 async fn journal(name: &str, window: usize) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
-    let store = Intercepted::new(Arc::new(MemoryStore::new(1 << 16)));
-    let journals = Journals::new(store.clone(), window);
-    let session = SessionId::parse(name).unwrap();
-    let journal = journals.create(&session, SegmentId::new()).await.unwrap();
-    (store, journals, journal)
+    support::journal_with(name, 1 << 16, window).await
 }
 
 /// Entries `from..from + n`, appended in batches of 100.

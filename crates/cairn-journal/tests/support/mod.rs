@@ -20,8 +20,19 @@ pub fn text(t: &str) -> Payload {
 /// write on demand (the journal's registry kept alive beside it).
 #[allow(dead_code)]
 pub async fn journal(name: &str) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
-    let store = Intercepted::new(Arc::new(MemoryStore::new(1024)));
-    let journals = Journals::new(store.clone(), DEFAULT_LIVE_WINDOW);
+    journal_with(name, 1024, DEFAULT_LIVE_WINDOW).await
+}
+
+/// [`journal`] over a store keeping the last `keep` entries, with a live
+/// window of `window` entries.
+#[allow(dead_code)]
+pub async fn journal_with(
+    name: &str,
+    keep: usize,
+    window: usize,
+) -> (Arc<Intercepted>, Journals, Arc<SessionJournal>) {
+    let store = Intercepted::new(Arc::new(MemoryStore::new(keep)));
+    let journals = Journals::new(store.clone(), window);
     let session = SessionId::parse(name).unwrap();
     let journal = journals.create(&session, SegmentId::new()).await.unwrap();
     (store, journals, journal)
