@@ -682,3 +682,107 @@ fn a_first_commit_the_disk_refuses_once_is_answered_and_leaves_the_home_whole() 
     );
     assert_eq!(entries(home.join("workers")), 2);
 }
+
+/// A headless run's first entries are durable before its generation's
+/// directory is made (the directory's inode is not in their sync). A crash
+/// in between (crash point `start-durable`: the client was answered `202`,
+/// no `runs/<gen>/` made yet) leaves a number the journal names and no
+/// directory: the restart restores the run into the next generation, the
+/// lost one is never named again, and a later run goes past both.
+#[test]
+fn a_run_killed_between_its_durable_start_and_its_directory_is_restored_past_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let served = crate::common::serve_with(&home, &[("CAIRN_CRASH_AT", "start-durable")]).unwrap();
+    let started = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({ "component": "echo", "prompt": "hi", "session": "cut" }))
+        .send();
+    // Told once durable, then the crash: the answer may or may not have
+    // left before the process died.
+    if let Ok(resp) = &started {
+        assert_eq!(resp.status(), 202, "the start was accepted");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut served = served;
+    while served.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not reach start-durable");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let worker = std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("the session's worker");
+    let runs = worker.join("runs");
+    assert!(
+        !runs.join("1").exists(),
+        "the directory is made after the sync, and the crash came first"
+    );
+    let reserved = |worker: &Path| -> Vec<u64> {
+        let mut out = Vec::new();
+        for seg in std::fs::read_dir(worker.join("session/segments")).unwrap() {
+            for line in std::fs::read_to_string(seg.unwrap().path()).unwrap().lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                if v["payload"]["event"]["type"] == "generation_reserved" {
+                    out.push(v["payload"]["event"]["generation"].as_u64().unwrap());
+                }
+            }
+        }
+        out
+    };
+    assert_eq!(reserved(&worker), vec![1], "the start's entries are durable");
+
+    // The restart restores the run into generation 2.
+    let served = serve(&home);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let run = loop {
+        let runs: Vec<Value> = http
+            .get(format!("{}/v1/runs?session=cut", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        if runs[0]["facts"]["status"] == "finished" {
+            break runs[0].clone();
+        }
+        assert!(Instant::now() < deadline, "{runs:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(run["facts"]["generation"], 2, "{run}");
+    assert_eq!(reserved(&worker), vec![1, 2], "1 is never named again");
+    assert!(!runs.join("1").exists() && runs.join("2").is_dir());
+
+    // A later run of the session goes past both.
+    let resp = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({ "component": "echo", "prompt": "again", "session": "cut" }))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let id = resp.json::<Value>().unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let facts: Value = http
+            .get(format!("{}/v1/runs/{id}", served.url))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if facts["facts"]["status"] == "finished" {
+            assert_eq!(facts["facts"]["generation"], 3, "{facts}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{facts}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(reserved(&worker), vec![1, 2, 3]);
+}

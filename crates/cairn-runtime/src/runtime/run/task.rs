@@ -86,9 +86,20 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 )
             })?;
         }
-        let reserved = worker
-            .reserve_generation(plan.generation_floor)
-            .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
+        // A start whose first entries are durable before the controller
+        // starts makes its directory after their sync (see
+        // `reserve_generation_unmade`); one whose controller starts beside
+        // their commit makes it now, so a crash before the commit leaves
+        // the number consumed.
+        let reserved = match plan.first_commit {
+            crate::runtime::FirstCommit::Now => {
+                worker.reserve_generation_unmade(plan.generation_floor)
+            }
+            crate::runtime::FirstCommit::WithRun => {
+                worker.reserve_generation(plan.generation_floor)
+            }
+        }
+        .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         generation = reserved.generation;
         // The reservation and the start (or the replay marker) are one batch:
         // the one write and the one sync on the start path.
@@ -156,12 +167,14 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         // on this worker, it would wait behind the layout and the instance.
         if told {
             tokio::task::yield_now().await;
+            crate::fsutil::crash_point("start-durable");
         }
         let written = match written {
             Ok(written) => written,
             Err(e) => {
-                // The number is consumed all the same (its directory
-                // exists): the next start goes past it.
+                // The number is consumed all the same (the store may hold
+                // the entries that name it, or its directory exists): the
+                // next start goes past it.
                 let _ = worker.record_generation(generation, None);
                 // Whoever waits for the start hears now, not when the
                 // end is written (retried while the store is away).
