@@ -13,10 +13,22 @@ pub fn now_ms() -> u64 {
     }
 }
 
+/// A test's setting, read from the environment once per process: the
+/// points below are passed many times a run (a lookup of the environment
+/// takes its lock and walks every variable), and nothing sets them after
+/// the process starts.
+fn setting(
+    cell: &'static std::sync::OnceLock<Option<std::ffi::OsString>>,
+    var: &str,
+) -> Option<&'static std::ffi::OsStr> {
+    cell.get_or_init(|| std::env::var_os(var)).as_deref()
+}
+
 /// A crash point for tests: with `CAIRN_CRASH_AT=<name>` in the
 /// environment, the process aborts here, as a SIGKILL would stop it.
 pub fn crash_point(name: &str) {
-    if std::env::var_os("CAIRN_CRASH_AT").is_some_and(|v| v == name) {
+    static AT: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    if setting(&AT, "CAIRN_CRASH_AT").is_some_and(|v| v == name) {
         std::process::abort();
     }
 }
@@ -26,7 +38,8 @@ pub fn crash_point(name: &str) {
 /// (a lost message, a dropped handle), so tests can show that recovery
 /// holds without waiting for the fault to happen by chance.
 pub fn fault_point(name: &str) -> bool {
-    std::env::var_os("CAIRN_FAULT").is_some_and(|v| v == name)
+    static FAULT: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    setting(&FAULT, "CAIRN_FAULT").is_some_and(|v| v == name)
 }
 
 #[cfg(test)]
