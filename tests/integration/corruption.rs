@@ -710,7 +710,10 @@ fn a_run_killed_between_its_durable_start_and_its_directory_is_restored_past_it(
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut served = served;
     while served.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server did not reach start-durable");
+        assert!(
+            Instant::now() < deadline,
+            "the server did not reach start-durable"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let worker = std::fs::read_dir(home.join("workers"))
@@ -726,7 +729,10 @@ fn a_run_killed_between_its_durable_start_and_its_directory_is_restored_past_it(
     let reserved = |worker: &Path| -> Vec<u64> {
         let mut out = Vec::new();
         for seg in std::fs::read_dir(worker.join("session/segments")).unwrap() {
-            for line in std::fs::read_to_string(seg.unwrap().path()).unwrap().lines() {
+            for line in std::fs::read_to_string(seg.unwrap().path())
+                .unwrap()
+                .lines()
+            {
                 let v: Value = serde_json::from_str(line).unwrap();
                 if v["payload"]["event"]["type"] == "generation_reserved" {
                     out.push(v["payload"]["event"]["generation"].as_u64().unwrap());
@@ -735,7 +741,11 @@ fn a_run_killed_between_its_durable_start_and_its_directory_is_restored_past_it(
         }
         out
     };
-    assert_eq!(reserved(&worker), vec![1], "the start's entries are durable");
+    assert_eq!(
+        reserved(&worker),
+        vec![1],
+        "the start's entries are durable"
+    );
 
     // The restart restores the run into generation 2.
     let served = serve(&home);

@@ -119,11 +119,13 @@ impl WorkerDir {
                 },
             };
             match claimed {
-                Ok(dir) => return Ok(Reserved {
-                    generation,
-                    runs,
-                    dir,
-                }),
+                Ok(dir) => {
+                    return Ok(Reserved {
+                        generation,
+                        runs,
+                        dir,
+                    });
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && skipped < SKIPS => {
                     skipped += 1;
                     generation = generation.next();
@@ -425,7 +427,10 @@ mod tests {
         std::fs::write(runs.join("2"), b"").unwrap();
         let reserved = worker.reserve_generation_unmade(None).unwrap();
         assert_eq!(reserved.generation, Generation(3));
-        assert!(!runs.join("3").exists(), "an unmade reservation makes nothing");
+        assert!(
+            !runs.join("3").exists(),
+            "an unmade reservation makes nothing"
+        );
         let laid = worker
             .lay_out_generation(reserved, None, &budget, false)
             .unwrap();
