@@ -496,21 +496,7 @@ fn a_session_creation_killed_after_its_first_commit_is_published_and_its_run_fin
             !markers[0].exists(),
             "{mode}: the next owner removed the marker"
         );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let runs: Vec<Value> = http
-                .get(format!("{}/v1/runs?session=named", served.url))
-                .send()
-                .unwrap()
-                .json()
-                .unwrap();
-            assert_eq!(runs.len(), 1, "{mode}: {runs:?}");
-            if runs[0]["facts"]["status"] == "finished" {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{mode}: {runs:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        finished_runs(&http, &served.url, "named", 1, mode);
         assert_eq!(entries(home.join("workers")), 1, "{mode}");
         assert_eq!(entries(home.join("index/sessions")), 1, "{mode}");
     }
@@ -749,22 +735,8 @@ fn a_run_killed_between_its_durable_start_and_its_directory_is_restored_past_it(
 
     // The restart restores the run into generation 2.
     let served = serve(&home);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let run = loop {
-        let runs: Vec<Value> = http
-            .get(format!("{}/v1/runs?session=cut", served.url))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        assert_eq!(runs.len(), 1, "{runs:?}");
-        if runs[0]["facts"]["status"] == "finished" {
-            break runs[0].clone();
-        }
-        assert!(Instant::now() < deadline, "{runs:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(run["facts"]["generation"], 2, "{run}");
+    let runs_now = finished_runs(&http, &served.url, "cut", 1, "restored");
+    assert_eq!(runs_now[0]["facts"]["generation"], 2, "{runs_now:?}");
     assert_eq!(reserved(&worker), vec![1, 2], "1 is never named again");
     assert!(!runs.join("1").exists() && runs.join("2").is_dir());
 
@@ -779,20 +751,37 @@ fn a_run_killed_between_its_durable_start_and_its_directory_is_restored_past_it(
         .as_str()
         .unwrap()
         .to_string();
+    let runs_now = finished_runs(&http, &served.url, "cut", 2, "later");
+    let later = runs_now
+        .iter()
+        .find(|r| r["run_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(later["facts"]["generation"], 3, "{later}");
+    assert_eq!(reserved(&worker), vec![1, 2, 3]);
+}
+
+/// The session's runs once there are `count` of them, every one finished
+/// (within 20 s).
+fn finished_runs(
+    http: &reqwest::blocking::Client,
+    url: &str,
+    session: &str,
+    count: usize,
+    what: &str,
+) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let facts: Value = http
-            .get(format!("{}/v1/runs/{id}", served.url))
+        let runs: Vec<Value> = http
+            .get(format!("{url}/v1/runs?session={session}"))
             .send()
             .unwrap()
             .json()
             .unwrap();
-        if facts["facts"]["status"] == "finished" {
-            assert_eq!(facts["facts"]["generation"], 3, "{facts}");
-            break;
+        assert!(runs.len() <= count, "{what}: {runs:?}");
+        if runs.len() == count && runs.iter().all(|r| r["facts"]["status"] == "finished") {
+            return runs;
         }
-        assert!(Instant::now() < deadline, "{facts}");
+        assert!(Instant::now() < deadline, "{what}: {runs:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(reserved(&worker), vec![1, 2, 3]);
 }

@@ -2,6 +2,7 @@
 //! limit watcher beside it.
 
 use super::*;
+use crate::runtime::FirstCommit;
 
 /// A restore: the interrupted run's `Started` entry and its script.
 pub(crate) struct ReplayPlan {
@@ -86,18 +87,12 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 )
             })?;
         }
-        // A start whose first entries are durable before the controller
-        // starts makes its directory after their sync (see
-        // `reserve_generation_unmade`); one whose controller starts beside
-        // their commit makes it now, so a crash before the commit leaves
-        // the number consumed.
+        // The directory is made after the first entries' sync when they
+        // are durable before the controller starts; now when it starts
+        // beside their commit (a crash before it leaves the number used).
         let reserved = match plan.first_commit {
-            crate::runtime::FirstCommit::Now => {
-                worker.reserve_generation_unmade(plan.generation_floor)
-            }
-            crate::runtime::FirstCommit::WithRun => {
-                worker.reserve_generation(plan.generation_floor)
-            }
+            FirstCommit::Now => worker.reserve_generation_unmade(plan.generation_floor),
+            FirstCommit::WithRun => worker.reserve_generation(plan.generation_floor),
         }
         .map_err(|e| ErrorOrCancel::error(FailureCode::Generation, e.to_string()))?;
         generation = reserved.generation;
@@ -133,7 +128,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
         let mut told = false;
         let written = match plan.first_commit {
             // Durable before the layout and the controller's start.
-            crate::runtime::FirstCommit::Now => {
+            FirstCommit::Now => {
                 ctx.journal.append_batch(Some(ctx.run_id), batch).await.map(|written| {
                     if let Some(durable) = plan.durable.take() {
                         told = durable.send(()).is_ok();
@@ -146,7 +141,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
             // controller starts: everything after them is committed after
             // them, and whoever waits for the start hears once they are
             // durable.
-            crate::runtime::FirstCommit::WithRun => ctx
+            FirstCommit::WithRun => ctx
                 .journal
                 .commit_soon(Some(ctx.run_id), batch, crate::journal::COMMIT_DELAY)
                 .await
@@ -389,7 +384,7 @@ pub(crate) async fn run_task(env: RunEnv, mut plan: RunPlan) -> Result<RunFacts,
                 plan.replay = Some(evict::replan(&env, &ctx).await?);
                 plan.generation_floor = Some(generation);
                 superseded = Some(generation);
-                plan.first_commit = crate::runtime::FirstCommit::Now;
+                plan.first_commit = FirstCommit::Now;
                 plan.bind = None;
                 plan.durable = None;
                 evictions += 1;
