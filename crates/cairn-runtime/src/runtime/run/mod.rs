@@ -28,6 +28,7 @@ mod evict;
 mod host_call;
 mod imports;
 mod keyed;
+mod limit_watch;
 mod script;
 mod task;
 mod timers;
