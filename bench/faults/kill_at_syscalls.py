@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Kill a cairn server with SIGKILL at the Nth call of each syscall while it
-starts a headless run of an existing session (`POST /v1/runs`), restart it,
+starts a run of an existing session (`POST /v1/runs`, or with `--start chat`
+a `POST /v1/chat/completions` naming it), restart it,
 and check the home: every run ends, an acknowledged run is kept, the
 journal's seqs are dense, generations are reserved once each and rising, and
 a later run of the session finishes.
 
     python3 bench/faults/kill_at_syscalls.py --cairn target/release/cairn \
-        [--syscalls fdatasync,mkdirat,...] [--most 40] [--json out.json]
+        [--start runs|chat] [--syscalls fdatasync,mkdirat,...] [--most 40] [--json out.json]
 
 Needs `strace` (its `inject=SYSCALL:signal=SIGKILL:when=N`, attached to the
 running server, so N counts from the request). Not part of the test suite:
@@ -62,7 +63,18 @@ def entries(home):
     return out
 
 
-def check(port, home, answered):
+def start(port, how, prompt):
+    """Start a run of session `s` the way `how` names; its HTTP status."""
+    if how == "chat":
+        data = json.dumps({"model": "echo", "messages": [{"role": "user", "content": prompt}]}).encode()
+        r = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=data, method="POST",
+                                   headers={"content-type": "application/json", "x-cairn-session": "s"})
+        with urllib.request.urlopen(r, timeout=20) as resp:
+            return resp.status
+    return call(port, "POST", "/v1/runs", {"component": "echo", "prompt": prompt, "session": "s"})[0]
+
+
+def check(port, home, answered, how):
     runs = ended(port, "s")
     status, third = call(port, "POST", "/v1/runs", {"component": "echo", "prompt": "three", "session": "s"})
     assert status == 202, f"a later start was answered {status}"
@@ -75,7 +87,7 @@ def check(port, home, answered):
     gens = [e["payload"]["event"]["generation"] for e in lines
             if e["payload"].get("event", {}).get("type") == "generation_reserved"]
     assert gens == sorted(set(gens)), f"generations reserved twice or out of order: {gens}"
-    if answered == 202:
+    if answered in (200, 202):
         assert len(runs) == 3, f"an acknowledged run was lost: {len(runs)} runs"
     return f"{len(runs)} runs {sorted(r['facts']['status'] for r in runs)}, generations {gens}"
 
@@ -83,6 +95,8 @@ def check(port, home, answered):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cairn", required=True)
+    ap.add_argument("--start", choices=["runs", "chat"], default="runs",
+                    help="how the killed start is made: POST /v1/runs (headless) or a chat call")
     ap.add_argument("--syscalls", default=DEFAULT)
     ap.add_argument("--most", type=int, default=40, help="the highest N tried for each syscall")
     ap.add_argument("--json")
@@ -108,7 +122,7 @@ def main():
                                       stderr=subprocess.DEVNULL)
             time.sleep(0.5)  # attached to every thread
             try:
-                answered = call(port, "POST", "/v1/runs", {"component": "echo", "prompt": "two", "session": "s"})[0]
+                answered = start(port, a.start, "two")
             except Exception as e:  # the server died before answering
                 answered = f"no answer ({type(e).__name__})"
             time.sleep(0.3)
@@ -120,7 +134,7 @@ def main():
             tracer.wait()
             proc, port = serve(a.cairn, home)
             try:
-                detail, ok = check(port, home, answered), True
+                detail, ok = check(port, home, answered, a.start), True
             except Exception as e:
                 detail, ok = str(e), False
             proc.terminate()
@@ -137,7 +151,7 @@ def main():
     print(f"{len(cases)} cases, {sum(c['killed'] for c in cases)} killed, {len(failed)} failed")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cairn": a.cairn, "cases": cases}, f, indent=1)
+            json.dump({"cairn": a.cairn, "start": a.start, "cases": cases}, f, indent=1)
     shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if failed else 0)
 
