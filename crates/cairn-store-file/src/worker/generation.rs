@@ -246,8 +246,9 @@ impl WorkerDir {
     /// the reservation did not make it (an entry there already is a
     /// [`WorkerError::GenerationCollision`]), and `artifacts/` (a copy of
     /// generation `from`'s, when there is one). `spawned/` and the two logs
-    /// are made when first written to (a delegation, the guest's first output): a
-    /// trivial run allocates no inode it leaves empty. `artifacts/` itself
+    /// are made when first written to (a delegation, the guest's first
+    /// output): a trivial run allocates no inode it leaves empty.
+    /// `artifacts/` itself
     /// is made only when `worktree` says the run may use it (its controller
     /// can open files, or something is to be moved into it) or there is a
     /// worktree to carry over: a controller that can open no file gets none
