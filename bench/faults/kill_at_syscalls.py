@@ -74,7 +74,7 @@ def start(port, how, prompt):
     return call(port, "POST", "/v1/runs", {"component": "echo", "prompt": prompt, "session": "s"})[0]
 
 
-def check(port, home, answered, how):
+def check(port, home, answered):
     runs = ended(port, "s")
     status, third = call(port, "POST", "/v1/runs", {"component": "echo", "prompt": "three", "session": "s"})
     assert status == 202, f"a later start was answered {status}"
@@ -134,7 +134,7 @@ def main():
             tracer.wait()
             proc, port = serve(a.cairn, home)
             try:
-                detail, ok = check(port, home, answered, a.start), True
+                detail, ok = check(port, home, answered), True
             except Exception as e:
                 detail, ok = str(e), False
             proc.terminate()

@@ -34,7 +34,7 @@ pub(crate) struct RunPlan {
     pub generation_floor: Option<Generation>,
     pub replay: Option<ReplayPlan>,
     /// When its first batch is committed.
-    pub first_commit: crate::runtime::FirstCommit,
+    pub first_commit: FirstCommit,
     /// Told once the run's first batch (reservation and start) is durable.
     pub durable: Option<tokio::sync::oneshot::Sender<()>>,
     /// Whether the worker may be a child (its record named a parent when
