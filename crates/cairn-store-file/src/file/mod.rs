@@ -21,7 +21,7 @@ pub mod segment;
 mod write;
 use segment::parse_lines;
 pub use segment::{Scan, Walked, cores, index_segment, parse_line, scan_segment};
-use write::encode;
+use write::{InlineSync, encode};
 
 /// Journals and run facts in worker aggregates under a [`Home`].
 pub struct FileStore {
@@ -518,6 +518,9 @@ impl JournalStore for FileStore {
             return tokio::spawn(Self::append_first(files, session, expected, events))
                 .await
                 .unwrap_or_else(task_failed);
+        }
+        if let Some(_slot) = InlineSync::take(&files, events.len()) {
+            return Self::write_batch(&files, &session, expected, &events);
         }
         blocking(move || Self::write_batch(&files, &session, expected, &events)).await
     }

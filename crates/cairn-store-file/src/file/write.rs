@@ -13,6 +13,61 @@ use cairn_types::event::SessionEvent;
 use cairn_types::ids::{Seq, SessionId};
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The most entries a batch written on its caller's worker holds (a run
+/// start's reservation and `Started`, a run's end, a host call's record).
+pub(super) const INLINE_BATCH: usize = 4;
+
+/// Taken by the one small write and sync written on its caller's worker.
+static INLINE_BUSY: AtomicBool = AtomicBool::new(false);
+
+/// The one small write and sync at a time that runs on its caller's
+/// worker instead of a blocking thread. Handed to a blocking thread, a
+/// run start's first batch waited for that thread to wake (16 µs) and
+/// then for it to wake the parked worker back (31 µs), around a 210 µs
+/// `fdatasync` (`docs/bench/round23-start-timeline.json`); on its
+/// caller's worker it waits for neither, and whoever waits for it (the
+/// start's caller) is woken on the same worker. (`block_in_place` does
+/// not do this: it hands the worker's queue to another thread, and the
+/// caller is woken there.)
+///
+/// One at a time, and only on a runtime with more than one worker: the
+/// others go on serving while it blocks, and every other write goes to
+/// the blocking pool as before. Only a plain `fdatasync` of a small
+/// batch: a new session's first commit (which may wait for a shared
+/// `syncfs` gathering other creations) and an emit's group commit stay
+/// where they were.
+pub(super) struct InlineSync(());
+
+impl InlineSync {
+    /// The slot, when a batch of `entries` for `files` may be written here.
+    pub(super) fn take(files: &SessionFiles, entries: usize) -> Option<InlineSync> {
+        if entries > INLINE_BATCH || files.fresh.load(Ordering::Acquire) {
+            return None;
+        }
+        let many_workers = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+            h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                && h.metrics().num_workers() > 1
+        });
+        let free = || {
+            INLINE_BUSY
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        };
+        (many_workers && free()).then(|| {
+            #[cfg(test)]
+            tests::INLINE_WRITES.fetch_add(1, Ordering::Relaxed);
+            InlineSync(())
+        })
+    }
+}
+
+impl Drop for InlineSync {
+    fn drop(&mut self) {
+        INLINE_BUSY.store(false, Ordering::Release);
+    }
+}
 
 impl SessionFiles {
     /// Make what was written to `file` durable: its data (`fdatasync`),
@@ -186,4 +241,114 @@ pub(super) fn encode(events: &[Arc<SessionEvent>]) -> (Vec<u8>, Spans) {
         buf.push(b'\n');
     }
     (buf, spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::FileStore;
+    use super::INLINE_BATCH;
+    use crate::worker::Home;
+    use cairn_store::JournalStore;
+    use cairn_types::event::{AgentEvent, Payload, SessionEvent};
+    use cairn_types::ids::{Seq, SessionId};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Batches written on their caller's worker, in this process.
+    pub(super) static INLINE_WRITES: AtomicU64 = AtomicU64::new(0);
+
+    fn runtime(workers: usize) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// Small batches of several sessions appended at once from a runtime's
+    /// workers: some are written on the caller's worker, one at a time, the
+    /// rest on the blocking pool, and every session reads back whole and in
+    /// order. A runtime of one worker, or a batch over `INLINE_BATCH`,
+    /// never blocks its worker.
+    #[test]
+    fn small_batches_written_on_their_callers_worker_read_back_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        let sessions: Vec<(SessionId, cairn_types::ids::SegmentId)> = (0..6)
+            .map(|i| {
+                let session = SessionId::parse(&format!("inline-{i}")).unwrap();
+                let worker = home
+                    .create_published_worker(&session, None, "default")
+                    .unwrap();
+                (session, worker.metadata().unwrap().active_segment)
+            })
+            .collect();
+        let store = Arc::new(FileStore::new(home));
+        let event = |session: &SessionId, segment, seq: u64| {
+            Arc::new(SessionEvent {
+                session_id: session.clone(),
+                segment_id: segment,
+                run_id: None,
+                seq: Seq(seq),
+                at_ms: 1,
+                payload: Payload::Agent(AgentEvent::TextDelta {
+                    text: format!("{session} {seq}"),
+                    by: None,
+                }),
+                facts: None,
+                line: Default::default(),
+            })
+        };
+        // Batch sizes 1..=5: the fives are over the bound.
+        let sizes = |round: u64| (round % (INLINE_BATCH as u64 + 1)) + 1;
+        let write = |workers: usize| {
+            let before = INLINE_WRITES.load(Ordering::Relaxed);
+            runtime(workers).block_on(async {
+                let mut tasks = Vec::new();
+                for (session, segment) in sessions.clone() {
+                    let store = store.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let mut last = store.head(&session).await.unwrap().last_seq.0;
+                        for round in 0..40 {
+                            let batch: Vec<_> = (1..=sizes(round))
+                                .map(|k| event(&session, segment, last + k))
+                                .collect();
+                            store.append(&session, Seq(last + 1), &batch).await.unwrap();
+                            last += batch.len() as u64;
+                        }
+                    }));
+                }
+                for task in tasks {
+                    task.await.unwrap();
+                }
+            });
+            INLINE_WRITES.load(Ordering::Relaxed) - before
+        };
+        assert_eq!(write(1), 0, "a one-worker runtime blocked its worker");
+        let inline = write(2);
+        let total = 6 * 40;
+        assert!(inline > 0, "no batch was written on its caller's worker");
+        // The fives (8 of every 40 rounds) never are.
+        assert!(
+            inline <= 6 * 32,
+            "{inline} of {total} batches written inline"
+        );
+        runtime(2).block_on(async {
+            for (session, _) in &sessions {
+                let items = store.read(session, Seq(0), usize::MAX).await.unwrap();
+                let texts: Vec<String> = items
+                    .iter()
+                    .filter_map(|i| match &i.event()?.payload {
+                        Payload::Agent(AgentEvent::TextDelta { text, .. }) => Some(text.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let per_pass: u64 = (0..40).map(sizes).sum();
+                let wanted: Vec<String> = (1..=2 * per_pass)
+                    .map(|seq| format!("{session} {seq}"))
+                    .collect();
+                assert_eq!(texts, wanted, "session {session} read back otherwise");
+            }
+        });
+    }
 }
