@@ -57,7 +57,7 @@ impl InlineSync {
         };
         (many_workers && free()).then(|| {
             #[cfg(test)]
-            tests::INLINE_WRITES.fetch_add(1, Ordering::Relaxed);
+            tests::began();
             InlineSync(())
         })
     }
@@ -65,6 +65,8 @@ impl InlineSync {
 
 impl Drop for InlineSync {
     fn drop(&mut self) {
+        #[cfg(test)]
+        tests::ended();
         INLINE_BUSY.store(false, Ordering::Release);
     }
 }
@@ -255,7 +257,20 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Batches written on their caller's worker, in this process.
-    pub(super) static INLINE_WRITES: AtomicU64 = AtomicU64::new(0);
+    static INLINE_WRITES: AtomicU64 = AtomicU64::new(0);
+    /// Those being written now, and the most at once.
+    static INLINE_NOW: AtomicU64 = AtomicU64::new(0);
+    static INLINE_MOST: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn began() {
+        INLINE_WRITES.fetch_add(1, Ordering::Relaxed);
+        let now = INLINE_NOW.fetch_add(1, Ordering::SeqCst) + 1;
+        INLINE_MOST.fetch_max(now, Ordering::SeqCst);
+    }
+
+    pub(super) fn ended() {
+        INLINE_NOW.fetch_sub(1, Ordering::SeqCst);
+    }
 
     fn runtime(workers: usize) -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
@@ -328,6 +343,11 @@ mod tests {
         let inline = write(2);
         let total = 6 * 40;
         assert!(inline > 0, "no batch was written on its caller's worker");
+        assert_eq!(
+            INLINE_MOST.load(Ordering::SeqCst),
+            1,
+            "more than one worker blocked at once"
+        );
         // The fives (8 of every 40 rounds) never are.
         assert!(
             inline <= 6 * 32,
