@@ -36,8 +36,9 @@ static INLINE_BUSY: AtomicBool = AtomicBool::new(false);
 /// others go on serving while it blocks, and every other write goes to
 /// the blocking pool as before. Only a plain `fdatasync` of a small
 /// batch: a new session's first commit (which may wait for a shared
-/// `syncfs` gathering other creations) and an emit's group commit stay
-/// where they were.
+/// `syncfs` gathering other creations) stays on the blocking pool, and so
+/// does a batch over [`INLINE_BATCH`] (an emit's group commit under load;
+/// a slow emitter's commit of a few entries is small and may come here).
 pub(super) struct InlineSync(());
 
 impl InlineSync {
