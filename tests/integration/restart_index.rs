@@ -281,3 +281,82 @@ async fn a_clean_stop_keeps_the_worker_counts_and_a_crash_does_not() {
     ));
     rt.shutdown(Duration::from_secs(10)).await;
 }
+
+/// How many workers of `home` hold a `creating` marker.
+fn creating_markers(home: &Path) -> usize {
+    std::fs::read_dir(home.join("workers"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("creating").exists())
+        .count()
+}
+
+/// A new session's `creating` marker outlives its first commit (removed
+/// then, it made the next `fdatasync` — a run start's — write the worker's
+/// directory too) until the second commit after it. A session created and
+/// left alone keeps it: a reader in another process sees the session all
+/// the same; a SIGKILL leaves it to the next owner, which publishes it;
+/// a clean stop removes it.
+#[test]
+fn a_new_sessions_deferred_marker_is_read_past_and_finished_by_the_next_owner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let http = reqwest::blocking::Client::new();
+    let create = |url: &str, id: &str| {
+        let r = http
+            .post(format!("{url}/v1/sessions"))
+            .json(&json!({ "id": id }))
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().unwrap());
+    };
+    let listed = |home: &Path| -> Vec<String> {
+        let out = cairn_in(home, &["ls", "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        rows.iter()
+            .filter_map(|r| r["session_id"].as_str().map(str::to_string))
+            .collect()
+    };
+
+    let served = serve(&home);
+    create(&served.url, "quiet");
+    assert_eq!(creating_markers(&home), 1, "the marker goes later");
+    // The CLI reads the served home itself: the session is there.
+    assert_eq!(listed(&home), vec!["quiet".to_string()]);
+    drop(served); // SIGKILL
+    assert_eq!(creating_markers(&home), 1);
+
+    let served = serve(&home);
+    let got = http
+        .get(format!("{}/v1/sessions/quiet", served.url))
+        .send()
+        .unwrap();
+    assert_eq!(got.status(), 200, "the next owner lost the session");
+    assert_eq!(creating_markers(&home), 0, "the next owner published it");
+    let run = http
+        .post(format!("{}/v1/runs", served.url))
+        .json(&json!({ "session": "quiet", "component": "echo", "prompt": "still here" }))
+        .send()
+        .unwrap();
+    assert!(run.status().is_success(), "{}", run.text().unwrap());
+
+    // A clean stop leaves no marker for the next owner, which walks nothing.
+    create(&served.url, "stopped");
+    assert_eq!(creating_markers(&home), 1);
+    let mut served = served;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&served.child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(served.child.wait().unwrap().success());
+    assert!(home.join(cairn_runtime::home_lock::CLEAN_FILE).exists());
+    assert_eq!(creating_markers(&home), 0, "a clean stop left a marker");
+    let mut names = listed(&home);
+    names.sort();
+    assert_eq!(names, vec!["quiet".to_string(), "stopped".to_string()]);
+}

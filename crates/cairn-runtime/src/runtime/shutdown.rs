@@ -84,6 +84,11 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        if clean {
+            // Creations whose markers' removal was deferred: none is left
+            // for the next owner, which walks nothing.
+            self.home().unmark_all();
+        }
         if let (true, Some(lock)) = (clean, lock)
             && let Err(e) = self
                 .home()

@@ -43,6 +43,10 @@ struct SessionFiles {
     /// A new session whose worker was laid out unsynced: the first commit
     /// syncs the filesystem (see `crate::worker`'s creation notes).
     fresh: std::sync::atomic::AtomicBool,
+    /// Its first commit was made here and its worker's `creating` marker
+    /// is still there: how many more durable commits until it is removed
+    /// (`crate::worker`'s `marker.rs`).
+    marked: std::sync::atomic::AtomicU8,
     worker: WorkerDir,
     segments_path: PathBuf,
     writer: Mutex<Writer>,
@@ -274,6 +278,7 @@ impl FileStore {
         let files = Arc::new(SessionFiles {
             last_used: std::sync::atomic::AtomicU64::new(use_tick()),
             fresh: self.home.awaits_first_commit(worker_id).into(),
+            marked: 0.into(),
             worker,
             segments_path,
             writer: Mutex::new(Writer {
@@ -336,6 +341,7 @@ impl FileStore {
         let files = Arc::new(SessionFiles {
             last_used: std::sync::atomic::AtomicU64::new(use_tick()),
             fresh: self.home.awaits_first_commit(worker.id()).into(),
+            marked: 0.into(),
             worker: worker
                 .try_clone()
                 .map_err(io(format!("cannot open worker {}", worker.id())))?,

@@ -72,7 +72,27 @@ impl Drop for InlineSync {
     }
 }
 
+/// A new session's `creating` marker goes with the second durable commit
+/// after its first (`crate::worker`'s `marker.rs`): the one right after is
+/// usually a run's start, whose `fdatasync` — the journal's first — would
+/// also write the worker's directory, dirty from the removal.
+const MARKER_COMMITS: u8 = 2;
+
 impl SessionFiles {
+    /// A commit after the first is durable: the marker goes when its count
+    /// is down (commits of one session are serialized by its writer).
+    fn count_down_marker(&self) {
+        if self.marked.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let before = self
+            .marked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if before == Ok(1) {
+            self.worker.home().unmark_worker(&self.worker);
+        }
+    }
+
     /// Make what was written to `file` durable: its data (`fdatasync`),
     /// or — the first commit of a new session laid out unsynced — the
     /// worker's tree, its index entry and this batch at once
@@ -82,9 +102,12 @@ impl SessionFiles {
         use std::sync::atomic::Ordering;
         if !self.fresh.load(Ordering::Acquire) {
             fsutil::count_sync();
-            return file.sync_data();
+            file.sync_data()?;
+            self.count_down_marker();
+            return Ok(());
         }
         self.worker.home().commit_creation(&self.worker, file)?;
+        self.marked.store(MARKER_COMMITS, Ordering::Release);
         self.fresh.store(false, Ordering::Release);
         Ok(())
     }
@@ -164,9 +187,8 @@ impl FileStore {
             return Err(Self::cut_back(&writer, &path, e));
         }
         home.creation_durable(&files.worker);
-        files
-            .fresh
-            .store(false, std::sync::atomic::Ordering::Release);
+        files.marked.store(MARKER_COMMITS, Ordering::Release);
+        files.fresh.store(false, Ordering::Release);
         let mut writer = files.writer.lock().unwrap_or_else(|p| p.into_inner());
         Self::advance(&mut writer, &events, &buf, spans);
         Ok(())
@@ -371,5 +393,65 @@ mod tests {
                 assert_eq!(texts, wanted, "session {session} read back otherwise");
             }
         });
+    }
+
+    /// A new session's `creating` marker stays through the commit after
+    /// its first (a run's start, whose `fdatasync` would write the dirty
+    /// worker directory with it) and goes with the next; the session is
+    /// served meanwhile, here and to a reader elsewhere.
+    #[test]
+    fn a_new_sessions_marker_goes_with_the_second_commit_after_its_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::open(tmp.path()).unwrap();
+        let session = SessionId::parse("marker-commits").unwrap();
+        let worker = home.create_worker_unsynced(&session, None, "t").unwrap();
+        let segment = worker.metadata().unwrap().active_segment;
+        let marker = tmp.path().join(format!("workers/{}/creating", worker.id()));
+        let store = FileStore::new(home.clone());
+        let entry = |seq: u64| {
+            Arc::new(SessionEvent {
+                session_id: session.clone(),
+                segment_id: segment,
+                run_id: None,
+                seq: Seq(seq),
+                at_ms: 1,
+                payload: Payload::Agent(AgentEvent::TextDelta {
+                    text: format!("entry {seq}"),
+                    by: None,
+                }),
+                facts: None,
+                line: Default::default(),
+            })
+        };
+        let rt = runtime(2);
+        let commit = |seq: u64| {
+            rt.block_on(store.append(&session, Seq(seq), &[entry(seq)]))
+                .unwrap()
+        };
+        let reader = || Home::open_existing(tmp.path()).unwrap();
+        commit(1);
+        assert!(!home.awaits_first_commit(worker.id()));
+        assert!(marker.exists(), "the first commit removed the marker");
+        assert_eq!(home.lookup(&session).unwrap(), Some(worker.id()));
+        assert_eq!(
+            reader().lookup(&session).unwrap(),
+            Some(worker.id()),
+            "a reader elsewhere does not see the committed session"
+        );
+        commit(2);
+        assert!(
+            marker.exists(),
+            "the marker went with the commit right after the first"
+        );
+        commit(3);
+        assert!(
+            !marker.exists(),
+            "the marker outlived the second commit after the first"
+        );
+        assert_eq!(reader().lookup(&session).unwrap(), Some(worker.id()));
+        let items = rt
+            .block_on(store.read(&session, Seq(0), usize::MAX))
+            .unwrap();
+        assert_eq!(items.len(), 3);
     }
 }

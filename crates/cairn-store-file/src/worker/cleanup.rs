@@ -27,6 +27,17 @@ pub(super) fn is_staged(dir: &Dir) -> bool {
     dir.exists(FORKING) || dir.exists(CREATING) || dir.exists(MIGRATING)
 }
 
+/// Whether `dir` is a committed creation whose `creating` marker was not
+/// removed yet (or whose removal was lost): the only marker it holds, over
+/// a whole first entry.
+pub(super) fn committed_creation(id: WorkerId, dir: &Dir) -> bool {
+    dir.exists(CREATING)
+        && !dir.exists(FORKING)
+        && !dir.exists(MIGRATING)
+        && !dir.exists(DELETING)
+        && first_commit_whole(id, dir)
+}
+
 /// What an owner's open found and did, for people.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Recovery {
@@ -340,7 +351,11 @@ fn first_commit_whole(id: WorkerId, dir: &Dir) -> bool {
     if doc.worker_id != id || !record.is_ok_and(|r| r.worker_id == id) {
         return false;
     }
-    let Ok(bytes) = dir.read(format!("session/segments/{}.jsonl", meta.active_segment)) else {
+    // Its first line only: the journal may be long by now.
+    let Ok(bytes) = first_line(
+        dir,
+        &format!("session/segments/{}.jsonl", meta.active_segment),
+    ) else {
         return false;
     };
     let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
@@ -350,4 +365,23 @@ fn first_commit_whole(id: WorkerId, dir: &Dir) -> bool {
         cairn_store::parse_line(&bytes[..end]),
         Ok(cairn_store::JournalItem::Event(e)) if e.seq.0 == 1 && e.session_id.same_name(&doc.session_id)
     )
+}
+
+/// The bytes of `name` up to and with its first newline (all of it if it
+/// has none).
+fn first_line(dir: &Dir, name: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = dir.open(name)?;
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&chunk[..n]);
+        if chunk[..n].contains(&b'\n') {
+            return Ok(out);
+        }
+    }
 }

@@ -18,7 +18,7 @@
 //! it leaves the marker and a journal whose first entry is whole: the
 //! next owner finishes the publication ([`Home::recover`]).
 
-use super::cleanup::{CREATING, FORKING, LAYING_OUT, is_staged};
+use super::cleanup::{CREATING, FORKING, LAYING_OUT, committed_creation, is_staged};
 use super::*;
 
 impl Home {
@@ -120,17 +120,13 @@ impl Home {
     }
 
     /// The first commit of an unsynced creation's journal made it durable
-    /// (the tree with it): its marker goes, unsynced (a crash that keeps
-    /// the marker leaves a whole first entry, which the next owner's
-    /// recovery publishes).
-    pub fn creation_committed(&self, worker: &WorkerDir) -> io::Result<()> {
-        let removed = match worker.dir.remove_file(CREATING) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        };
+    /// (the tree with it): it is served as published, and its marker goes
+    /// later, unsynced (`marker.rs`; a crash that keeps the marker leaves
+    /// a whole first entry, which the next owner's recovery publishes).
+    pub fn creation_committed(&self, worker: &WorkerDir) {
+        self.defer_unmark(worker.id);
         self.unsynced().remove(&worker.id);
         self.open_trees().remove(&worker.id);
-        removed
     }
 
     /// How first commits make creations durable (`[store]
@@ -198,16 +194,10 @@ impl Home {
     }
 
     /// A creation's first commit is durable: it is published (its marker
-    /// goes, unsynced).
+    /// goes later, unsynced).
     pub fn creation_durable(&self, worker: &WorkerDir) {
         fsutil::crash_point("create-committed");
-        if let Err(e) = self.creation_committed(worker) {
-            // Durable either way: the next owner publishes it.
-            tracing::warn!(
-                "worker {}: cannot remove its creating marker: {e}",
-                worker.id
-            );
-        }
+        self.creation_committed(worker);
     }
 
     /// Sync, all at once, every file and directory in `worker`'s tree (its
@@ -256,9 +246,16 @@ impl Home {
     }
 
     /// Whether a worker directory is staged for readers: its marker says
-    /// so, and it is not a creation this process already serves.
+    /// so, and it is not a creation this process already serves. A
+    /// `creating` marker over a whole first entry is a committed creation
+    /// whose marker's removal is deferred or was lost (`marker.rs`): not
+    /// staged, as recovery publishes it.
     pub(super) fn staged(&self, id: WorkerId, dir: &Dir) -> bool {
-        !self.is_settled(id) && !self.unsynced().contains_key(&id) && is_staged(dir)
+        !self.is_settled(id)
+            && !self.unsynced().contains_key(&id)
+            && !self.marker_deferred(id)
+            && is_staged(dir)
+            && !committed_creation(id, dir)
     }
 
     /// The aggregate is laid out under a name no walk sees, renamed into
@@ -586,7 +583,11 @@ mod tests {
             "the first commit synced nothing"
         );
         assert!(!home.awaits_first_commit(worker.id));
-        assert!(!marker.exists(), "the first commit left the marker");
+        // Its marker goes later (`marker.rs`): at the latest before the
+        // worker leaves the live index.
+        assert!(marker.exists(), "the first commit removed the marker");
+        home.clear_live(worker.id).unwrap();
+        assert!(!marker.exists(), "the marker outlived the live listing");
         let doc = std::fs::metadata(
             tmp.path()
                 .join("workers")

@@ -186,6 +186,9 @@ impl Home {
     /// Take `worker` out of the live index (unsynced; one not listed is
     /// not an error).
     pub fn clear_live(&self, worker: WorkerId) -> io::Result<()> {
+        // A restart in this boot looks at listed workers only: a deferred
+        // marker goes first (`marker.rs`).
+        self.unmark(worker);
         let mut log = self.live_log()?;
         if !log.listed.remove(&worker) {
             return Ok(());

@@ -43,6 +43,7 @@ mod documents;
 mod generation;
 use documents::Stripes;
 mod live;
+mod marker;
 mod snapshots;
 pub use cleanup::MIGRATING;
 pub use cleanup::Recovery;
@@ -149,6 +150,9 @@ struct HomeInner {
     /// their tree now is made durable by that commit (see
     /// [`Home::tree_open`]).
     open_trees: Mutex<std::collections::HashSet<WorkerId>>,
+    /// Creations whose first commit is durable and whose marker's removal
+    /// is deferred (`marker.rs`), since when.
+    marked: Mutex<std::collections::HashMap<WorkerId, std::time::Instant>>,
     /// How those first commits make them durable.
     first_commit: Mutex<FirstCommitSync>,
     /// The live index (`index/live.jsonl`), read on first use.
@@ -234,6 +238,7 @@ impl Home {
                 unsynced: Mutex::new(Default::default()),
                 created_journals: Mutex::new(Default::default()),
                 open_trees: Mutex::new(Default::default()),
+                marked: Mutex::new(Default::default()),
                 first_commit: Mutex::new(Default::default()),
                 live: std::sync::OnceLock::new(),
                 syncfs: Default::default(),
@@ -488,6 +493,7 @@ impl Home {
     }
 
     pub(super) fn unsettle(&self, id: WorkerId) {
+        self.forget_marker(id);
         self.settled_set().remove(&id);
         self.forget_worker(id);
     }
