@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Kill a cairn server with SIGKILL at the Nth call of each syscall while it
 starts a run of an existing session (`POST /v1/runs`, or with `--start chat`
-a `POST /v1/chat/completions` naming it), restart it,
+a `POST /v1/chat/completions` naming it; with `--session new` the start
+creates the session), restart it,
 and check the home: every run ends, an acknowledged run is kept, the
-journal's seqs are dense, generations are reserved once each and rising, and
-a later run of the session finishes.
+journal's seqs are dense, generations are reserved once each and rising, a
+later run of the session finishes, and no worker is left with a `creating`
+marker (a new session's goes before its worker leaves the live index).
 
     python3 bench/faults/kill_at_syscalls.py --cairn target/release/cairn \
-        [--start runs|chat] [--syscalls fdatasync,mkdirat,...] [--most 40] [--json out.json]
+        [--start runs|chat] [--session existing|new] [--syscalls fdatasync,mkdirat,...] \
+        [--most 40] [--json out.json]
 
 Needs `strace` (its `inject=SYSCALL:signal=SIGKILL:when=N`, attached to the
 running server, so N counts from the request). Not part of the test suite:
@@ -15,7 +18,7 @@ one pass of the default syscalls takes a few minutes. Exits 1 when a check
 fails; `--json` writes every case as {syscall, when, killed, answered, ok,
 detail}.
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, shutil, subprocess, sys, tempfile, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peer"))
 import peer  # noqa: E402  (free_port, wait_port)
@@ -40,10 +43,17 @@ def serve(binary, home):
     return proc, port
 
 
-def ended(port, session, deadline=30.0):
+def ended(port, session, deadline=30.0, missing_ok=False):
+    """The session's runs once every one has ended; with `missing_ok`, a
+    session that is not there (a creation rolled back) has none."""
     t = time.monotonic()
     while True:
-        _, runs = call(port, "GET", f"/v1/runs?session={session}")
+        try:
+            _, runs = call(port, "GET", f"/v1/runs?session={session}")
+        except urllib.error.HTTPError as e:
+            if e.code == 404 and missing_ok:
+                return []
+            raise
         if all(r.get("facts") for r in runs):
             return runs
         if time.monotonic() - t > deadline:
@@ -74,8 +84,16 @@ def start(port, how, prompt):
     return call(port, "POST", "/v1/runs", {"component": "echo", "prompt": prompt, "session": "s"})[0]
 
 
-def check(port, home, answered):
-    runs = ended(port, "s")
+def markers(home):
+    workers = os.path.join(home, "workers")
+    return [w for w in os.listdir(workers) if os.path.exists(os.path.join(workers, w, "creating"))]
+
+
+def check(port, home, answered, before):
+    """`before`: the runs the session had before the killed start."""
+    acknowledged = answered in (200, 202)
+    # Unanswered, a new session may have been rolled back.
+    runs = ended(port, "s", missing_ok=before == 0 and not acknowledged)
     status, third = call(port, "POST", "/v1/runs", {"component": "echo", "prompt": "three", "session": "s"})
     assert status == 202, f"a later start was answered {status}"
     runs = ended(port, "s")
@@ -87,8 +105,10 @@ def check(port, home, answered):
     gens = [e["payload"]["event"]["generation"] for e in lines
             if e["payload"].get("event", {}).get("type") == "generation_reserved"]
     assert gens == sorted(set(gens)), f"generations reserved twice or out of order: {gens}"
-    if answered in (200, 202):
-        assert len(runs) == 3, f"an acknowledged run was lost: {len(runs)} runs"
+    if acknowledged:
+        assert len(runs) == before + 2, f"an acknowledged run was lost: {len(runs)} runs"
+    left = markers(home)
+    assert not left, f"workers left with a creating marker: {left}"
     return f"{len(runs)} runs {sorted(r['facts']['status'] for r in runs)}, generations {gens}"
 
 
@@ -97,6 +117,8 @@ def main():
     ap.add_argument("--cairn", required=True)
     ap.add_argument("--start", choices=["runs", "chat"], default="runs",
                     help="how the killed start is made: POST /v1/runs (headless) or a chat call")
+    ap.add_argument("--session", choices=["existing", "new"], default="existing",
+                    help="whether the killed start names a session with a run, or creates it")
     ap.add_argument("--syscalls", default=DEFAULT)
     ap.add_argument("--most", type=int, default=40, help="the highest N tried for each syscall")
     ap.add_argument("--json")
@@ -106,8 +128,11 @@ def main():
     root = tempfile.mkdtemp(prefix="kill-at-")
     base = os.path.join(root, "base")
     proc, port = serve(a.cairn, base)
-    call(port, "POST", "/v1/runs", {"component": "echo", "prompt": "one", "session": "s"})
-    ended(port, "s")
+    before = 0
+    if a.session == "existing":
+        call(port, "POST", "/v1/runs", {"component": "echo", "prompt": "one", "session": "s"})
+        ended(port, "s")
+        before = 1
     proc.terminate()
     proc.wait()
     cases = []
@@ -134,7 +159,7 @@ def main():
             tracer.wait()
             proc, port = serve(a.cairn, home)
             try:
-                detail, ok = check(port, home, answered), True
+                detail, ok = check(port, home, answered, before), True
             except Exception as e:
                 detail, ok = str(e), False
             proc.terminate()
@@ -151,7 +176,8 @@ def main():
     print(f"{len(cases)} cases, {sum(c['killed'] for c in cases)} killed, {len(failed)} failed")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cairn": a.cairn, "start": a.start, "cases": cases}, f, indent=1)
+            json.dump({"cairn": a.cairn, "start": a.start, "session": a.session, "cases": cases},
+                      f, indent=1)
     shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if failed else 0)
 
