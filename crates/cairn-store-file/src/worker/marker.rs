@@ -8,7 +8,7 @@
 //! journal also writes every new parent directory that is dirty
 //! (`ext4_sync_parent`), and on a journaling filesystem commits the
 //! removal with it — so the run that followed waited for one more
-//! metadata write (a run start's p50 about 40 µs longer here:
+//! metadata write (a run start's p50 about 50 µs longer here:
 //! `docs/bench/round24-marker.json`).
 //!
 //! So it goes later, off a run start's path: with the second durable
@@ -16,10 +16,10 @@
 //! entries after its start, or its end), and at the latest before the
 //! worker leaves the live index (a restart in this boot looks only at
 //! listed workers), when a later creation finds it [`GRACE`] old, or at a
-//! clean stop ([`Home::unmark_all`]). Meanwhile this process serves the worker as
-//! published, and a reader in another process treats a `creating` marker
-//! over a whole first entry as published, as recovery does
-//! ([`Home::staged`](super::Home)).
+//! clean stop ([`Home::unmark_all`]). Meanwhile this process serves the
+//! worker as published, and a reader in another process treats a
+//! `creating` marker over a whole first entry as published, as recovery
+//! does ([`Home::staged`](super::Home)).
 
 use super::cleanup::CREATING;
 use super::*;
@@ -60,7 +60,7 @@ impl Home {
 
     /// Remove `worker`'s marker now if its removal was deferred, through
     /// its directory's handle.
-    pub fn unmark_worker(&self, worker: &WorkerDir) {
+    pub(crate) fn unmark_worker(&self, worker: &WorkerDir) {
         let mut marked = self.marked();
         if marked.remove(&worker.id).is_some() {
             match worker.dir.remove_file(CREATING) {
