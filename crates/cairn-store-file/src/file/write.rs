@@ -295,6 +295,25 @@ mod tests {
         INLINE_NOW.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Entry `seq` of `session`: a text delta saying `text`.
+    fn text_entry(
+        session: &SessionId,
+        segment: cairn_types::ids::SegmentId,
+        seq: u64,
+        text: String,
+    ) -> Arc<SessionEvent> {
+        Arc::new(SessionEvent {
+            session_id: session.clone(),
+            segment_id: segment,
+            run_id: None,
+            seq: Seq(seq),
+            at_ms: 1,
+            payload: Payload::Agent(AgentEvent::TextDelta { text, by: None }),
+            facts: None,
+            line: Default::default(),
+        })
+    }
+
     fn runtime(workers: usize) -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -323,19 +342,7 @@ mod tests {
             .collect();
         let store = Arc::new(FileStore::new(home));
         let event = |session: &SessionId, segment, seq: u64| {
-            Arc::new(SessionEvent {
-                session_id: session.clone(),
-                segment_id: segment,
-                run_id: None,
-                seq: Seq(seq),
-                at_ms: 1,
-                payload: Payload::Agent(AgentEvent::TextDelta {
-                    text: format!("{session} {seq}"),
-                    by: None,
-                }),
-                facts: None,
-                line: Default::default(),
-            })
+            text_entry(session, segment, seq, format!("{session} {seq}"))
         };
         // Batch sizes 1..=5: the fives are over the bound.
         let sizes = |round: u64| (round % (INLINE_BATCH as u64 + 1)) + 1;
@@ -408,21 +415,7 @@ mod tests {
         let segment = worker.metadata().unwrap().active_segment;
         let marker = tmp.path().join(format!("workers/{}/creating", worker.id()));
         let store = FileStore::new(home.clone());
-        let entry = |seq: u64| {
-            Arc::new(SessionEvent {
-                session_id: session.clone(),
-                segment_id: segment,
-                run_id: None,
-                seq: Seq(seq),
-                at_ms: 1,
-                payload: Payload::Agent(AgentEvent::TextDelta {
-                    text: format!("entry {seq}"),
-                    by: None,
-                }),
-                facts: None,
-                line: Default::default(),
-            })
-        };
+        let entry = |seq: u64| text_entry(&session, segment, seq, format!("entry {seq}"));
         let rt = runtime(2);
         let commit = |seq: u64| {
             rt.block_on(store.append(&session, Seq(seq), &[entry(seq)]))
