@@ -11,12 +11,14 @@
 //! index entry and the first entries together: one `syncfs`, shared by
 //! every first commit waiting at once ([`crate::syncfs`]), or every
 //! entry synced concurrently when the machine has much unwritten data —
-//! [`FirstCommitSync`]), and only then is the marker
-//! removed (unsynced). Meanwhile this process treats the
-//! worker as published. A crash before that commit leaves the marker and
-//! an empty or torn journal: the next owner rolls it back. A crash after
-//! it leaves the marker and a journal whose first entry is whole: the
-//! next owner finishes the publication ([`Home::recover`]).
+//! [`FirstCommitSync`]). From the start this process treats the worker as
+//! published; the marker is removed (unsynced) a little after that
+//! commit, off the next run start's path (`marker.rs`), and readers
+//! elsewhere take a marker over a whole first entry as published. A crash
+//! before that commit leaves the marker and an empty or torn journal: the
+//! next owner rolls it back. A crash after it leaves the marker and a
+//! journal whose first entry is whole: the next owner finishes the
+//! publication ([`Home::recover`]).
 
 use super::cleanup::{CREATING, FORKING, LAYING_OUT, committed_creation, is_staged};
 use super::*;
@@ -364,8 +366,8 @@ impl Home {
                 .map_err(io_err(ctx.clone()))?;
             // The marker's presence is what counts (synced with the
             // directory), not its bytes. It is a second name for
-            // `session/session.json`, which never changes: removing it at
-            // the first commit frees no inode and no block. (A freed inode
+            // `session/session.json`, which never changes: removing it
+            // after the first commit frees no inode and no block. (A freed inode
             // is what every later creation skips on a filesystem without
             // a journal for minutes — ext4's recently-deleted check — and
             // on one mounted `discard`, each freed block is a wait for the
