@@ -143,10 +143,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// What [`run_start`] measured, in µs: the start's p50 and p99, the
-/// syncs on its path, one raw `fdatasync` in a loop of nothing else, and
-/// one in a start's place (after a session's creation, as the start's
-/// own is).
+/// What [`run_start`] measured: the start's p50 and p99, the mean syncs
+/// on its path, and the p50 of one raw `fdatasync` in a loop of nothing
+/// else and of one in a start's place (after a session's creation, as
+/// the start's own is); times in µs.
 struct StartFigures {
     p50: f64,
     p99: f64,
@@ -183,11 +183,7 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<StartFigures> {
             // be: what one sync costs just there on this disk (after the
             // creation's, with the machine in the state a start finds it).
             if i % 2 == 1 {
-                use std::io::Write;
-                let t = Instant::now();
-                file.write_all(b"{\"a\":1}\n")?;
-                file.sync_data()?;
-                in_place.push(t.elapsed().as_secs_f64() * 1e6);
+                in_place.push(append_and_sync_us(&mut file)?);
                 continue;
             }
             // Followed from its head, as a chat call or an observer of the
@@ -229,14 +225,9 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<StartFigures> {
         .create(true)
         .append(true)
         .open(&path)?;
-    let mut raw = Vec::new();
-    for _ in 0..k {
-        use std::io::Write;
-        let t = Instant::now();
-        file.write_all(b"{\"a\":1}\n")?;
-        file.sync_data()?;
-        raw.push(t.elapsed().as_secs_f64() * 1e6);
-    }
+    let mut raw = (0..k)
+        .map(|_| append_and_sync_us(&mut file))
+        .collect::<std::io::Result<Vec<_>>>()?;
     raw.sort_by(|a, b| a.total_cmp(b));
     Ok(StartFigures {
         p50: percentile(&times, 0.5),
@@ -245,6 +236,15 @@ async fn run_start(dir: &Path, k: usize) -> anyhow::Result<StartFigures> {
         fsync_loop: percentile(&raw, 0.5),
         fsync_in_place: percentile(&in_place, 0.5),
     })
+}
+
+/// One small line appended to `file` and `fdatasync`ed: how long, in µs.
+fn append_and_sync_us(file: &mut std::fs::File) -> std::io::Result<f64> {
+    use std::io::Write;
+    let t = Instant::now();
+    file.write_all(b"{\"a\":1}\n")?;
+    file.sync_data()?;
+    Ok(t.elapsed().as_secs_f64() * 1e6)
 }
 
 /// One mapping of this process, from `/proc/self/smaps`.
@@ -600,12 +600,12 @@ pub async fn run(
                 measured[i].push((path, raw));
             }
         }
-        for (mut rounds, figure) in measured.into_iter().zip([
+        for (mut pairs, figure) in measured.into_iter().zip([
             "emit → memory journal → 1 subscriber",
             "emit → file journal (durable) → 1 subscriber",
         ]) {
-            rounds.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
-            let (path, raw) = rounds[rounds.len() / 2];
+            pairs.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+            let (path, raw) = pairs[pairs.len() / 2];
             rows.push(Row::new(
                 "runtime",
                 figure,
