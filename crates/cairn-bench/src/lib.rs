@@ -8,6 +8,7 @@
 //! is `value / baseline_value` and `better` is `"higher"` or `"lower"`.
 
 pub mod journal;
+mod memory;
 pub mod migrate;
 pub mod model;
 pub mod postgres;
