@@ -1,8 +1,12 @@
 //! The live tail of one session: a bounded ring of the newest entries that
 //! every subscriber reads by seq, and the wake-ups that tell them to.
 //!
-//! The writer's cost does not grow with subscribers: it pushes one shared
+//! The writer's cost does not grow with subscribers: it puts one shared
 //! `Arc` into the ring and, at most once per burst, wakes whoever waits.
+//! The ring is a run of chunks whose slots are written once: a subscriber
+//! reads the chunk it holds without the ring's lock (which only the writer
+//! and a reader moving to another chunk take), so a thousand readers never
+//! keep the writer waiting on it.
 //! While entries come in faster than [`HOT`] apart, wake-ups are deferred
 //! and coalesced — flushed when [`MAX_DELAY`] has passed since the first
 //! deferred entry, when a quarter of the ring is pending (so nobody waiting
@@ -22,11 +26,56 @@ use tokio::sync::Notify;
 pub const HOT: Duration = Duration::from_micros(50);
 /// The longest a deferred wake-up waits.
 pub const MAX_DELAY: Duration = Duration::from_millis(1);
-/// The most entries one read of the ring takes: a reader holds the ring's
-/// lock, which the writer needs to publish, for a short copy — not for a
-/// whole window's (a thousand subscribers each copying a thousand entries
-/// kept the writer waiting on the lock).
-pub const READ_MAX: usize = 16;
+/// The most entries one read of the ring takes (the most one chunk holds).
+pub const READ_MAX: usize = CHUNK_MAX;
+/// A session's first chunk holds this many entries; each next one twice
+/// the last's, up to [`CHUNK_MAX`] (a waiting session's few entries take
+/// a small one).
+const CHUNK_FIRST: usize = 8;
+/// The most entries a chunk holds.
+const CHUNK_MAX: usize = 64;
+/// A chunk takes no more entries once its lines pass this many bytes: the
+/// ring frees whole chunks, and a reader holds the one it reads, so this
+/// bounds what either keeps past the window's own bounds.
+const CHUNK_BYTES: u64 = 64 << 10;
+
+/// A run of consecutive entries, each slot written once by the writer and
+/// read by any subscriber without a lock.
+struct Chunk {
+    /// The seq of its first slot.
+    first: u64,
+    slots: Box<[OnceLock<Arc<SessionEvent>>]>,
+    /// The writer has moved on to the next chunk: an empty slot here will
+    /// stay empty.
+    sealed: AtomicBool,
+    /// The chunk after it, while the window holds it (a reader moves on
+    /// without the ring's lock; a reader that stopped holds one chunk, not
+    /// every one after it).
+    next: OnceLock<Weak<Chunk>>,
+}
+
+impl Chunk {
+    fn new(first: u64, slots: usize) -> Arc<Chunk> {
+        Arc::new(Chunk {
+            first,
+            slots: (0..slots).map(|_| OnceLock::new()).collect(),
+            sealed: AtomicBool::new(false),
+            next: OnceLock::new(),
+        })
+    }
+
+    /// Whether `seq` falls in its slots' range.
+    fn spans(&self, seq: u64) -> bool {
+        seq >= self.first && seq - self.first < self.slots.len() as u64
+    }
+}
+
+/// A subscriber's place in the ring: the chunk it reads (held, so reading
+/// on in it takes no lock).
+#[derive(Default)]
+pub(crate) struct Cursor {
+    chunk: Option<Arc<Chunk>>,
+}
 
 /// What a subscriber's read of the ring found.
 pub(crate) enum Read {
@@ -46,7 +95,17 @@ pub(crate) enum Read {
 }
 
 struct State {
-    ring: VecDeque<(Arc<SessionEvent>, u64)>,
+    /// The chunks holding the window, oldest first; the last one is the
+    /// one written.
+    chunks: VecDeque<Arc<Chunk>>,
+    /// Entries written into the last chunk, and their bytes.
+    filled: usize,
+    filled_bytes: u64,
+    /// The oldest entry the window holds (the last seq + 1 when it holds
+    /// none); entries before it in the first chunk are out of the window.
+    front: u64,
+    /// Entries the window holds, and their lines' bytes.
+    held: usize,
     bytes: u64,
     last_seq: Seq,
     closed: bool,
@@ -159,6 +218,18 @@ pub(crate) struct Live {
     /// it takes, so without the ring's lock (the head is read under it
     /// only when this moved).
     drops: OwnLine<AtomicU64>,
+    /// What a lock-free read needs to know, written by the writer after
+    /// the slots it covers.
+    tail: OwnLine<Tail>,
+}
+
+/// The window's bounds, as readers see them without the ring's lock.
+struct Tail {
+    /// The last published seq.
+    published: AtomicU64,
+    /// The oldest seq the window holds (past `published` when it holds none).
+    front: AtomicU64,
+    closed: AtomicBool,
 }
 
 impl Live {
@@ -168,7 +239,11 @@ impl Live {
             max_bytes: u64::MAX,
             windows: None,
             state: Mutex::new(State {
-                ring: VecDeque::new(),
+                chunks: VecDeque::new(),
+                filled: 0,
+                filled_bytes: 0,
+                front: last_seq.0 + 1,
+                held: 0,
                 bytes: 0,
                 last_seq,
                 closed: false,
@@ -181,6 +256,11 @@ impl Live {
             receivers: AtomicUsize::new(0),
             deferred: AtomicBool::new(false),
             drops: OwnLine(AtomicU64::new(0)),
+            tail: OwnLine(Tail {
+                published: AtomicU64::new(last_seq.0),
+                front: AtomicU64::new(last_seq.0 + 1),
+                closed: AtomicBool::new(false),
+            }),
         })
     }
 
@@ -210,13 +290,18 @@ impl Live {
     /// no subscriber can miss what was dropped). Whether it was emptied.
     fn empty_unfollowed(&self) -> bool {
         let mut st = self.lock();
-        if self.receivers() != 0 || st.ring.is_empty() {
+        if self.receivers() != 0 || st.held == 0 {
             return false;
         }
         let freed = st.bytes;
-        st.ring.clear();
-        st.ring.shrink_to_fit();
+        st.chunks.clear();
+        st.chunks.shrink_to_fit();
+        st.filled = 0;
+        st.filled_bytes = 0;
+        st.held = 0;
         st.bytes = 0;
+        st.front = st.last_seq.0 + 1;
+        self.tail.0.front.store(st.front, Ordering::Release);
         drop(st);
         if let Some(w) = &self.windows {
             w.total.fetch_sub(freed, Ordering::Relaxed);
@@ -238,15 +323,13 @@ impl Live {
             for event in events {
                 // Its journal line with the newline (an entry always serializes).
                 let size = event.line().len() as u64 + 1;
-                st.bytes += size;
-                st.ring.push_back((event.clone(), size));
+                self.put(&mut st, event, size);
             }
-            while st.ring.len() > self.capacity || (st.bytes > self.max_bytes && st.ring.len() > 1)
-            {
-                if let Some((_, size)) = st.ring.pop_front() {
-                    st.bytes -= size;
-                }
+            while st.held > self.capacity || (st.bytes > self.max_bytes && st.held > 1) {
+                self.pop_front(&mut st);
             }
+            self.tail.0.front.store(st.front, Ordering::Release);
+            self.tail.0.published.store(last.seq.0, Ordering::Release);
             st.last_seq = last.seq;
             if let Some(w) = &self.windows {
                 if st.bytes >= before {
@@ -302,6 +385,7 @@ impl Live {
     /// No more entries: subscribers end once they have read the ring.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
+        self.tail.0.closed.store(true, Ordering::Release);
         self.deferred.store(false, Ordering::Relaxed);
         self.notify.notify_waiters();
     }
@@ -337,23 +421,160 @@ impl Live {
         self.lock().last_seq
     }
 
+    /// Write `event` into the ring's last chunk (a new one when it is full,
+    /// past its bytes, or the seq does not follow on).
+    fn put(&self, st: &mut State, event: &Arc<SessionEvent>, size: u64) {
+        let seq = event.seq.0;
+        let room = st.chunks.back().is_some_and(|c| {
+            st.filled < c.slots.len()
+                && st.filled_bytes < CHUNK_BYTES
+                && c.first + st.filled as u64 == seq
+        });
+        if !room {
+            let slots = st
+                .chunks
+                .back()
+                .map_or(CHUNK_FIRST, |last| (last.slots.len() * 2).min(CHUNK_MAX));
+            let chunk = Chunk::new(seq, slots);
+            if let Some(last) = st.chunks.back() {
+                let _ = last.next.set(Arc::downgrade(&chunk));
+                last.sealed.store(true, Ordering::Release);
+            }
+            st.chunks.push_back(chunk);
+            st.filled = 0;
+            st.filled_bytes = 0;
+        }
+        if let Some(chunk) = st.chunks.back() {
+            let _ = chunk.slots[st.filled].set(event.clone());
+        }
+        if st.held == 0 {
+            st.front = seq;
+        }
+        st.filled += 1;
+        st.filled_bytes += size;
+        st.held += 1;
+        st.bytes += size;
+    }
+
+    /// Take the oldest entry out of the window; its chunk goes once none
+    /// of its entries is held.
+    fn pop_front(&self, st: &mut State) {
+        while let Some(first) = st.chunks.front() {
+            let size_at = |seq: u64| {
+                first
+                    .slots
+                    .get(seq.saturating_sub(first.first) as usize)
+                    .and_then(OnceLock::get)
+                    .map(|e| e.line().len() as u64 + 1)
+            };
+            let size = size_at(st.front);
+            let more = st.chunks.len() > 1;
+            if let Some(size) = size {
+                st.front += 1;
+                st.held -= 1;
+                st.bytes -= size.min(st.bytes);
+                // Its last held entry went: the front is the next chunk's.
+                if more && size_at(st.front).is_none() {
+                    st.chunks.pop_front();
+                    st.front = st.chunks.front().map_or(st.front, |c| c.first);
+                }
+                return;
+            }
+            if !more {
+                break;
+            }
+            // Nothing of it held (the seq did not follow on past it).
+            st.chunks.pop_front();
+            st.front = st.chunks.front().map_or(st.front, |c| c.first);
+        }
+        st.held = 0;
+        st.bytes = 0;
+        st.front = st.last_seq.0 + 1;
+    }
+
     /// Entries after `after`, at most [`READ_MAX`] of them, added to `out`
-    /// (the reader's own buffer: no allocation a read).
-    pub(crate) fn read_after(&self, after: Seq, out: &mut VecDeque<Arc<SessionEvent>>) -> Read {
+    /// (the reader's own buffer: no allocation a read). Without the ring's
+    /// lock while the entries are in the chunk `cursor` holds.
+    pub(crate) fn read_after(
+        &self,
+        after: Seq,
+        cursor: &mut Cursor,
+        out: &mut VecDeque<Arc<SessionEvent>>,
+    ) -> Read {
+        let tail = &self.tail.0;
+        // Closed is read first: entries published before the close are
+        // seen below whenever it is.
+        let closed = tail.closed.load(Ordering::Acquire);
+        let published = tail.published.load(Ordering::Acquire);
+        let front = tail.front.load(Ordering::Acquire);
+        let nothing = if closed { Read::Closed } else { Read::Empty };
+        let want = after.0 + 1;
+        if front > published || want > published {
+            return nothing;
+        }
+        if want < front {
+            return Read::Lagged { oldest: Seq(front) };
+        }
+        for _ in 0..3 {
+            // Moving on to the chunk after the one held, without the lock.
+            if let Some(held) = cursor
+                .chunk
+                .as_ref()
+                .filter(|c| !c.spans(want) && want >= c.first)
+                && held.sealed.load(Ordering::Acquire)
+            {
+                cursor.chunk = held.next.get().and_then(Weak::upgrade);
+            }
+            let chunk = match &cursor.chunk {
+                Some(c) if c.spans(want) => c,
+                _ => {
+                    let found = self.chunk_of(want);
+                    match found {
+                        Some(c) => &*cursor.chunk.insert(c),
+                        None => return nothing,
+                    }
+                }
+            };
+            // A chunk after `want` (the seq did not follow on) is read
+            // from its start: the follower sees the jump and reads the store.
+            let start = want.saturating_sub(chunk.first) as usize;
+            let before = out.len();
+            out.extend(
+                chunk.slots[start..]
+                    .iter()
+                    .map_while(OnceLock::get)
+                    .take(READ_MAX)
+                    .cloned(),
+            );
+            if let Some(last) = out.back().filter(|_| out.len() > before) {
+                return Read::Entries(last.seq);
+            }
+            // The writer left this chunk before `want` (full by bytes, or
+            // the seq did not follow on): it is in a later one.
+            if !chunk.sealed.load(Ordering::Acquire) {
+                return nothing;
+            }
+            cursor.chunk = None;
+        }
+        nothing
+    }
+
+    /// The chunk holding `want`, or the first after it (under the ring's
+    /// lock: a reader moving on from the chunk it held).
+    fn chunk_of(&self, want: u64) -> Option<Arc<Chunk>> {
         let st = self.lock();
-        let Some(front) = st.ring.front().map(|(e, _)| e.seq) else {
-            return if st.closed { Read::Closed } else { Read::Empty };
+        let after = st.chunks.partition_point(|c| c.first <= want);
+        let at = after.checked_sub(1)?;
+        let chunk = &st.chunks[at];
+        let written = match at + 1 == st.chunks.len() {
+            true => st.filled as u64,
+            false => chunk.slots.len() as u64,
         };
-        if after.0 + 1 < front.0 {
-            return Read::Lagged { oldest: front };
+        if want - chunk.first < written && chunk.spans(want) {
+            Some(chunk.clone())
+        } else {
+            st.chunks.get(after).cloned()
         }
-        let skip = (after.0 + 1 - front.0) as usize;
-        if skip >= st.ring.len() {
-            return if st.closed { Read::Closed } else { Read::Empty };
-        }
-        let taken = st.ring.range(skip..).take(READ_MAX);
-        out.extend(taken.map(|(e, _)| e.clone()));
-        Read::Entries(out.back().map_or(after, |e| e.seq))
     }
 
     /// Wait until something may have changed after `after`: returns at once
@@ -362,11 +583,9 @@ impl Live {
         let notified = self.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        {
-            let st = self.lock();
-            if st.closed || st.last_seq > after {
-                return;
-            }
+        let tail = &self.tail.0;
+        if tail.closed.load(Ordering::Acquire) || tail.published.load(Ordering::Acquire) > after.0 {
+            return;
         }
         notified.await;
     }

@@ -3,7 +3,7 @@
 //! line changed on disk are the store's to say), then the window, deduped
 //! by seq; one [`Delivery::Gap`] when it fell behind.
 
-use super::live::{Live, Read};
+use super::live::{Cursor, Live, Read};
 use crate::event::SessionEvent;
 use cairn_store::{JournalItem, Store, StoreError};
 use cairn_types::ids::{Seq, SessionId};
@@ -40,6 +40,8 @@ pub struct Subscription {
     /// The last seq taken from the live tail.
     live_seen: Seq,
     live_buf: VecDeque<Arc<SessionEvent>>,
+    /// The chunk of the live ring it reads.
+    live_at: Cursor,
     cursor: Seq,
     backlog: VecDeque<JournalItem>,
     catching_up: bool,
@@ -87,6 +89,7 @@ impl Subscription {
             live,
             live_seen,
             live_buf: VecDeque::new(),
+            live_at: Cursor::default(),
             cursor: after,
             backlog: VecDeque::new(),
             catching_up,
@@ -136,7 +139,10 @@ impl Subscription {
                 // the head it chases.
                 if self.store_read {
                     let mut window = VecDeque::new();
-                    if let Read::Entries(last) = self.live.read_after(self.cursor, &mut window) {
+                    if let Read::Entries(last) =
+                        self.live
+                            .read_after(self.cursor, &mut self.live_at, &mut window)
+                    {
                         self.live_buf = window;
                         self.live_seen = last;
                         self.stash = None;
@@ -180,7 +186,11 @@ impl Subscription {
                 None => match self.live_buf.pop_front() {
                     Some(e) => e,
                     None => {
-                        match self.live.read_after(self.live_seen, &mut self.live_buf) {
+                        match self.live.read_after(
+                            self.live_seen,
+                            &mut self.live_at,
+                            &mut self.live_buf,
+                        ) {
                             Read::Entries(last) => self.live_seen = last,
                             Read::Lagged { oldest } => {
                                 self.lagged = true;
