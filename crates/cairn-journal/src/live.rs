@@ -578,13 +578,22 @@ impl Live {
     }
 
     /// Wait until something may have changed after `after`: returns at once
-    /// when entries after it are already there.
+    /// when entries after it are already there (looked at before the
+    /// wake-up list is joined: a follower of a busy writer usually finds
+    /// the next entry there, and the list's lock, which the writer's
+    /// wake-up takes, is not taken twice for nothing).
     pub(crate) async fn changed(&self, after: Seq) {
+        let tail = &self.tail.0;
+        let ready = || {
+            tail.closed.load(Ordering::Acquire) || tail.published.load(Ordering::Acquire) > after.0
+        };
+        if ready() {
+            return;
+        }
         let notified = self.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let tail = &self.tail.0;
-        if tail.closed.load(Ordering::Acquire) || tail.published.load(Ordering::Acquire) > after.0 {
+        if ready() {
             return;
         }
         notified.await;
