@@ -4,9 +4,10 @@
 //! The writer's cost does not grow with subscribers: it puts one shared
 //! `Arc` into the ring and, at most once per burst, wakes whoever waits.
 //! The ring is a run of chunks whose slots are written once: a subscriber
-//! reads the chunk it holds without the ring's lock (which only the writer
-//! and a reader moving to another chunk take), so a thousand readers never
-//! keep the writer waiting on it.
+//! reads the chunk it holds, and moves to the next through the chunk's
+//! weak link, without the ring's lock (which only the writer, eviction and
+//! a reader whose next chunk already left the window take), so a thousand
+//! readers never keep the writer waiting on it.
 //! While entries come in faster than [`HOT`] apart, wake-ups are deferred
 //! and coalesced — flushed when [`MAX_DELAY`] has passed since the first
 //! deferred entry, when a quarter of the ring is pending (so nobody waiting
