@@ -252,7 +252,6 @@ async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
     let run_ctx = ctx.clone();
     let plan = RunPlan {
         ctx,
-        worker,
         worker_id,
         prepared,
         prompt: prompt.clone(),
@@ -285,7 +284,7 @@ async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
             restoring.insert(id.clone(), session.clone());
         }
     }
-    rt.spawn_run(plan);
+    rt.spawn_run(worker, plan);
     match decided {
         Some(crate::journal::event::LivenessPolicy::Cancel) => run_ctx.cancel(
             crate::journal::event::CancelReason::Unclaimed,

@@ -496,7 +496,6 @@ impl Runtime {
         }
         let plan = RunPlan {
             ctx,
-            worker,
             worker_id,
             prepared,
             prompt: req.prompt,
@@ -515,7 +514,7 @@ impl Runtime {
             durable: Some(durable_tx),
             child: record.parent.is_some(),
         };
-        self.spawn_run(plan);
+        self.spawn_run(worker, plan);
         // Answer only once the run's first batch is durable, so an accepted
         // run id never disappears in a crash.
         if durable_rx.await.is_err() {
@@ -536,7 +535,7 @@ impl Runtime {
         Ok(started)
     }
 
-    pub(crate) fn spawn_run(&self, plan: RunPlan) {
+    pub(crate) fn spawn_run(&self, worker: crate::worker::WorkerDir, plan: RunPlan) {
         let (done_tx, done_rx) = watch::channel(None);
         let run_id = plan.ctx.run_id;
         let session = plan.ctx.session.clone();
@@ -548,7 +547,6 @@ impl Runtime {
             },
         );
         let rt = self.clone();
-        let env = self.run_env();
         // What the run task and its host calls report carries the run's ids.
         let span = tracing::warn_span!(
             "run",
@@ -557,60 +555,15 @@ impl Runtime {
             workspace = plan.ctx.workspace.get().map(String::as_str).unwrap_or(""),
             generation = tracing::field::Empty,
         );
+        // Made out here, and boxed: the task's own future holds a pointer,
+        // not the plan's parts a second time.
+        let run = Box::pin(run::run_task(self.run_env(), worker, plan));
         tokio::spawn(tracing::Instrument::instrument(
             async move {
                 tracing::debug!("run started");
                 rt.inner.telemetry.runs_started.inc();
-                let facts = run::run_task(env, plan).await;
-                match &facts {
-                    Ok(f) => tracing::debug!(
-                        status = status_name(f.status),
-                        last_seq = f.last_seq.0,
-                        "run ended"
-                    ),
-                    Err(e) => tracing::warn!(error = %e, "run ended without its facts"),
-                }
-                // Counted as its end was written (`Supervisor::run_counted`).
-                if let Ok(f) = &facts {
-                    rt.index_ended(f).await;
-                }
-                {
-                    let mut sessions = rt.inner.registry.sessions();
-                    if let Some(live) = sessions.get_mut(&session) {
-                        if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
-                            live.run = None;
-                        }
-                        if let Some(g) = live.grace.take() {
-                            g.abort();
-                        }
-                    }
-                }
-                let _ = done_tx.send(Some(facts));
-                // Ended runs stay readable here for the retention window.
-                let retention = rt.inner.config.retention;
-                let weak = Arc::downgrade(&rt.inner);
-                drop(rt);
-                tokio::time::sleep(retention).await;
-                if let Some(inner) = weak.upgrade() {
-                    inner.registry.runs().remove(&run_id);
-                    // It retires: said in its journal (while this host may
-                    // still write there).
-                    let rt = Runtime { inner };
-                    if !rt.inner.draining.load(Ordering::SeqCst)
-                        && let Ok(journal) = rt.inner.journals.open(&session).await
-                    {
-                        let _ = journal
-                            .append(
-                                Some(run_id),
-                                Payload::Lifecycle(LifecycleEvent::RunRetired {
-                                    after_ms: retention.as_millis() as u64,
-                                }),
-                            )
-                            .await;
-                    }
-                    // The session's live window goes too, once nothing uses it.
-                    rt.inner.journals.close_if_idle(&session);
-                }
+                let facts = run.await;
+                Box::pin(ended(rt, session, run_id, facts, done_tx)).await;
             },
             span,
         ));
@@ -705,5 +658,67 @@ impl Runtime {
             resume_on_start: Some(inherited),
         };
         self.start_inner(req, Some((run, checkpoint))).await
+    }
+}
+
+/// A run task's end, once its facts are in: the run indexed and out of its
+/// session, whoever waits told, and after the retention window its record
+/// gone (in a future of its own: the run task does not carry it while the
+/// controller runs).
+async fn ended(
+    rt: Runtime,
+    session: SessionId,
+    run_id: RunId,
+    facts: Result<RunFacts, String>,
+    done_tx: watch::Sender<Option<Result<RunFacts, String>>>,
+) {
+    match &facts {
+        Ok(f) => tracing::debug!(
+            status = status_name(f.status),
+            last_seq = f.last_seq.0,
+            "run ended"
+        ),
+        Err(e) => tracing::warn!(error = %e, "run ended without its facts"),
+    }
+    // Counted as its end was written (`Supervisor::run_counted`).
+    if let Ok(f) = &facts {
+        rt.index_ended(f).await;
+    }
+    {
+        let mut sessions = rt.inner.registry.sessions();
+        if let Some(live) = sessions.get_mut(&session) {
+            if live.run.as_ref().is_some_and(|r| r.run_id == run_id) {
+                live.run = None;
+            }
+            if let Some(g) = live.grace.take() {
+                g.abort();
+            }
+        }
+    }
+    let _ = done_tx.send(Some(facts));
+    // Ended runs stay readable here for the retention window.
+    let retention = rt.inner.config.retention;
+    let weak = Arc::downgrade(&rt.inner);
+    drop(rt);
+    tokio::time::sleep(retention).await;
+    if let Some(inner) = weak.upgrade() {
+        inner.registry.runs().remove(&run_id);
+        // It retires: said in its journal (while this host may
+        // still write there).
+        let rt = Runtime { inner };
+        if !rt.inner.draining.load(Ordering::SeqCst)
+            && let Ok(journal) = rt.inner.journals.open(&session).await
+        {
+            let _ = journal
+                .append(
+                    Some(run_id),
+                    Payload::Lifecycle(LifecycleEvent::RunRetired {
+                        after_ms: retention.as_millis() as u64,
+                    }),
+                )
+                .await;
+        }
+        // The session's live window goes too, once nothing uses it.
+        rt.inner.journals.close_if_idle(&session);
     }
 }
