@@ -576,7 +576,7 @@ async fn ready(
     // session reads `preparing` (until its instance is made). A restore's replay needs none of it.
     if plan.replay.is_none() {
         env.capabilities
-            .prepare(&ctx, &plan.prepared, &gen_dir.path)
+            .prepare(ctx, &plan.prepared, &gen_dir.path)
             .await;
     }
     let clock = JournalClock::new(clock_start);
