@@ -29,6 +29,7 @@ mod host_call;
 mod imports;
 mod keyed;
 mod limit_watch;
+mod ready;
 mod script;
 mod task;
 mod timers;
