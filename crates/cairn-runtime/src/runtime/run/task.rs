@@ -134,8 +134,8 @@ pub(crate) async fn run_task(
     Box::pin(end(&env, &plan, held, result)).await
 }
 
-/// What the run task carries from one generation to the next (a restore
-/// after an eviction is a new generation of the same run).
+/// What the run task carries across its generations (a restore after an
+/// eviction is a new generation of the same run) and into its end.
 pub(super) struct Held {
     /// The generation it runs in now (0 before the reservation).
     pub(super) generation: Generation,
