@@ -4,32 +4,34 @@ use super::*;
 
 impl Components {
     /// Instantiate `prepared` for one run and call `run(start)`.
-    pub async fn run(
-        &self,
-        prepared: &Prepared,
+    pub fn run<'a>(
+        &'a self,
+        prepared: &'a Prepared,
         sandbox: Sandbox,
         start: RunStart,
-    ) -> Result<Outcome, RunTrap> {
-        // Built outside this future: what only the setup uses (the WASI
-        // builder, the sandbox's parts) is not kept in it while the
-        // controller runs, or waits for days.
-        let mut store = self.sandboxed(prepared, sandbox, start.seed)?;
-        let setup = |e: wasmtime::Error| RunTrap::Setup(format!("{e:#}"));
-        let trap = |e: wasmtime::Error| {
-            let full = e.chain().any(|cause| {
-                matches!(
-                    cause.downcast_ref::<wasmtime::component::ResourceTableError>(),
-                    Some(wasmtime::component::ResourceTableError::Full)
-                )
-            });
-            match full {
-                true => RunTrap::TableFull(trap_message(&e)),
-                false => RunTrap::Trap(trap_message(&e)),
-            }
-        };
-        // One conversion for both worlds: their records have the same shape
-        // but are distinct types.
-        macro_rules! call_run {
+    ) -> impl Future<Output = Result<Outcome, RunTrap>> + 'a {
+        // Built outside the future: what only the setup uses (the WASI
+        // builder, the sandbox) is not kept in it while the controller
+        // runs, or waits for days.
+        let store = self.sandboxed(prepared, sandbox, start.seed);
+        async move {
+            let mut store = store?;
+            let setup = |e: wasmtime::Error| RunTrap::Setup(format!("{e:#}"));
+            let trap = |e: wasmtime::Error| {
+                let full = e.chain().any(|cause| {
+                    matches!(
+                        cause.downcast_ref::<wasmtime::component::ResourceTableError>(),
+                        Some(wasmtime::component::ResourceTableError::Full)
+                    )
+                });
+                match full {
+                    true => RunTrap::TableFull(trap_message(&e)),
+                    false => RunTrap::Trap(trap_message(&e)),
+                }
+            };
+            // One conversion for both worlds: their records have the same shape
+            // but are distinct types.
+            macro_rules! call_run {
             ($pre:expr, $types:path, { $($extra:tt)* }) => {{
                 use $types as t;
                 let instance = $pre.instantiate_async(&mut store).await.map_err(setup)?;
@@ -57,10 +59,11 @@ impl Components {
                 }
             }};
         }
-        Ok(match &prepared.pre {
-            Pre::V1(pre) => call_run!(pre, bindings::types, {}),
-            Pre::V2(pre) => call_run!(pre, bindings::v2::types, { tools: start.tools }),
-        })
+            Ok(match &prepared.pre {
+                Pre::V1(pre) => call_run!(pre, bindings::types, {}),
+                Pre::V2(pre) => call_run!(pre, bindings::v2::types, { tools: start.tools }),
+            })
+        }
     }
 
     /// The run's store: WASI over its sandbox, the limiter, the CPU meter.

@@ -231,33 +231,39 @@ impl RunCtx {
 /// enough away, or long enough on a decision — and may be evicted: then
 /// the instance is dropped (the guest's stack unwound) and what the run
 /// waits for is returned.
-pub(crate) async fn execute(
-    components: &crate::component::Components,
-    ctx: &Arc<RunCtx>,
-    prepared: &Prepared,
+pub(crate) fn execute<'a>(
+    components: &'a crate::component::Components,
+    ctx: &'a Arc<RunCtx>,
+    prepared: &'a Prepared,
     sandbox: Sandbox,
     start: RunStart,
-) -> Executed {
-    let run = super::task::execute(components, ctx, prepared, sandbox, start);
-    tokio::pin!(run);
-    let mut recheck: Option<tokio::time::Instant> = None;
-    loop {
-        let waited_out = tokio::select! {
-            outcome = &mut run => return Executed::Ended(outcome),
-            _ = ctx.idle.notified() => false,
-            _ = async { tokio::time::sleep_until(recheck.unwrap_or_else(tokio::time::Instant::now)).await }, if recheck.is_some() => true,
-        };
-        recheck = None;
-        match ctx.may_evict(waited_out) {
-            Verdict::Now(idle) => {
-                // Suspended, not running: the limit watcher does not walk
-                // the worktree meanwhile.
-                shift(&ctx.activity, Activity::Running, Activity::Waiting);
-                ctx.evicted.store(true, Ordering::Relaxed);
-                return Executed::Evicted(idle);
+) -> impl Future<Output = Executed> + 'a {
+    // Made here, not in the future below: the sandbox and the start are
+    // not kept as its arguments while the run waits (and boxed: pinned in
+    // the future below, it would be held there twice).
+    let mut run = Box::pin(super::task::execute(
+        components, ctx, prepared, sandbox, start,
+    ));
+    async move {
+        let mut recheck: Option<tokio::time::Instant> = None;
+        loop {
+            let waited_out = tokio::select! {
+                outcome = &mut run => return Executed::Ended(outcome),
+                _ = ctx.idle.notified() => false,
+                _ = async { tokio::time::sleep_until(recheck.unwrap_or_else(tokio::time::Instant::now)).await }, if recheck.is_some() => true,
+            };
+            recheck = None;
+            match ctx.may_evict(waited_out) {
+                Verdict::Now(idle) => {
+                    // Suspended, not running: the limit watcher does not walk
+                    // the worktree meanwhile.
+                    shift(&ctx.activity, Activity::Running, Activity::Waiting);
+                    ctx.evicted.store(true, Ordering::Relaxed);
+                    return Executed::Evicted(idle);
+                }
+                Verdict::At(at) => recheck = Some(at),
+                Verdict::No => {}
             }
-            Verdict::At(at) => recheck = Some(at),
-            Verdict::No => {}
         }
     }
 }

@@ -330,32 +330,38 @@ async fn end(
 }
 
 /// Run the instance until it returns or traps; a cancel is noticed by its
-/// next host call, and by the epoch callback after the grace.
-pub(crate) async fn execute(
-    components: &crate::component::Components,
-    ctx: &Arc<RunCtx>,
-    prepared: &Prepared,
+/// next host call, and by the epoch callback after the grace. (A plain
+/// function returning the future: the sandbox and the start go straight
+/// into the instance's future, not also into this one's arguments, which
+/// a waiting run would keep.)
+pub(crate) fn execute<'a>(
+    components: &'a crate::component::Components,
+    ctx: &'a Arc<RunCtx>,
+    prepared: &'a Prepared,
     sandbox: Sandbox,
     start: RunStart,
-) -> Result<Outcome, ErrorOrCancel> {
-    let run = components.run(prepared, sandbox, start);
-    let mut cancel_rx = ctx.cancel.subscribe();
-    let outcome = tokio::select! {
-        outcome = run => outcome,
-        _ = async {
-            let _ = cancel_rx.wait_for(|c| c.is_some()).await;
-            tokio::time::sleep(CANCEL_GRACE * 4).await;
-        } => Err(RunTrap::Trap("the controller did not stop after cancel".into())),
-    };
-    match outcome {
-        Ok(o) => Ok(o),
-        Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error(FailureCode::Setup, m)),
-        Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error(FailureCode::Trap, m)),
-        Err(RunTrap::TableFull(m)) => {
-            // The WASI table refused a handle: the open-file cap, by name.
-            let max = ctx.limits.open_files;
-            ctx.break_limit("open_files", max.saturating_add(1), max);
-            Err(ErrorOrCancel::error(FailureCode::Trap, m))
+) -> impl Future<Output = Result<Outcome, ErrorOrCancel>> + 'a {
+    // Boxed: moved into the `select!` below, it would be held twice.
+    let run = Box::pin(components.run(prepared, sandbox, start));
+    async move {
+        let mut cancel_rx = ctx.cancel.subscribe();
+        let outcome = tokio::select! {
+            outcome = run => outcome,
+            _ = async {
+                let _ = cancel_rx.wait_for(|c| c.is_some()).await;
+                tokio::time::sleep(CANCEL_GRACE * 4).await;
+            } => Err(RunTrap::Trap("the controller did not stop after cancel".into())),
+        };
+        match outcome {
+            Ok(o) => Ok(o),
+            Err(RunTrap::Setup(m)) => Err(ErrorOrCancel::error(FailureCode::Setup, m)),
+            Err(RunTrap::Trap(m)) => Err(ErrorOrCancel::error(FailureCode::Trap, m)),
+            Err(RunTrap::TableFull(m)) => {
+                // The WASI table refused a handle: the open-file cap, by name.
+                let max = ctx.limits.open_files;
+                ctx.break_limit("open_files", max.saturating_add(1), max);
+                Err(ErrorOrCancel::error(FailureCode::Trap, m))
+            }
         }
     }
 }
