@@ -3,7 +3,7 @@
 //! for group commit). Only [`super::session::SessionJournal`] drives it.
 
 use super::detach::detached;
-use super::event::{LifecycleEvent, Payload, SegmentLineage, SessionEvent, emit_line, line_prefix};
+use super::event::{LifecycleEvent, LinePrefix, Payload, SegmentLineage, SessionEvent, emit_line};
 use super::live::Live;
 use cairn_store::now_ms;
 use cairn_store::{Store, StoreError};
@@ -54,7 +54,7 @@ pub(super) struct Minting {
 impl Minting {
     /// The start of the lines of a run's entries in the active segment
     /// (see [`line_prefix`]), kept for its next emit.
-    fn prefix(&mut self, session: &SessionId, run_id: Option<RunId>) -> &str {
+    fn prefix(&mut self, session: &SessionId, run_id: Option<RunId>) -> &LinePrefix {
         kept_prefix(&mut self.prefix, session, self.segment, run_id)
     }
 
@@ -82,7 +82,7 @@ impl Minting {
     ) -> u64 {
         const AROUND: u64 =
             (",\"seq\":,\"at_ms\":,\"payload\":,\"crc\":\"12345678\"}".len() + 2 * 20) as u64;
-        self.prefix(session, run_id).len() as u64 + payload + AROUND
+        self.prefix(session, run_id).as_str().len() as u64 + payload + AROUND
     }
 
     /// The error of a commit that failed since the run's last append.
@@ -185,20 +185,27 @@ impl Drop for Held<'_> {
 }
 
 /// A line start kept for a run's entries in one segment.
-type KeptPrefix = Option<(SegmentId, Option<RunId>, String)>;
+type KeptPrefix = Option<(SegmentId, Option<RunId>, LinePrefix)>;
 
-/// The start of the lines of `run`'s entries in `segment` ([`line_prefix`]):
+/// The start of the lines of `run`'s entries in `segment` ([`LinePrefix`]):
 /// the one `kept`, or built and kept in its place.
 fn kept_prefix<'a>(
     kept: &'a mut KeptPrefix,
     session: &SessionId,
     segment: SegmentId,
     run: Option<RunId>,
-) -> &'a str {
+) -> &'a LinePrefix {
+    let fresh = || {
+        (
+            segment,
+            run,
+            LinePrefix::new(session, &segment, run.as_ref()),
+        )
+    };
     if !matches!(kept, Some((s, r, _)) if (*s, *r) == (segment, run)) {
-        *kept = Some((segment, run, line_prefix(session, &segment, run.as_ref())));
+        *kept = Some(fresh());
     }
-    kept.as_ref().map_or("", |(_, _, prefix)| prefix.as_str())
+    &kept.get_or_insert_with(fresh).2
 }
 
 /// A failed commit, kept to tell the run (a `StoreError` is not `Clone`).

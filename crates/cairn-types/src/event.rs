@@ -13,7 +13,7 @@ mod crc;
 mod kinds;
 mod line;
 #[doc(hidden)]
-pub use line::{Measured, emit_line, line_prefix};
+pub use line::{LinePrefix, Measured, emit_line, line_prefix};
 pub mod u64_text;
 pub use call::{CallError, CallErrorCode, CallUsage};
 pub use crc::{check_line, unsealed};

@@ -294,7 +294,13 @@ mod lines {
                 // As the committer builds an entry's line, a delta's text
                 // escaped straight into it.
                 assert!(!event.has_line());
-                assert_eq!(event.line_from_prefix(&prefix), expected);
+                let summed = super::super::LinePrefix::new(
+                    &event.session_id,
+                    &event.segment_id,
+                    event.run_id.as_ref(),
+                );
+                assert_eq!(summed.as_str(), prefix);
+                assert_eq!(event.line_from_prefix(&summed), expected);
                 assert!(event.has_line());
                 super::super::check_line(expected.as_bytes()).unwrap();
                 let parsed: SessionEvent = serde_json::from_str(&expected).unwrap();

@@ -40,8 +40,18 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
 /// closing brace — with its checksum as the last field: the bytes
 /// [`seal`] makes of the whole object.
 pub(crate) fn seal_open(line: &mut String) {
-    let field = checksum_field(crc32c::crc32c(line.as_bytes()));
-    // ASCII by construction: each byte is its char (no UTF-8 check).
+    push_field(line, crc32c::crc32c(line.as_bytes()));
+}
+
+/// [`seal_open`] for a line whose first `summed` bytes sum to `sum`
+/// already: the CRC32C continues over the rest alone.
+pub(crate) fn seal_open_after(line: &mut String, summed: usize, sum: u32) {
+    push_field(line, crc32c::crc32c_append(sum, &line.as_bytes()[summed..]));
+}
+
+fn push_field(line: &mut String, sum: u32) {
+    let field = checksum_field(sum);
+    // ASCII by construction: each byte is its char.
     line.extend(field.iter().map(|&b| char::from(b)));
 }
 
@@ -85,6 +95,24 @@ pub fn check_line(line: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_summed_after_its_start_seals_as_the_whole_line_does() {
+        let open = r#"{"session_id":"s","seq":7,"payload":{"text":"héllo"}"#;
+        let mut whole = open.to_string();
+        seal_open(&mut whole);
+        check_line(whole.as_bytes()).unwrap();
+        for at in 0..=open.len() {
+            let mut after = open.to_string();
+            let sum = crc32c::crc32c(&open.as_bytes()[..at]);
+            seal_open_after(&mut after, at, sum);
+            assert_eq!(after, whole, "summed after byte {at}");
+        }
+        // A wrong start's sum seals a line that does not check.
+        let mut wrong = open.to_string();
+        seal_open_after(&mut wrong, 10, 0);
+        assert!(check_line(wrong.as_bytes()).is_err());
+    }
 
     #[test]
     fn a_sealed_line_checks_and_any_changed_byte_does_not() {

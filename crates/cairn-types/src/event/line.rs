@@ -172,14 +172,60 @@ pub fn line_prefix(session: &SessionId, segment: &SegmentId, run: Option<&RunId>
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// The line of an entry without facts whose start is `prefix`
-/// ([`line_prefix`]) and whose payload's JSON is `payload`: the bytes
-/// [`SessionEvent::line`] writes, in one buffer of exactly their length
-/// (kept as it is: [`super::LineCache::built`]), the checksum summed in
-/// place. What an emit's entry is built around, before the entry exists.
+/// A line's start ([`line_prefix`]) with the checksum of its bytes: a
+/// line built on it sums only what follows (the CRC32C continues from
+/// the start's), which is more than half of an emitted delta's line.
 #[doc(hidden)]
-pub fn emit_line(prefix: &str, seq: Seq, at_ms: u64, payload: &str) -> Box<str> {
-    line_around(prefix, seq, at_ms, Json::Written(payload), None)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinePrefix {
+    text: String,
+    sum: u32,
+}
+
+impl LinePrefix {
+    /// The start of the lines of `run`'s entries in `segment`.
+    pub fn new(session: &SessionId, segment: &SegmentId, run: Option<&RunId>) -> Self {
+        let text = line_prefix(session, segment, run);
+        let sum = crc32c::crc32c(text.as_bytes());
+        LinePrefix { text, sum }
+    }
+
+    /// The start itself.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The line of an entry without facts whose start is `prefix` and whose
+/// payload's JSON is `payload`: the bytes [`SessionEvent::line`] writes,
+/// in one buffer of exactly their length (kept as it is:
+/// [`super::LineCache::built`]), the checksum summed in place. What an
+/// emit's entry is built around, before the entry exists.
+#[doc(hidden)]
+pub fn emit_line(prefix: &LinePrefix, seq: Seq, at_ms: u64, payload: &str) -> Box<str> {
+    line_around(
+        Start::Summed(prefix),
+        seq,
+        at_ms,
+        Json::Written(payload),
+        None,
+    )
+}
+
+/// A line's start as a line takes it: with its checksum or without.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    Plain(&'a str),
+    Summed(&'a LinePrefix),
+}
+
+impl Start<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Start::Plain(text) => text,
+            Start::Summed(prefix) => prefix.as_str(),
+        }
+    }
 }
 
 /// A payload's JSON as a line takes it: written already, or a delta's, to
@@ -199,7 +245,7 @@ impl Json<'_> {
 }
 
 fn line_around(
-    prefix: &str,
+    start: Start<'_>,
     seq: Seq,
     at_ms: u64,
     payload: Json<'_>,
@@ -213,6 +259,7 @@ fn line_around(
     let mut at_digits = itoa::Buffer::new();
     let at_digits = at_digits.format(at_ms);
     let facts = facts.map(|f| serde_json::to_string(f).unwrap_or_default());
+    let prefix = start.as_str();
     let len = prefix.len()
         + SEQ.len()
         + seq_digits.len()
@@ -238,7 +285,10 @@ fn line_around(
         // A field of an entry always serializes (as in `line`).
         out.push_str(&facts);
     }
-    crc::seal_open(&mut out);
+    match start {
+        Start::Plain(_) => crc::seal_open(&mut out),
+        Start::Summed(prefix) => crc::seal_open_after(&mut out, prefix.text.len(), prefix.sum),
+    }
     debug_assert_eq!(out.len(), len);
     out.into_boxed_str()
 }
@@ -267,7 +317,13 @@ impl SessionEvent {
     pub fn with_prefix_and_payload_json(self, prefix: &str, payload: &str) -> Self {
         debug_assert_eq!(prefix, self.line_prefix());
         let json = Json::Written(payload);
-        let line = line_around(prefix, self.seq, self.at_ms, json, self.facts.as_deref());
+        let line = line_around(
+            Start::Plain(prefix),
+            self.seq,
+            self.at_ms,
+            json,
+            self.facts.as_deref(),
+        );
         Self {
             line: LineCache::built(line),
             ..self
@@ -286,13 +342,13 @@ impl SessionEvent {
     /// journal's committer builds an emitted delta's line with, off the
     /// emitting guest's thread (see [`Measured`]).
     #[doc(hidden)]
-    pub fn line_from_prefix(&self, prefix: &str) -> &str {
+    pub fn line_from_prefix(&self, prefix: &LinePrefix) -> &str {
         if self.facts.is_some() {
             // A run's end: written once a run, the general way.
             return self.line();
         }
         self.line.0.get_or_init(|| {
-            debug_assert_eq!(prefix, self.line_prefix());
+            debug_assert_eq!(prefix.as_str(), self.line_prefix());
             let written;
             let json = match delta(&self.payload) {
                 Some((kind, text)) => Json::Delta(kind, text),
@@ -302,7 +358,7 @@ impl SessionEvent {
                     Json::Written(&written)
                 }
             };
-            line_around(prefix, self.seq, self.at_ms, json, None)
+            line_around(Start::Summed(prefix), self.seq, self.at_ms, json, None)
         })
     }
 }
