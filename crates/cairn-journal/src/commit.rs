@@ -53,7 +53,7 @@ pub(super) struct Minting {
 
 impl Minting {
     /// The start of the lines of a run's entries in the active segment
-    /// (see [`line_prefix`]), kept for its next emit.
+    /// (see [`LinePrefix`]), kept for its next emit.
     fn prefix(&mut self, session: &SessionId, run_id: Option<RunId>) -> &LinePrefix {
         kept_prefix(&mut self.prefix, session, self.segment, run_id)
     }
