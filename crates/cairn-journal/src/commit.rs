@@ -29,9 +29,12 @@ pub(super) struct Minting {
     /// Bytes (as journaled) of the emits counted into `pending` since it
     /// was last empty.
     pub(super) pending_bytes: u64,
-    /// A delayed commit is scheduled.
+    /// A delayed commit is scheduled: a timer started while
+    /// [`Core::batches`] was what it is now waits
+    /// ([`Core::flush_when_due`]).
     pub(super) timer: bool,
-    /// An immediate commit is scheduled (the batch filled).
+    /// A commit is on its way to take the pending batch (it filled, or its
+    /// timer ran out): nothing else starts one.
     pub(super) kicked: bool,
     /// A commit failed; runs get this until one ends.
     pub(super) failed: Option<Failure>,
@@ -119,7 +122,19 @@ impl MintLock {
     }
 
     /// The state now, whoever holds it: for the holder, and for a look.
+    /// Taken spinning a moment before sleeping on it: an emitting guest
+    /// holds it a fraction of a microsecond at a time, and a taker asleep
+    /// on it (the committer, taking the batch) costs the guest's next
+    /// release a wake-up, a system call on the guest's thread.
     fn state(&self) -> MintGuard<'_> {
+        const SPINS: usize = 1 << 10;
+        for _ in 0..SPINS {
+            match self.state.try_lock() {
+                Ok(minting) => return minting,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -278,9 +293,27 @@ pub(super) struct Core {
     /// their lines ([`Core::commit_lock_building_ahead`]).
     pub(super) more: tokio::sync::Notify,
     pub(super) live: Arc<Live>,
+    /// How many times the pending batch was taken with its schedule
+    /// ([`Core::taken`]; changed under the minting lock, read without
+    /// it): a timer started for an earlier batch has nothing left to do.
+    pub(super) batches: std::sync::atomic::AtomicU64,
 }
 
 impl Core {
+    /// The pending batch was taken (or dropped) with its schedule, under
+    /// the minting lock: the next emit schedules a commit of its own.
+    pub(super) fn taken(&self, minting: &mut Minting) {
+        minting.timer = false;
+        minting.kicked = false;
+        self.batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The count of batches taken ([`Core::batches`]).
+    pub(super) fn batches(&self) -> u64 {
+        self.batches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Tell the observer a store append of `entries` begun at `began` is
     /// durable.
     pub(super) fn observed(&self, began: std::time::Instant, entries: usize) {
@@ -410,8 +443,7 @@ impl Core {
                 self.taken.notify_waiters();
                 return Ok(());
             }
-            minting.timer = false;
-            minting.kicked = false;
+            self.taken(&mut minting);
             // The next batch likely fills as this one did: room for it
             // now, not grown an entry at a time by the emitting guest.
             let room = minting.pending.len().min(BATCH);
@@ -421,6 +453,30 @@ impl Core {
         // The guest that filled the batch goes on while it is written.
         self.taken.notify_waiters();
         self.write(&mut durable, &batch).await
+    }
+
+    /// A timer's commit of the batch it was started for (`batches` then),
+    /// [`COMMIT_DELAY`](super::session::COMMIT_DELAY) after its first
+    /// entry: unless that batch was taken meanwhile (the next one has a
+    /// timer of its own) or a commit is on its way for it. One commit at
+    /// a time waits for the one in flight, so it alone builds the lines
+    /// ahead: two would build the same entries' lines at once, and one
+    /// would wait for the other's on a lock (a thread's sleep and wake-up
+    /// an entry).
+    pub(super) async fn flush_when_due(&self, batches: u64) {
+        // The usual case, while a guest emits: its batch filled and was
+        // taken already, seen without the guest's lock.
+        if self.batches() != batches {
+            return;
+        }
+        {
+            let mut minting = self.minting.lock().await;
+            if self.batches() != batches || minting.kicked {
+                return;
+            }
+            minting.kicked = true;
+        }
+        let _ = self.flush().await;
     }
 
     /// The commit lock for a commit of the pending batch. While a commit
@@ -557,8 +613,7 @@ impl Core {
             let new = payloads.len();
             let mut batch = std::mem::take(&mut minting.pending);
             minting.ahead = 0;
-            minting.timer = false;
-            minting.kicked = false;
+            self.taken(&mut minting);
             batch.extend(payloads.into_iter().map(|payload| {
                 seq = seq.next();
                 self.event(seq, segment, run_id, at_ms, payload)

@@ -120,6 +120,7 @@ impl SessionJournal {
                 taken: tokio::sync::Notify::new(),
                 more: tokio::sync::Notify::new(),
                 live,
+                batches: Default::default(),
             }),
         }
     }
@@ -429,9 +430,10 @@ impl SessionJournal {
         } else if !minting.timer {
             minting.timer = true;
             let core = core.clone();
+            let batches = core.batches();
             spawn(away, async move {
                 tokio::time::sleep(COMMIT_DELAY).await;
-                let _ = core.flush().await;
+                core.flush_when_due(batches).await;
             });
         }
         (seq, false)
@@ -490,8 +492,7 @@ impl SessionJournal {
         let mut minting = self.core.minting.lock().await;
         if minting.sealed {
             minting.sealed = false;
-            minting.timer = false;
-            minting.kicked = false;
+            self.core.taken(&mut minting);
             if !minting.pending.is_empty() {
                 minting.pending.clear();
                 minting.last_seq = durable.last_seq;
@@ -635,8 +636,7 @@ impl SessionJournal {
             let mut minting = held.get();
             minting.pending.clear();
             minting.last_seq = last;
-            minting.timer = false;
-            minting.kicked = false;
+            core.taken(&mut minting);
             // The run that saw a failed commit has ended: later runs start
             // clean.
             minting.failed = None;

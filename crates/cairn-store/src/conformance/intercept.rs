@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 pub struct Intercepted {
     inner: Arc<dyn Store>,
     reads: AtomicUsize,
+    appends: AtomicUsize,
     refuse_next_append: AtomicBool,
     refuse_next_finish: AtomicBool,
     hold_next_finish: Hold,
@@ -67,6 +68,7 @@ impl Intercepted {
         Arc::new(Intercepted {
             inner,
             reads: AtomicUsize::new(0),
+            appends: AtomicUsize::new(0),
             refuse_next_append: AtomicBool::new(false),
             refuse_next_finish: AtomicBool::new(false),
             hold_next_finish: Hold::default(),
@@ -77,6 +79,11 @@ impl Intercepted {
     /// Journal reads asked of it so far (`read` and `read_bytes`).
     pub fn reads(&self) -> usize {
         self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Appends asked of it so far (refused ones too).
+    pub fn appends(&self) -> usize {
+        self.appends.load(Ordering::SeqCst)
     }
 
     /// Refuse the next append (an `Io` error naming a refused write), as
@@ -128,6 +135,7 @@ impl JournalStore for Intercepted {
         expected: Seq,
         events: &[Arc<SessionEvent>],
     ) -> Result<(), StoreError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
         if self.refuse_next_append.swap(false, Ordering::SeqCst) {
             return Err(refused(session));
         }
