@@ -297,6 +297,9 @@ pub(super) struct Core {
     /// ([`Core::taken`]; changed under the minting lock, read without
     /// it): a timer started for an earlier batch has nothing left to do.
     pub(super) batches: std::sync::atomic::AtomicU64,
+    /// Commits waiting for the one in flight
+    /// ([`Core::commit_lock_building_ahead`]).
+    pub(super) waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl Core {
@@ -455,10 +458,11 @@ impl Core {
         self.write(&mut durable, &batch).await
     }
 
-    /// A timer's commit of the batch it was started for (`batches` then),
-    /// [`COMMIT_DELAY`](super::session::COMMIT_DELAY) after its first
-    /// entry: unless that batch was taken meanwhile (the next one has a
-    /// timer of its own) or a commit is on its way for it. One commit at
+    /// A timer's commit of the batch it was started for (`batches` then:
+    /// an emit's [`COMMIT_DELAY`](super::session::COMMIT_DELAY) after the
+    /// batch's first entry, a deferred entry's or a run's first entries'
+    /// delay after them): unless that batch was taken meanwhile (the
+    /// next one has a timer of its own) or a commit is on its way for it. One commit at
     /// a time waits for the one in flight, so it alone builds the lines
     /// ahead: two would build the same entries' lines at once, and one
     /// would wait for the other's on a lock (a thread's sleep and wake-up
@@ -486,6 +490,7 @@ impl Core {
     /// starts with its lines built, and the emitting guest, waiting for
     /// room in a full batch, waits for the disk alone.
     async fn commit_lock_building_ahead(&self) -> tokio::sync::MutexGuard<'_, Durable> {
+        let _waiting = Waiting::count(&self.waiting);
         loop {
             if let Ok(durable) = self.commit.try_lock() {
                 return durable;
@@ -625,6 +630,22 @@ impl Core {
         let batch =
             detached(async move { core.write(&mut durable, &batch).await.map(|()| batch) }).await?;
         Ok(batch[batch.len() - new..].to_vec())
+    }
+}
+
+/// One commit counted as waiting ([`Core::waiting`]) while it lives.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn count(waiting: &'a std::sync::atomic::AtomicUsize) -> Self {
+        waiting.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting(waiting)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -52,7 +52,7 @@ mod subscription;
 
 pub use cairn_types::json::{MAX_JSON_DEPTH, check_json_depth, json_depth, json_len, json_within};
 pub use live::READ_MAX;
-pub use session::{BATCH, COMMIT_DELAY, Emitter, MAX_PENDING, Minted, SessionJournal};
+pub use session::{BATCH, COMMIT_DELAY, DEFER_DELAY, Emitter, MAX_PENDING, Minted, SessionJournal};
 pub use subscription::{Delivery, Subscription};
 
 use cairn_store::{Store, StoreError};

@@ -121,6 +121,7 @@ impl SessionJournal {
                 more: tokio::sync::Notify::new(),
                 live,
                 batches: Default::default(),
+                waiting: Default::default(),
             }),
         }
     }
@@ -225,13 +226,14 @@ impl SessionJournal {
             minted.push(event);
         }
         minting.last_seq = seq;
+        let batches = core.batches();
         drop(minting);
         let core = core.clone();
         tokio::spawn(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let _ = core.flush().await;
+            core.flush_when_due(batches).await;
         });
         Ok((
             minted,
@@ -317,12 +319,13 @@ impl SessionJournal {
             minting.pending.push(event);
         }
         minting.last_seq = seq;
+        let batches = core.batches();
         drop(minting);
         // Its own timer: an emit's shorter one is not pushed back.
         let core = core.clone();
         tokio::spawn(async move {
             tokio::time::sleep(DEFER_DELAY).await;
-            let _ = core.flush().await;
+            core.flush_when_due(batches).await;
         });
         seq
     }
@@ -668,6 +671,13 @@ impl SessionJournal {
         let minting = self.core.minting.lock().await;
         let built = minting.pending.iter().filter(|e| e.has_line()).count();
         (built, minting.pending.len())
+    }
+
+    /// How many commits wait for the one in flight now (tests: one at a
+    /// time, [`Core::flush_when_due`](super::commit::Core)).
+    #[doc(hidden)]
+    pub fn commits_waiting(&self) -> usize {
+        self.core.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How far a reader of the store should take this session's entries
