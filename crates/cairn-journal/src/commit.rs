@@ -462,11 +462,11 @@ impl Core {
     /// an emit's [`COMMIT_DELAY`](super::session::COMMIT_DELAY) after the
     /// batch's first entry, a deferred entry's or a run's first entries'
     /// delay after them): unless that batch was taken meanwhile (the
-    /// next one has a timer of its own) or a commit is on its way for it. One commit at
-    /// a time waits for the one in flight, so it alone builds the lines
-    /// ahead: two would build the same entries' lines at once, and one
-    /// would wait for the other's on a lock (a thread's sleep and wake-up
-    /// an entry).
+    /// next one has a timer of its own) or a commit is on its way for
+    /// it. One commit at a time waits for the one in flight, so it alone
+    /// builds the lines ahead: two would build the same entries' lines at
+    /// once, and one would wait for the other's on a lock (a thread's
+    /// sleep and wake-up an entry).
     pub(super) async fn flush_when_due(&self, batches: u64) {
         // The usual case, while a guest emits: its batch filled and was
         // taken already, seen without the guest's lock.
