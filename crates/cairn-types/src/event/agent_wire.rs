@@ -285,21 +285,19 @@ mod lines {
                 let expected = event.clone().line().to_string();
                 assert!(expected.starts_with(&serde_json::to_string(&event).unwrap()[..20]));
                 let json = serde_json::to_string(&event.payload).unwrap();
-                let prefix = event.line_prefix();
-                let built = event.clone().with_payload_json(&json);
-                assert_eq!(built.line(), expected);
-                // The start one writer keeps for a run's emits builds the same line.
-                let kept = event.clone().with_prefix_and_payload_json(&prefix, &json);
-                assert_eq!(kept.line(), expected);
-                // As the committer builds an entry's line, a delta's text
-                // escaped straight into it.
-                assert!(!event.has_line());
+                // The start one writer keeps for a run's emits, summed once.
                 let summed = super::super::LinePrefix::new(
                     &event.session_id,
                     &event.segment_id,
                     event.run_id.as_ref(),
                 );
-                assert_eq!(summed.as_str(), prefix);
+                assert_eq!(summed.as_str(), event.line_prefix());
+                // As an emit builds its line, around its payload's JSON.
+                let built = super::super::emit_line(&summed, event.seq, event.at_ms, &json);
+                assert_eq!(&*built, expected);
+                // As the committer builds an entry's line, a delta's text
+                // escaped straight into it.
+                assert!(!event.has_line());
                 assert_eq!(event.line_from_prefix(&summed), expected);
                 assert!(event.has_line());
                 super::super::check_line(expected.as_bytes()).unwrap();

@@ -37,20 +37,11 @@ pub(crate) fn seal(mut line: Vec<u8>) -> Vec<u8> {
 }
 
 /// Close `line` — one JSON object as serde would write it, all but its
-/// closing brace — with its checksum as the last field: the bytes
-/// [`seal`] makes of the whole object.
-pub(crate) fn seal_open(line: &mut String) {
-    push_field(line, crc32c::crc32c(line.as_bytes()));
-}
-
-/// [`seal_open`] for a line whose first `summed` bytes sum to `sum`
-/// already: the CRC32C continues over the rest alone.
+/// closing brace — with its checksum as the last field, its first
+/// `summed` bytes summing to `sum` already (the CRC32C continues over the
+/// rest alone): the bytes [`seal`] makes of the whole object.
 pub(crate) fn seal_open_after(line: &mut String, summed: usize, sum: u32) {
-    push_field(line, crc32c::crc32c_append(sum, &line.as_bytes()[summed..]));
-}
-
-fn push_field(line: &mut String, sum: u32) {
-    let field = checksum_field(sum);
+    let field = checksum_field(crc32c::crc32c_append(sum, &line.as_bytes()[summed..]));
     // ASCII by construction: each byte is its char.
     line.extend(field.iter().map(|&b| char::from(b)));
 }
@@ -99,14 +90,13 @@ mod tests {
     #[test]
     fn a_line_summed_after_its_start_seals_as_the_whole_line_does() {
         let open = r#"{"session_id":"s","seq":7,"payload":{"text":"héllo"}"#;
-        let mut whole = open.to_string();
-        seal_open(&mut whole);
-        check_line(whole.as_bytes()).unwrap();
+        let whole = seal(format!("{open}}}").into_bytes());
+        check_line(&whole).unwrap();
         for at in 0..=open.len() {
             let mut after = open.to_string();
             let sum = crc32c::crc32c(&open.as_bytes()[..at]);
             seal_open_after(&mut after, at, sum);
-            assert_eq!(after, whole, "summed after byte {at}");
+            assert_eq!(after.as_bytes(), whole, "summed after byte {at}");
         }
         // A wrong start's sum seals a line that does not check.
         let mut wrong = open.to_string();

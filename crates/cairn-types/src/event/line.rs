@@ -5,7 +5,7 @@
 //! line's start kept for the run's next emit. Every byte as serde writes
 //! the entry (tests below and in `agent_wire.rs`).
 
-use super::{AgentEvent, LineCache, Payload, RunFacts, SessionEvent, crc};
+use super::{AgentEvent, Payload, SessionEvent, crc};
 use crate::ids::{RunId, SegmentId, Seq, SessionId};
 use serde::Serialize;
 
@@ -203,29 +203,7 @@ impl LinePrefix {
 /// emit's entry is built around, before the entry exists.
 #[doc(hidden)]
 pub fn emit_line(prefix: &LinePrefix, seq: Seq, at_ms: u64, payload: &str) -> Box<str> {
-    line_around(
-        Start::Summed(prefix),
-        seq,
-        at_ms,
-        Json::Written(payload),
-        None,
-    )
-}
-
-/// A line's start as a line takes it: with its checksum or without.
-#[derive(Clone, Copy)]
-enum Start<'a> {
-    Plain(&'a str),
-    Summed(&'a LinePrefix),
-}
-
-impl Start<'_> {
-    fn as_str(&self) -> &str {
-        match self {
-            Start::Plain(text) => text,
-            Start::Summed(prefix) => prefix.as_str(),
-        }
-    }
+    line_around(prefix, seq, at_ms, Json::Written(payload))
 }
 
 /// A payload's JSON as a line takes it: written already, or a delta's, to
@@ -244,13 +222,7 @@ impl Json<'_> {
     }
 }
 
-fn line_around(
-    start: Start<'_>,
-    seq: Seq,
-    at_ms: u64,
-    payload: Json<'_>,
-    facts: Option<&RunFacts>,
-) -> Box<str> {
+fn line_around(start: &LinePrefix, seq: Seq, at_ms: u64, payload: Json<'_>) -> Box<str> {
     const SEQ: &str = ",\"seq\":";
     const AT: &str = ",\"at_ms\":";
     const PAYLOAD: &str = ",\"payload\":";
@@ -258,7 +230,6 @@ fn line_around(
     let seq_digits = seq_digits.format(seq.0);
     let mut at_digits = itoa::Buffer::new();
     let at_digits = at_digits.format(at_ms);
-    let facts = facts.map(|f| serde_json::to_string(f).unwrap_or_default());
     let prefix = start.as_str();
     let len = prefix.len()
         + SEQ.len()
@@ -267,7 +238,6 @@ fn line_around(
         + at_digits.len()
         + PAYLOAD.len()
         + payload.len()
-        + facts.as_ref().map_or(0, |f| ",\"facts\":".len() + f.len())
         + crc::SUFFIX_LEN;
     let mut out = String::with_capacity(len);
     out.push_str(prefix);
@@ -280,54 +250,16 @@ fn line_around(
         Json::Written(json) => out.push_str(json),
         Json::Delta(kind, text) => push_delta(&mut out, kind, text),
     }
-    if let Some(facts) = facts {
-        out.push_str(",\"facts\":");
-        // A field of an entry always serializes (as in `line`).
-        out.push_str(&facts);
-    }
-    match start {
-        Start::Plain(_) => crc::seal_open(&mut out),
-        Start::Summed(prefix) => crc::seal_open_after(&mut out, prefix.text.len(), prefix.sum),
-    }
+    crc::seal_open_after(&mut out, start.text.len(), start.sum);
     debug_assert_eq!(out.len(), len);
     out.into_boxed_str()
 }
 
 impl SessionEvent {
-    /// Keep the line built around `payload`, the JSON of this entry's
-    /// payload its writer serialized already (an emit measures its size
-    /// so): the same bytes [`Self::line`] would write, the payload not
-    /// serialized twice.
-    #[doc(hidden)]
-    pub fn with_payload_json(self, payload: &str) -> Self {
-        let prefix = self.line_prefix();
-        self.with_prefix_and_payload_json(&prefix, payload)
-    }
-
     /// The start of this entry's line, up to its seq ([`line_prefix`]).
     #[doc(hidden)]
     pub fn line_prefix(&self) -> String {
         line_prefix(&self.session_id, &self.segment_id, self.run_id.as_ref())
-    }
-
-    /// [`Self::with_payload_json`] with the line's start built already:
-    /// `prefix` must be this entry's [`Self::line_prefix`] (checked in
-    /// debug builds).
-    #[doc(hidden)]
-    pub fn with_prefix_and_payload_json(self, prefix: &str, payload: &str) -> Self {
-        debug_assert_eq!(prefix, self.line_prefix());
-        let json = Json::Written(payload);
-        let line = line_around(
-            Start::Plain(prefix),
-            self.seq,
-            self.at_ms,
-            json,
-            self.facts.as_deref(),
-        );
-        Self {
-            line: LineCache::built(line),
-            ..self
-        }
     }
 
     /// Whether this entry's line is built.
@@ -358,7 +290,7 @@ impl SessionEvent {
                     Json::Written(&written)
                 }
             };
-            line_around(Start::Summed(prefix), self.seq, self.at_ms, json, None)
+            line_around(prefix, self.seq, self.at_ms, json)
         })
     }
 }
