@@ -674,7 +674,7 @@ impl SessionJournal {
     }
 
     /// How many commits wait for the one in flight now (tests: one at a
-    /// time, [`Core::flush_when_due`](super::commit::Core)).
+    /// time, [`Core::flush_when_due`](super::commit::Core::flush_when_due)).
     #[doc(hidden)]
     pub fn commits_waiting(&self) -> usize {
         self.core.waiting.load(std::sync::atomic::Ordering::Relaxed)
