@@ -291,7 +291,7 @@ pub(super) struct Core {
     /// Told when another [`BATCH`] of emits joined a batch whose commit is
     /// started already: that commit, waiting for the one in flight, builds
     /// their lines ([`Core::commit_lock_building_ahead`]).
-    pub(super) more: tokio::sync::Notify,
+    pub(super) more: Arc<tokio::sync::Notify>,
     pub(super) live: Arc<Live>,
     /// How many times the pending batch was taken with its schedule
     /// ([`Core::taken`]; changed under the minting lock, read without
@@ -310,6 +310,14 @@ impl Core {
         minting.kicked = false;
         self.batches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Commits waiting for the one in flight now ([`Core::waiting`]). A
+    /// commit counts itself before it takes the minting lock to build
+    /// ahead, so a minter that holds the lock and reads none here has
+    /// its entries seen by the commit's first look.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The count of batches taken ([`Core::batches`]).

@@ -118,7 +118,7 @@ impl SessionJournal {
                 drops: Default::default(),
                 moved: tokio::sync::Notify::new(),
                 taken: tokio::sync::Notify::new(),
-                more: tokio::sync::Notify::new(),
+                more: Arc::new(tokio::sync::Notify::new()),
                 live,
                 batches: Default::default(),
                 waiting: Default::default(),
@@ -424,10 +424,17 @@ impl SessionJournal {
             return (seq, true);
         }
         if pending >= BATCH || minting.pending_bytes >= BATCH_BYTES {
-            if minting.kicked && pending.is_multiple_of(BATCH) {
+            if minting.kicked && pending.is_multiple_of(BATCH) && core.waiting() > 0 {
                 // A commit waits for the one in flight: it builds these
-                // lines meanwhile (`Core::commit_lock_building_ahead`).
-                core.more.notify_one();
+                // lines meanwhile (`Core::commit_lock_building_ahead`; one
+                // that begins to wait later builds them as it begins).
+                // Woken from the worker a guest keeps, it would start only
+                // at the guest's next yield, however soon the one in flight
+                // ends (see `away.rs`).
+                match away {
+                    true => super::away::wake(&core.more),
+                    false => core.more.notify_one(),
+                }
             }
             kick(core, minting, away);
         } else if !minting.timer {
@@ -677,7 +684,7 @@ impl SessionJournal {
     /// time, [`Core::flush_when_due`](super::commit::Core::flush_when_due)).
     #[doc(hidden)]
     pub fn commits_waiting(&self) -> usize {
-        self.core.waiting.load(std::sync::atomic::Ordering::Relaxed)
+        self.core.waiting()
     }
 
     /// How far a reader of the store should take this session's entries

@@ -91,3 +91,105 @@ async fn the_next_batch_is_built_while_a_commit_is_written() {
             .unwrap_or_else(|m| panic!("entry {}: {m}", i + 2));
     }
 }
+
+/// The same while the emitting guest keeps its worker (as a guest emitting
+/// without a wait does, between its yields): the waiting commit is told of
+/// each new batch from elsewhere, so it builds their lines on the other
+/// worker now. Told from the guest's worker, it would wait in that
+/// worker's LIFO slot, which no other worker can steal, until the guest
+/// gave the worker back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_is_built_while_the_guest_keeps_its_worker() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (store, _journals, journal) = journal("build-ahead-busy").await;
+    let mut gate = store.hold_next_append();
+    let (emitted, done) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let go_on = Arc::new(AtomicBool::new(false));
+    let guest = {
+        let (journal, emitted, done) = (journal.clone(), emitted.clone(), done.clone());
+        let go_on = go_on.clone();
+        // Spawned from the test's own thread: it runs on a worker, which
+        // it keeps (no await) until told it is done.
+        tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let mut i = 0;
+            let emit_to = |n: usize, i: &mut usize| {
+                while *i < n && std::time::Instant::now() < deadline {
+                    if let Some(emitter) = journal.try_emitter() {
+                        let (payload, json) = delta(*i);
+                        emitter.append(None, payload, &json);
+                        *i += 1;
+                    }
+                }
+            };
+            // A full batch: its commit, started from elsewhere, reaches
+            // the store, which holds it.
+            emit_to(BATCH, &mut i);
+            while gate.reached.try_recv().is_err() && std::time::Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            // The next full batch starts a commit that waits for the lock
+            // (and builds its lines as it begins to).
+            emit_to(2 * BATCH, &mut i);
+            emitted.store(i, Ordering::Release);
+            while !go_on.load(Ordering::Acquire) && std::time::Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            // And one more batch, whose lines that commit, waiting now, is
+            // told to build.
+            emit_to(3 * BATCH, &mut i);
+            emitted.store(i, Ordering::Release);
+            while !done.load(Ordering::Acquire) && std::time::Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            gate.go
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    let emitted_to = |n: usize| {
+        let emitted = emitted.clone();
+        async move {
+            while emitted.load(Ordering::Acquire) < n && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(emitted.load(Ordering::Acquire), n, "the guest emitted");
+        }
+    };
+    emitted_to(2 * BATCH).await;
+    // The second batch's commit waits for the held one, its first look
+    // taken: it waits to be told of more.
+    while journal.pending_lines().await != (BATCH, BATCH) && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        journal.commits_waiting(),
+        1,
+        "the second batch's commit waits"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    go_on.store(true, Ordering::Release);
+    emitted_to(3 * BATCH).await;
+    let built_in_time = loop {
+        let (built, pending) = journal.pending_lines().await;
+        if built == pending {
+            break Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break Err(format!("{built} of {pending}"));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    done.store(true, Ordering::Release);
+    drop(guest.await.unwrap());
+    if let Err(built) = built_in_time {
+        panic!(
+            "{built} pending lines built while the guest kept its worker: the waiting commit \
+             was not told from elsewhere"
+        );
+    }
+}
