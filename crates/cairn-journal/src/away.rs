@@ -97,15 +97,28 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
 
-    /// Spawn a task from a worker that then never gives its worker back,
-    /// and spin until it ran (or `wait` passed): whether it ran elsewhere.
-    fn ran_beside_a_busy_worker(away: bool, wait: Duration) -> bool {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+    fn two_workers() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .unwrap();
-        runtime.block_on(async move {
+            .unwrap()
+    }
+
+    /// Keep this worker, spinning until `ran` is set or `wait` passed:
+    /// whether it was set.
+    fn spin_until(ran: &AtomicBool, wait: Duration) -> bool {
+        let began = Instant::now();
+        while !ran.load(Ordering::Acquire) && began.elapsed() < wait {
+            std::hint::spin_loop();
+        }
+        ran.load(Ordering::Acquire)
+    }
+
+    /// Spawn a task from a worker that then never gives its worker back,
+    /// and spin until it ran (or `wait` passed): whether it ran elsewhere.
+    fn ran_beside_a_busy_worker(away: bool, wait: Duration) -> bool {
+        two_workers().block_on(async move {
             tokio::spawn(async move {
                 let ran = Arc::new(AtomicBool::new(false));
                 let flag = ran.clone();
@@ -114,11 +127,7 @@ mod tests {
                     true => super::spawn(task),
                     false => drop(tokio::spawn(task)),
                 }
-                let began = Instant::now();
-                while !ran.load(Ordering::Acquire) && began.elapsed() < wait {
-                    std::hint::spin_loop();
-                }
-                ran.load(Ordering::Acquire)
+                spin_until(&ran, wait)
             })
             .await
             .unwrap()
@@ -129,12 +138,7 @@ mod tests {
     /// gives its worker back, and spin until it ran (or `wait` passed):
     /// whether it ran elsewhere.
     fn woken_beside_a_busy_worker(away: bool, wait: Duration) -> bool {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
+        two_workers().block_on(async move {
             let notify = Arc::new(tokio::sync::Notify::new());
             let (ran, waiting) = (
                 Arc::new(AtomicBool::new(false)),
@@ -159,11 +163,7 @@ mod tests {
                     true => super::wake(&notify),
                     false => notify.notify_one(),
                 }
-                let began = Instant::now();
-                while !ran.load(Ordering::Acquire) && began.elapsed() < wait {
-                    std::hint::spin_loop();
-                }
-                ran.load(Ordering::Acquire)
+                spin_until(&ran, wait)
             })
             .await
             .unwrap();
