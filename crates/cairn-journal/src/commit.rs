@@ -312,7 +312,8 @@ impl Core {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Commits waiting for the one in flight now ([`Core::waiting`]). A
+    /// Commits waiting for the one in flight now
+    /// ([`Core::commit_lock_building_ahead`]). A
     /// commit counts itself before it takes the minting lock to build
     /// ahead, so a minter that holds the lock and reads none here has
     /// its entries seen by the commit's first look.
