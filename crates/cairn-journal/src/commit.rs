@@ -446,25 +446,61 @@ impl Core {
 
     /// Commit whatever is pending.
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
+        self.commit_pending(false).await.0
+    }
+
+    /// The commit a filled batch started ([`super::session`]'s `kick`):
+    /// it also stands in for the next batch's delayed commit, which that
+    /// batch's first emit would start otherwise — a task spawned, and a
+    /// thread woken, from the emitting guest's thread once a batch. Taken
+    /// with a full batch, the next one's schedule is this task's: once its
+    /// write ends (the next commit could not start before), it waits out
+    /// [`COMMIT_DELAY`](super::session::COMMIT_DELAY) from the take — no
+    /// later than from the next batch's first entry — and commits that
+    /// batch unless it was taken meanwhile ([`Core::flush_when_due`]).
+    pub(super) async fn flush_kicked(&self) {
+        // Whether the write failed or not: the next batch's emits found its
+        // timer set, and get no other.
+        if let (_, Some((batches, due))) = self.commit_pending(true).await {
+            tokio::time::sleep_until(due).await;
+            self.flush_when_due(batches).await;
+        }
+    }
+
+    /// Take the pending batch and write it; with `schedule_next` and a
+    /// full batch taken, the next batch's delayed commit is the caller's:
+    /// its count of batches and when it is due.
+    async fn commit_pending(
+        &self,
+        schedule_next: bool,
+    ) -> (Result<(), StoreError>, Option<(u64, tokio::time::Instant)>) {
         let mut durable = self.commit_lock_building_ahead().await;
-        let batch = {
+        let (batch, next) = {
             let mut minting = self.minting.lock().await;
             if minting.sealed {
                 // Kept for the run's terminal write.
                 drop(minting);
                 self.taken.notify_waiters();
-                return Ok(());
+                return (Ok(()), None);
             }
             self.taken(&mut minting);
+            let next = (schedule_next && minting.pending.len() >= BATCH).then(|| {
+                minting.timer = true;
+                (
+                    self.batches(),
+                    tokio::time::Instant::now() + super::session::COMMIT_DELAY,
+                )
+            });
             // The next batch likely fills as this one did: room for it
             // now, not grown an entry at a time by the emitting guest.
             let room = minting.pending.len().min(BATCH);
             minting.ahead = 0;
-            std::mem::replace(&mut minting.pending, Vec::with_capacity(room))
+            let batch = std::mem::replace(&mut minting.pending, Vec::with_capacity(room));
+            (batch, next)
         };
         // The guest that filled the batch goes on while it is written.
         self.taken.notify_waiters();
-        self.write(&mut durable, &batch).await
+        (self.write(&mut durable, &batch).await, next)
     }
 
     /// A timer's commit of the batch it was started for (`batches` then:

@@ -680,6 +680,14 @@ impl SessionJournal {
         (built, minting.pending.len())
     }
 
+    /// Whether the pending batch's delayed commit is scheduled now (tests:
+    /// the commit of a filled batch schedules the next one's,
+    /// [`Core::flush_kicked`](super::commit::Core::flush_kicked)).
+    #[doc(hidden)]
+    pub async fn commit_scheduled(&self) -> bool {
+        self.core.minting.lock().await.timer
+    }
+
     /// How many commits wait for the one in flight now (tests: one at a
     /// time, [`Core::flush_when_due`](super::commit::Core::flush_when_due)).
     #[doc(hidden)]
@@ -772,9 +780,7 @@ fn kick(core: &Arc<Core>, minting: &mut Minting, away: bool) {
     if !minting.kicked {
         minting.kicked = true;
         let core = core.clone();
-        spawn(away, async move {
-            let _ = core.flush().await;
-        });
+        spawn(away, async move { core.flush_kicked().await });
     }
 }
 

@@ -3,13 +3,14 @@
 //! its way leaves the pending entries to it; a batch that fills while a
 //! timer's commit waits starts none of its own; that commit takes every
 //! pending entry in one write, and the entries after it get a timer of
-//! their own.
+//! their own. The commit a filled batch starts is the next batch's timer
+//! too: its first emit starts nothing.
 
 mod support;
 
 use cairn_journal::{BATCH, SessionJournal};
 use cairn_store::conformance::Intercepted;
-use cairn_types::Seq;
+use cairn_types::{Payload, Seq};
 use std::time::Duration;
 use support::{journal, seqs, text};
 
@@ -87,4 +88,54 @@ async fn one_commit_at_a_time_waits_for_the_one_in_flight() {
     assert_eq!(seqs(&mut follower, 2).await, vec![next, next + 1]);
     assert_eq!(store.appends() - before, 5);
     assert_eq!(journal.commits_waiting(), 0);
+}
+
+/// A guest's emit without a wait (the minting lock is free).
+fn emit_now(journal: &SessionJournal) -> Seq {
+    let payload = text("d");
+    let json = payload.measure(u64::MAX).unwrap();
+    journal
+        .try_emitter()
+        .expect("nobody else mints")
+        .append(None, payload, &json)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filled_batchs_commit_schedules_the_next_batchs() {
+    let (store, _journals, journal) = journal("commit-schedule-next").await;
+    let mut follower = journal.subscribe(Seq(1));
+    let before = store.appends();
+    // A batch one short of full, with no timer of an emit's (entries
+    // committed with the session's next write, or in a minute), then the
+    // emit that fills it: its commit starts at once, and is held.
+    let gate = store.hold_next_append();
+    let payloads: Vec<Payload> = (0..BATCH - 1).map(|_| text("d")).collect();
+    journal
+        .commit_soon(None, payloads, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(!journal.commit_scheduled().await);
+    let filled = emit_now(&journal);
+    tokio::time::timeout(Duration::from_secs(5), gate.reached)
+        .await
+        .expect("the filled batch's commit reached the store")
+        .unwrap();
+    // Taken, it scheduled the next batch's commit before any emit of it.
+    assert_eq!(journal.pending_lines().await.1, 0);
+    assert!(
+        journal.commit_scheduled().await,
+        "the filled batch's commit schedules the next batch's"
+    );
+    let after: Vec<u64> = (0..3).map(|_| emit_now(&journal).0).collect();
+    assert_eq!(after, vec![filled.0 + 1, filled.0 + 2, filled.0 + 3]);
+    drop(gate.go);
+    // Once written, that commit waits out the delay and takes them.
+    let got = seqs(&mut follower, BATCH + 3).await;
+    assert_eq!(got, (2..2 + BATCH as u64 + 3).collect::<Vec<_>>());
+    assert_eq!(
+        store.appends() - before,
+        2,
+        "the filled batch, then the three after it"
+    );
+    assert!(!journal.commit_scheduled().await);
 }
