@@ -17,13 +17,11 @@ struct Session {
     last_generation: Generation,
     bytes: u64,
     /// The window's entries as their journal lines, parsed when read: a
-    /// line held alone is half of what its entry held (a text delta's:
-    /// ~340 bytes against ~680 with the entry, its text and its line), and
-    /// an entry kept here outlived the live tail — every entry of a
-    /// session that emits without end took memory the system had never
-    /// handed out (a page fault each dozen entries, on the emitting
-    /// guest's thread), where a line lets it go and its memory serve the
-    /// next.
+    /// line is a third of what its parsed entry holds, and an entry kept
+    /// here outlived the live tail — every entry of a session that emits
+    /// without end took memory the system had never handed out (a page
+    /// fault each dozen entries, on the emitting guest's thread), where a
+    /// line lets it go and its memory serve the next.
     lines: VecDeque<Box<str>>,
     runs: HashMap<RunId, RunFacts>,
     checkpoints: HashMap<String, Vec<u8>>,
