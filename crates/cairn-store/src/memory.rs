@@ -3,7 +3,7 @@
 
 use super::{Head, JournalItem, JournalStore, RunStore, StoreError, check_fence};
 use async_trait::async_trait;
-use cairn_types::event::{LineCache, RunFacts, SessionEvent};
+use cairn_types::event::{RunFacts, SessionEvent};
 use cairn_types::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,13 +16,7 @@ struct Session {
     last_seq: Seq,
     last_generation: Generation,
     bytes: u64,
-    /// The window's entries as their journal lines, parsed when read: a
-    /// line is a third of what its parsed entry holds, and an entry kept
-    /// here outlived the live tail — every entry of a session that emits
-    /// without end took memory the system had never handed out (a page
-    /// fault each dozen entries, on the emitting guest's thread), where a
-    /// line lets it go and its memory serve the next.
-    lines: VecDeque<Box<str>>,
+    events: VecDeque<Arc<SessionEvent>>,
     runs: HashMap<RunId, RunFacts>,
     checkpoints: HashMap<String, Vec<u8>>,
 }
@@ -74,43 +68,11 @@ impl MemoryStore {
             s.last_generation = s.last_generation.max(g);
         }
         s.last_seq = event.seq;
-        let line = event.line();
-        s.bytes = s.bytes.saturating_add(line.len() as u64 + 1);
-        s.lines.push_back(line.into());
-        while s.lines.len() > self.window {
-            s.lines.pop_front();
+        s.bytes = s.bytes.saturating_add(event.line().len() as u64 + 1);
+        s.events.push_back(event.clone());
+        while s.events.len() > self.window {
+            s.events.pop_front();
         }
-    }
-}
-
-impl Session {
-    /// The seq of the oldest line held (seqs are dense: the fence
-    /// checked every append).
-    fn first_seq(&self) -> Option<Seq> {
-        (!self.lines.is_empty()).then(|| Seq(self.last_seq.0 + 1 - self.lines.len() as u64))
-    }
-}
-
-/// A line this store keeps, parsed back: the entry as it was appended
-/// (its session's id as the store keys it, workspace and all; its line
-/// cached, as it was).
-fn parse(session: &SessionId, seq: Seq, line: Box<str>) -> Result<JournalItem, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
-        path: format!("memory:{session}").into(),
-        line: seq.0 as usize,
-        reason,
-    };
-    let mut item = [super::line::parse_line(line.as_bytes()).map_err(corrupt)?];
-    super::restamp(session, &mut item);
-    match item {
-        [JournalItem::Event(mut event)] if event.seq == seq => {
-            event.line = LineCache::built(line);
-            Ok(JournalItem::Event(event))
-        }
-        [item] => Err(corrupt(format!(
-            "the line held for seq {seq} is entry {}",
-            item.seq()
-        ))),
     }
 }
 
@@ -134,7 +96,7 @@ impl JournalStore for MemoryStore {
                 last_seq: Seq(0),
                 last_generation: Generation(0),
                 bytes: 0,
-                lines: VecDeque::new(),
+                events: VecDeque::new(),
                 runs: HashMap::new(),
                 checkpoints: HashMap::new(),
             },
@@ -177,9 +139,8 @@ impl JournalStore for MemoryStore {
         limit: usize,
         max_bytes: u64,
     ) -> Result<Vec<JournalItem>, StoreError> {
-        // The lines under the lock, parsed outside it.
-        let lines = self.with(session, |s| {
-            let Some(first) = s.first_seq() else {
+        self.with(session, |s| {
+            let Some(first) = s.events.front().map(|e| e.seq) else {
                 return Ok(vec![]);
             };
             if after.0 + 1 < first.0 {
@@ -187,21 +148,18 @@ impl JournalStore for MemoryStore {
             }
             let skip = (after.0 + 1 - first.0) as usize;
             let mut bytes = 0u64;
-            let mut lines = Vec::new();
-            for line in s.lines.iter().skip(skip).take(limit) {
-                bytes += line.len() as u64 + 1;
-                if !lines.is_empty() && bytes > max_bytes {
-                    break;
+            let mut out = Vec::new();
+            for e in s.events.iter().skip(skip).take(limit) {
+                if max_bytes != u64::MAX {
+                    bytes += e.line().len() as u64 + 1;
+                    if !out.is_empty() && bytes > max_bytes {
+                        break;
+                    }
                 }
-                lines.push(line.clone());
+                out.push(JournalItem::Event(Box::new(SessionEvent::clone(e))));
             }
-            Ok(lines)
-        })?;
-        lines
-            .into_iter()
-            .zip(after.0 + 1..)
-            .map(|(line, seq)| parse(session, Seq(seq), line))
-            .collect()
+            Ok(out)
+        })
     }
 
     async fn start_segment(
@@ -279,119 +237,5 @@ impl RunStore for MemoryStore {
                 .cloned()
                 .ok_or_else(|| StoreError::NoCheckpoint(key.to_string()))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cairn_types::event::{AgentEvent, LifecycleEvent, Payload, RunStatus, Usage};
-
-    fn entry(session: &SessionId, segment: SegmentId, seq: u64, run: RunId) -> Arc<SessionEvent> {
-        let payload = match seq % 3 {
-            0 => Payload::Agent(AgentEvent::TextDelta {
-                text: format!("delta \"{seq}\"\n"),
-                by: None,
-            }),
-            1 => Payload::Lifecycle(LifecycleEvent::GenerationReserved {
-                worker_id: cairn_types::ids::WorkerId::new(),
-                generation: Generation(seq),
-            }),
-            _ => Payload::Lifecycle(LifecycleEvent::Failed {
-                error: cairn_types::event::ErrorInfo {
-                    code: cairn_types::failure::FailureCode::ControllerError,
-                    message: format!("entry {seq}"),
-                    details: Some(serde_json::json!({ "seq": seq })),
-                },
-            }),
-        };
-        let facts = seq.is_multiple_of(5).then(|| {
-            Box::new(RunFacts {
-                run_id: run,
-                session_id: session.clone(),
-                component: "sha256:test".into(),
-                status: RunStatus::Failed,
-                outcome: None,
-                usage: Usage::default(),
-                started_at_ms: 1,
-                ended_at_ms: 2,
-                first_seq: Seq(1),
-                last_seq: Seq(seq),
-                generation: Generation(1),
-                checkpoint: None,
-                pending_decisions: vec![],
-                continues: None,
-                resumes: None,
-            })
-        });
-        Arc::new(SessionEvent {
-            session_id: session.clone(),
-            segment_id: segment,
-            run_id: Some(run),
-            seq: Seq(seq),
-            at_ms: 1_700_000_000_000 + seq,
-            payload,
-            facts,
-            line: Default::default(),
-        })
-    }
-
-    /// Kept as lines, entries read back as they were appended: their
-    /// session's id with its workspace, their facts, their lines; the
-    /// window, the byte bound and the oldest held as before.
-    #[tokio::test]
-    async fn entries_kept_as_lines_read_back_as_appended() {
-        let store = MemoryStore::new(20);
-        let session = SessionId::parse("s-1")
-            .unwrap()
-            .in_workspace("team-a", "local");
-        assert!(session.is_scoped());
-        let segment = SegmentId::new();
-        let run = RunId::new();
-        store.create(&session, segment).await.unwrap();
-        assert!(store.read(&session, Seq(0), 10).await.unwrap().is_empty());
-        let appended: Vec<_> = (1..=50).map(|s| entry(&session, segment, s, run)).collect();
-        for batch in appended.chunks(7) {
-            store.append(&session, batch[0].seq, batch).await.unwrap();
-        }
-        let lines: u64 = appended.iter().map(|e| e.line().len() as u64 + 1).sum();
-        assert_eq!(store.bytes(&session).await.unwrap(), lines);
-        assert_eq!(store.head(&session).await.unwrap().last_seq, Seq(50));
-        // The newest 20 are held: 31..=50.
-        match store.read(&session, Seq(29), 5).await {
-            Err(StoreError::Truncated { oldest }) => assert_eq!(oldest, Seq(31)),
-            other => panic!("expected a truncated read, got {other:?}"),
-        }
-        let read = store.read(&session, Seq(30), 100).await.unwrap();
-        assert_eq!(read.len(), 20);
-        for (item, original) in read.iter().zip(&appended[30..]) {
-            let JournalItem::Event(e) = item else {
-                panic!("an entry of ours reads as {item:?}")
-            };
-            assert_eq!(e.session_id, session, "the id keeps its workspace");
-            assert_eq!(e.seq, original.seq);
-            assert_eq!(e.run_id, original.run_id);
-            assert_eq!(e.at_ms, original.at_ms);
-            assert_eq!(e.payload, original.payload);
-            assert_eq!(e.facts, original.facts);
-            if let Some(facts) = &e.facts {
-                assert_eq!(facts.session_id, session);
-            }
-            assert!(e.has_line(), "read with its line");
-            assert_eq!(e.line(), original.line());
-        }
-        // A limit, a start past the oldest, a byte bound (at least one).
-        let some = store.read(&session, Seq(44), 3).await.unwrap();
-        let seqs: Vec<u64> = some.iter().map(|i| i.seq().0).collect();
-        assert_eq!(seqs, vec![45, 46, 47]);
-        let first_two = appended[40].line().len() as u64 + appended[41].line().len() as u64 + 2;
-        let bounded = store
-            .read_bytes(&session, Seq(40), 10, first_two)
-            .await
-            .unwrap();
-        assert_eq!(bounded.len(), 2);
-        let one = store.read_bytes(&session, Seq(40), 10, 1).await.unwrap();
-        assert_eq!(one.len(), 1);
-        assert!(store.read(&session, Seq(50), 10).await.unwrap().is_empty());
     }
 }
