@@ -12,6 +12,9 @@ use std::sync::Arc;
 
 /// Pending emits that start a commit at once.
 pub const BATCH: usize = 256;
+/// The longest an emit waits before its commit starts (with the tokio
+/// timer's millisecond grain, it starts within 2 ms).
+pub const COMMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What only the committer touches: the durable head.
 pub(super) struct Durable {
@@ -455,9 +458,9 @@ impl Core {
     /// thread woken, from the emitting guest's thread once a batch. Taken
     /// with a full batch, the next one's schedule is this task's: once its
     /// write ends (the next commit could not start before), it waits out
-    /// [`COMMIT_DELAY`](super::session::COMMIT_DELAY) from the take — no
-    /// later than from the next batch's first entry — and commits that
-    /// batch unless it was taken meanwhile ([`Core::flush_when_due`]).
+    /// [`COMMIT_DELAY`] from the take — no later than from the next
+    /// batch's first entry — and commits that batch unless it was taken
+    /// meanwhile ([`Core::flush_when_due`]).
     pub(super) async fn flush_kicked(&self) {
         // Whether the write failed or not: the next batch's emits found its
         // timer set, and get no other.
@@ -486,10 +489,7 @@ impl Core {
             self.taken(&mut minting);
             let next = (schedule_next && minting.pending.len() >= BATCH).then(|| {
                 minting.timer = true;
-                (
-                    self.batches(),
-                    tokio::time::Instant::now() + super::session::COMMIT_DELAY,
-                )
+                (self.batches(), tokio::time::Instant::now() + COMMIT_DELAY)
             });
             // The next batch likely fills as this one did: room for it
             // now, not grown an entry at a time by the emitting guest.
@@ -504,14 +504,14 @@ impl Core {
     }
 
     /// A timer's commit of the batch it was started for (`batches` then:
-    /// an emit's [`COMMIT_DELAY`](super::session::COMMIT_DELAY) after the
-    /// batch's first entry, a deferred entry's or a run's first entries'
-    /// delay after them): unless that batch was taken meanwhile (the
-    /// next one has a timer of its own) or a commit is on its way for
-    /// it. One commit at a time waits for the one in flight, so it alone
-    /// builds the lines ahead: two would build the same entries' lines at
-    /// once, and one would wait for the other's on a lock (a thread's
-    /// sleep and wake-up an entry).
+    /// an emit's [`COMMIT_DELAY`] after the batch's first entry, a
+    /// deferred entry's or a run's first entries' delay after them):
+    /// unless that batch was taken meanwhile (the next one has a timer of
+    /// its own) or a commit is on its way for it. One commit at a time
+    /// waits for the one in flight, so it alone builds the lines ahead:
+    /// two would build the same entries' lines at once, and one would
+    /// wait for the other's on a lock (a thread's sleep and wake-up an
+    /// entry).
     pub(super) async fn flush_when_due(&self, batches: u64) {
         // The usual case, while a guest emits: its batch filled and was
         // taken already, seen without the guest's lock.

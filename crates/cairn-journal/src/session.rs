@@ -32,10 +32,7 @@ use cairn_types::ids::{Generation, RunId, SegmentId, Seq, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use super::commit::BATCH;
-/// The longest an emit waits before its commit starts (with the tokio
-/// timer's millisecond grain, it starts within 2 ms).
-pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
+pub use super::commit::{BATCH, COMMIT_DELAY};
 /// The longest a deferred bookkeeping entry (an observer coming or going)
 /// waits for the session's next write before it is committed alone: long
 /// enough that a run started right after an attach carries it.
