@@ -20,7 +20,7 @@ fn started_seqs(events: &[SessionEvent]) -> Vec<(Seq, String)> {
         .iter()
         .filter_map(|e| match &e.payload {
             Payload::Lifecycle(LifecycleEvent::Started { prompt, .. }) => {
-                Some((e.seq, prompt.clone()))
+                Some((e.seq, prompt.to_string()))
             }
             _ => None,
         })

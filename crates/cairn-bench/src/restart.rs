@@ -41,7 +41,7 @@ pub(crate) async fn restore(dir: &Path, n: usize) -> anyhow::Result<f64> {
                             generation,
                         }),
                         Payload::Lifecycle(LifecycleEvent::Started {
-                            component: digest.clone(),
+                            component: digest.as_str().into(),
                             prompt: "restored".into(),
                             tools: None,
                             timeout_ms: None,

@@ -245,8 +245,8 @@ impl TaskView {
             LifecycleEvent::Started {
                 prompt, component, ..
             } => {
-                self.prompt = Some((seq, prompt.clone()));
-                self.component = Some(component.clone());
+                self.prompt = Some((seq, prompt.to_string()));
+                self.component = Some(component.to_string());
                 vec![self.set(TaskState::Working, None, at)]
             }
             LifecycleEvent::ResumedByReplay { .. } => Vec::new(),

@@ -367,8 +367,8 @@ async fn rebuild(s: &AppState, session: &SessionId, id: ResponseId) -> Result<Va
         {
             b = Some(Builder::new(
                 id,
-                component.clone(),
-                responses_tools(tools),
+                component.to_string(),
+                responses_tools(tools.as_deref()),
                 false,
             ));
         }
@@ -384,9 +384,8 @@ async fn rebuild(s: &AppState, session: &SessionId, id: ResponseId) -> Result<Va
 }
 
 /// The chat-form tools a run started with, as the Responses API's.
-fn responses_tools(tools: &Option<String>) -> Value {
+fn responses_tools(tools: Option<&str>) -> Value {
     let doc: Value = tools
-        .as_deref()
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default();
     let list: Vec<Value> = doc["tools"]

@@ -131,7 +131,7 @@ pub fn turns_of(events: &[crate::SessionEvent], skip: Option<RunId>, limit: usiz
                     }));
                     continue;
                 }
-                (TurnRole::User, prompt.clone())
+                (TurnRole::User, prompt.to_string())
             }
             Payload::Lifecycle(LifecycleEvent::Finished { text, .. }) => {
                 (TurnRole::Assistant, text.clone())

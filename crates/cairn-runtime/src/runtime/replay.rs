@@ -140,7 +140,7 @@ async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
     let Some(component) = bound.or_else(|| {
         started.as_ref().and_then(|s| match &s.payload {
             Payload::Lifecycle(LifecycleEvent::Started { component, .. }) => {
-                Some(component.clone())
+                Some(component.to_string())
             }
             _ => None,
         })
@@ -254,8 +254,8 @@ async fn restore_one(rt: &Runtime, worker_id: crate::ids::WorkerId) -> bool {
         ctx,
         worker_id,
         prepared,
-        prompt: prompt.clone(),
-        tools: tools.clone(),
+        prompt: prompt.to_string(),
+        tools: tools.as_deref().map(str::to_string),
         liveness: *liveness,
         timeout_ms: *timeout_ms,
         continues: *continues,
@@ -606,7 +606,7 @@ impl Runtime {
             let prepared = match &against {
                 Some(p) => p.clone(),
                 None => {
-                    self.resolve(&ComponentRef::Digest(component.clone()))
+                    self.resolve(&ComponentRef::Digest(component.to_string()))
                         .await?
                         .0
                 }
@@ -688,11 +688,11 @@ impl Runtime {
                 session_id: session.clone(),
                 worker_id: worker.id(),
                 generation: *generation,
-                prompt: prompt.clone(),
+                prompt: prompt.to_string(),
                 continues: *continues,
                 checkpoint,
                 seed: *seed,
-                tools: tools.clone(),
+                tools: tools.as_deref().map(str::to_string),
             };
             let outcome = execute(&self.inner.components, &ctx, &prepared, sandbox, start).await;
             if let Some(error) = ctx.failure() {

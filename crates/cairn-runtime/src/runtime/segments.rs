@@ -180,7 +180,7 @@ impl Runtime {
             .iter()
             .find(|e| e.seq == before)
             .and_then(|e| match &e.payload {
-                Payload::Lifecycle(LifecycleEvent::Started { prompt, resumes: None, .. }) => Some(prompt.clone()),
+                Payload::Lifecycle(LifecycleEvent::Started { prompt, resumes: None, .. }) => Some(prompt.to_string()),
                 _ => None,
             })
             .ok_or_else(|| {

@@ -65,9 +65,9 @@ pub(super) async fn ready(
             through_seq: ctx.journal.last_seq().await,
         },
         None => LifecycleEvent::Started {
-            component: plan.prepared.digest().to_string(),
-            prompt: plan.prompt.clone(),
-            tools: plan.tools.clone(),
+            component: plan.prepared.digest().into(),
+            prompt: plan.prompt.as_str().into(),
+            tools: plan.tools.as_deref().map(Into::into),
             timeout_ms: plan.timeout_ms,
             liveness: plan.liveness,
             generation,
