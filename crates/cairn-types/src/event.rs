@@ -445,11 +445,12 @@ pub enum LifecycleEvent {
         /// The generation.
         generation: Generation,
     },
-    /// A run started; its prompt is the user's turn. Its texts are boxed
-    /// strings (no spare capacity to hold): this is the largest variant,
-    /// and every entry is as large as it — at 240 bytes an entry's shared
-    /// allocation fits the allocator's 256-byte class, not its 320-byte
-    /// one (a memory journal keeps every entry; a replay holds them all).
+    /// A run started; its prompt is the user's turn.
+    // Its texts are boxed strings (no spare capacity to hold): this is the
+    // largest variant, and every entry is as large as it — at 240 bytes an
+    // entry's shared allocation fits the allocator's 256-byte class, not
+    // its 320-byte one (a memory journal keeps every entry; a replay holds
+    // them all).
     Started {
         /// The component, `sha256:<hex>`.
         component: Box<str>,
