@@ -82,6 +82,16 @@ pub fn cairn_in(home: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The directory of the one worker a home holds.
+pub fn only_worker(home: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(home.join("workers"))
+        .expect("the home has workers/")
+        .next()
+        .expect("the home holds a worker")
+        .expect("workers/ can be read")
+        .path()
+}
+
 /// A fixture guest's component path.
 pub fn fixture(name: &str) -> std::path::PathBuf {
     cairn_test_programs::FIXTURES

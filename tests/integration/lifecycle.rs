@@ -446,12 +446,7 @@ fn rm_removes_a_worktree_deeper_than_the_descriptor_limit() {
     let home = tmp.path().join("home");
     let out = cairn_in(&home, &["run", "echo", "--prompt", "x", "--json"], None);
     let session = crate::common::session_of_output(&out.stdout);
-    let worker = std::fs::read_dir(home.join("workers"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let worker = only_worker(&home);
     // 5,000 levels, made one descriptor at a time (echo, which opens no
     // file, got no `artifacts/`: the tree is put there as a user would).
     std::fs::create_dir(worker.join("runs/1/artifacts")).unwrap();

@@ -353,12 +353,7 @@ async fn a_rolled_back_worker_json_never_hands_a_generation_out_twice() {
         .find_map(|attempt| {
             let home = tmp.path().join(format!("home-{attempt}"));
             run_and_kill(&home, &format!("{N} 0"), "text_delta", Duration::ZERO);
-            let worker = std::fs::read_dir(home.join("workers"))
-                .unwrap()
-                .next()
-                .unwrap()
-                .unwrap()
-                .path();
+            let worker = only_worker(&home);
             (!journal_holds(&worker, r#""type":"finished""#)).then_some((home, worker))
         })
         .expect("one of five runs is killed before it finishes");
@@ -433,12 +428,7 @@ fn cairn_replay_reports_matches_and_divergence() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 of 1 runs matched"), "{text}");
     // Tamper with one journaled text: the replay must notice.
-    let worker = std::fs::read_dir(home.join("workers"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let worker = only_worker(&home);
     let segments = worker.join("session/segments");
     let seg = std::fs::read_dir(&segments)
         .unwrap()
